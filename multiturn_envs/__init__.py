@@ -1,0 +1,27 @@
+"""multiturn-envs: multi-turn text environments with turn budgets and exact step-level oracles.
+
+``import multiturn_envs`` registers every ``MT/*`` id with Gymnasium::
+
+    import gymnasium as gym
+    import multiturn_envs
+
+    env = gym.make("MT/FrozenLake-v0", max_turns=8)
+"""
+
+from multiturn_envs.core import EpisodeOver, StepOutcome, TextEnv
+from multiturn_envs.registration import env_ids, register_envs
+from multiturn_envs.spaces import UnicodeText
+
+__version__ = "0.1.0"
+
+register_envs()
+
+__all__ = [
+    "EpisodeOver",
+    "StepOutcome",
+    "TextEnv",
+    "UnicodeText",
+    "__version__",
+    "env_ids",
+    "register_envs",
+]

@@ -1,0 +1,359 @@
+"""The env contract every MT/* environment implements: :class:`TextEnv`.
+
+The base class owns everything that must behave identically across envs, so that each env only
+writes its task logic:
+
+* the turn budget (``max_turns``) and whether it is announced in observations. One mechanism,
+  owned by the env (Minigrid's ``max_steps`` pattern); envs are registered with
+  ``max_episode_steps=None`` so Gymnasium's ``TimeLimit`` never competes with it;
+* ``terminated`` (success or a real terminal state) versus ``truncated`` (budget spent), as
+  Python bools;
+* the ``info`` keys of the contract (``task_id``, ``turn``, ``turns_left``, ``success``,
+  ``step_score``, ``parse_error``, ...);
+* the conversation history (:meth:`TextEnv.messages`) that LLM policies are prompted with;
+* exact snapshots (:meth:`TextEnv.get_state` / :meth:`TextEnv.set_state`), including the
+  env's random generator, so that many actions can be tried from one state;
+* guards: stepping before ``reset`` or after the episode ended raises a clear error.
+
+A subclass implements :meth:`TextEnv.task_ids`, :meth:`TextEnv._load_task`,
+:meth:`TextEnv._step`, :meth:`TextEnv._get_state`, :meth:`TextEnv._set_state`, and the oracle
+hooks :meth:`TextEnv.expert_action` and :meth:`TextEnv.error_action`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.error import ResetNeeded
+
+from multiturn_envs.spaces import UnicodeText
+
+BudgetMode = Literal["hidden", "announced"]
+BUDGET_MODES: tuple[str, ...] = ("hidden", "announced")
+
+
+class EpisodeOver(ResetNeeded):
+    """Raised by ``step`` after the episode has terminated or been truncated."""
+
+
+@dataclass
+class StepOutcome:
+    """What an env's ``_step`` returns; the base class turns it into Gymnasium's 5-tuple.
+
+    Attributes:
+        observation: the env's feedback for this action (the budget note is added by the base).
+        reward: the env's reward for this step.
+        terminated: success or a real terminal state (a hole, the last user turn, ...).
+        success: whether the task is solved *now*.
+        step_score: the oracle's score of this action at the state it was taken in, in [0, 1].
+        parse_error: ``None`` when the action was understood, else the message shown to the agent.
+        info: env-specific extra ``info`` entries (must be deterministic).
+    """
+
+    observation: str
+    reward: float
+    terminated: bool
+    success: bool
+    step_score: float
+    parse_error: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class TextEnv(gym.Env[str, str]):
+    """Base class of a multi-turn text environment with a turn budget and oracle hooks.
+
+    Args:
+        max_turns: the turn budget (``None``: no budget). Every call to ``step`` is one turn,
+            unparseable replies included.
+        budget_mode: ``"hidden"`` (observations never mention the budget, so one run at the
+            largest budget gives the whole Pass@(K,T) surface) or ``"announced"`` (each
+            observation ends with the turns left).
+        render_mode: ``None`` or ``"ansi"`` (``render()`` returns the last observation).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 (gymnasium convention)
+
+    def __init__(
+        self,
+        max_turns: int | None = None,
+        budget_mode: BudgetMode = "hidden",
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText()
+        self.action_space = UnicodeText()
+        self.max_turns: int | None = None
+        self.budget_mode: str = "hidden"
+        self.set_turn_budget(max_turns, budget_mode)
+        self._turn = 0
+        self._prefix_turns = 0
+        self._needs_reset = True
+        self._done = False
+        self._success = False
+        self._task_id: str | None = None
+        self._history: list[dict[str, str]] = []
+        self._last_observation = ""
+
+    # ------------------------------------------------------------------ to implement
+    def task_ids(self) -> Sequence[str]:
+        """The ids of the tasks this env can load (``reset(options={"task_id": ...})``)."""
+        raise NotImplementedError
+
+    def _load_task(self, task_id: str, options: dict[str, Any]) -> str:
+        """Set up the task ``task_id`` and return the first observation."""
+        raise NotImplementedError
+
+    def _step(self, action: str) -> StepOutcome:
+        """Apply one action. ``self.turns_left`` still counts this action (it is ``>= 1``)."""
+        raise NotImplementedError
+
+    def _get_state(self) -> Any:
+        """The env-specific part of an exact snapshot (deep-copyable)."""
+        raise NotImplementedError
+
+    def _set_state(self, state: Any) -> None:
+        """Restore what :meth:`_get_state` returned."""
+        raise NotImplementedError
+
+    def expert_action(self) -> str:
+        """An optimal action at the current state (the oracle's choice)."""
+        raise NotImplementedError
+
+    def error_action(self, rng: np.random.Generator) -> str:
+        """A plausible wrong action that does not end the episode, drawn from ``rng``."""
+        raise NotImplementedError
+
+    def valid_actions(self) -> Sequence[str] | None:
+        """The env's finite set of well-formed actions, or ``None`` when it has none."""
+        return None
+
+    def system_prompt(self) -> str:
+        """Standing instructions for an LLM agent (the first observation repeats what matters)."""
+        return ""
+
+    def _close(self) -> None:
+        """Release heavy resources (containers, databases). Called at most once per open."""
+
+    # ------------------------------------------------------------------ oracle hooks
+    def score_action(self, action: str) -> float:
+        """The oracle's score of ``action`` at the current state, leaving the state unchanged.
+
+        The default applies the action and restores a snapshot; envs with a cheaper exact
+        oracle (FrozenLake's dynamic programming) override it.
+        """
+        self._require_live()
+        snapshot = self.get_state()
+        try:
+            return float(self._step(action).step_score)
+        finally:
+            self.set_state(snapshot)
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        """A uniformly random well-formed action (or random text when the env has no finite set)."""
+        actions = self.valid_actions()
+        if actions:
+            return actions[int(rng.integers(len(actions)))]
+        sampler = UnicodeText(seed=int(rng.integers(2**32)))
+        return sampler.sample()
+
+    def state_key(self) -> str:
+        """A stable id of the current state: equal states give equal keys (GiGPO anchors)."""
+        digest = hashlib.sha1(self._last_observation.encode("utf-8", "surrogatepass"))
+        return digest.hexdigest()[:16]
+
+    # ------------------------------------------------------------------ budget
+    def set_turn_budget(self, max_turns: int | None, budget_mode: str = "hidden") -> None:
+        """Set the budget for the next episode (wrappers call this before ``reset``)."""
+        if max_turns is not None and (not isinstance(max_turns, int | np.integer) or max_turns < 1):
+            raise ValueError(f"max_turns must be a positive int or None, got {max_turns!r}")
+        if budget_mode not in BUDGET_MODES:
+            raise ValueError(f"budget_mode must be one of {BUDGET_MODES}, got {budget_mode!r}")
+        if budget_mode == "announced" and max_turns is None:
+            raise ValueError("an announced budget needs max_turns")
+        self.max_turns = None if max_turns is None else int(max_turns)
+        self.budget_mode = budget_mode
+
+    @property
+    def turn(self) -> int:
+        """Turns the agent has taken in this episode (injected prefix turns excluded)."""
+        return self._turn
+
+    @property
+    def turns_left(self) -> int | None:
+        """Turns the agent may still take (``None`` without a budget)."""
+        if self.max_turns is None:
+            return None
+        return max(self.max_turns - self._turn, 0)
+
+    @property
+    def task_id(self) -> str | None:
+        return self._task_id
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = dict(options or {})
+        task_id = options.pop("task_id", None)
+        if task_id is None:
+            ids = self.task_ids()
+            if not ids:
+                raise ValueError(f"{type(self).__name__} has no tasks to load")
+            task_id = ids[int(self.np_random.integers(len(ids)))]
+        task_id = str(task_id)
+        observation = self._load_task(task_id, options)
+        self._task_id = task_id
+        self._turn = 0
+        self._prefix_turns = 0
+        self._needs_reset = False
+        self._done = False
+        self._success = False
+        observation = self._with_budget_note(observation)
+        self._history = [{"role": "user", "content": observation}]
+        self._last_observation = observation
+        return observation, self._info(step_score=None, parse_error=None, extra={})
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self._require_live()
+        if not isinstance(action, str):
+            raise TypeError(f"an action is a str, got {type(action).__name__}: {action!r:.80}")
+        outcome = self._step(action)
+        self._turn += 1
+        self._success = bool(outcome.success)
+        terminated = bool(outcome.terminated)
+        truncated = not terminated and self.max_turns is not None and self._turn >= self.max_turns
+        self._done = terminated or truncated
+        observation = self._with_budget_note(outcome.observation)
+        self._history.append({"role": "assistant", "content": action})
+        self._history.append({"role": "user", "content": observation})
+        self._last_observation = observation
+        info = self._info(
+            step_score=float(outcome.step_score),
+            parse_error=outcome.parse_error,
+            extra=outcome.info,
+        )
+        info["truncation_reason"] = "turn_budget" if truncated else None
+        return observation, float(outcome.reward), terminated, bool(truncated), info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._last_observation
+        return None
+
+    def close(self) -> None:
+        if not getattr(self, "_closed", False):
+            self._closed = True
+            self._close()
+        super().close()
+
+    # ------------------------------------------------------------------ for wrappers
+    def play_prefix(self, action: str) -> StepOutcome:
+        """Apply ``action`` as part of the history handed to the agent (error injection).
+
+        The turn is recorded in :meth:`messages` but does not count against the budget. Raises
+        ``ValueError`` when the action ends the episode: a prefix must leave a live state.
+        """
+        self._require_live()
+        snapshot = self.get_state()
+        outcome = self._step(action)
+        if outcome.terminated:
+            self.set_state(snapshot)
+            raise ValueError(f"prefix action {action!r:.80} ends the episode of {self._task_id}")
+        self._prefix_turns += 1
+        self._success = bool(outcome.success)
+        observation = self._with_budget_note(outcome.observation)
+        self._history.append({"role": "assistant", "content": action})
+        self._history.append({"role": "user", "content": observation})
+        self._last_observation = observation
+        return outcome
+
+    def current_observation(self) -> str:
+        """The last observation the agent was shown."""
+        return self._last_observation
+
+    def current_info(self) -> dict[str, Any]:
+        """The contract's ``info`` for the current state (no step score: no action was taken)."""
+        return self._info(step_score=None, parse_error=None, extra={})
+
+    # ------------------------------------------------------------------ history and snapshots
+    def messages(self) -> list[dict[str, str]]:
+        """The episode so far as chat messages: user (observation), assistant (action), ..."""
+        return [dict(m) for m in self._history]
+
+    def get_state(self) -> dict[str, Any]:
+        """An exact, deep-copied snapshot: task, turn counters, history, RNG and env state."""
+        return {
+            "task_id": self._task_id,
+            "turn": self._turn,
+            "prefix_turns": self._prefix_turns,
+            "needs_reset": self._needs_reset,
+            "done": self._done,
+            "success": self._success,
+            "max_turns": self.max_turns,
+            "budget_mode": self.budget_mode,
+            "history": copy.deepcopy(self._history),
+            "last_observation": self._last_observation,
+            "rng": copy.deepcopy(self.np_random.bit_generator.state),
+            "env": copy.deepcopy(self._get_state()) if not self._needs_reset else None,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a snapshot taken by :meth:`get_state` (on this env or an identical one)."""
+        self._task_id = state["task_id"]
+        self._turn = state["turn"]
+        self._prefix_turns = state["prefix_turns"]
+        self._needs_reset = state["needs_reset"]
+        self._done = state["done"]
+        self._success = state["success"]
+        self.max_turns = state["max_turns"]
+        self.budget_mode = state["budget_mode"]
+        self._history = copy.deepcopy(state["history"])
+        self._last_observation = state["last_observation"]
+        self.np_random.bit_generator.state = copy.deepcopy(state["rng"])
+        if state["env"] is not None:
+            self._set_state(copy.deepcopy(state["env"]))
+
+    # ------------------------------------------------------------------ internals
+    def _require_live(self) -> None:
+        if self._needs_reset:
+            raise ResetNeeded("call reset() before step()")
+        if self._done:
+            raise EpisodeOver("the episode has ended (terminated or truncated); call reset()")
+
+    def _with_budget_note(self, observation: str) -> str:
+        if self.budget_mode != "announced" or self.max_turns is None:
+            return observation
+        left = self.turns_left
+        return f"{observation}\n\n[Turns left: {left} of {self.max_turns}]"
+
+    def _info(
+        self, *, step_score: float | None, parse_error: str | None, extra: dict[str, Any]
+    ) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "task_id": self._task_id,
+            "turn": self._turn,
+            "turns_left": self.turns_left,
+            "max_turns": self.max_turns,
+            "budget_mode": self.budget_mode,
+            "success": self._success,
+            "step_score": step_score,
+            "parse_error": parse_error is not None,
+            "error_message": parse_error,
+            "prefix_turns": self._prefix_turns,
+            "state_key": self.state_key(),
+        }
+        info.update(copy.deepcopy(extra))
+        return info

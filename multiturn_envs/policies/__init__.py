@@ -1,0 +1,1 @@
+"""Policies: the batched policy protocol, baselines, and LLM backends."""
