@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The one command that sets up everything the tests need and runs them (CI calls exactly this).
+# Installs the Python packages into .venv, starts a Docker engine if it can (root), builds the
+# sandbox image offline when missing, runs pytest, and stops what it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh dev
+
+started_docker=0
+if [ -f scripts/ensure_docker.sh ]; then
+  if bash scripts/ensure_docker.sh; then
+    [ -f .cache/dockerd.started ] && started_docker=1
+    .venv/bin/python -m multiturn_envs.sandbox.image build --if-missing
+  elif [ "${CI:-}" = "true" ]; then
+    echo "test.sh: CI=true but no Docker engine could be started" >&2
+    exit 1
+  else
+    echo "test.sh: no Docker engine: the docker tests will be skipped" >&2
+  fi
+fi
+cleanup() {
+  if [ "$started_docker" = 1 ] && [ -f scripts/stop_docker.sh ]; then
+    bash scripts/stop_docker.sh || true
+  fi
+}
+trap cleanup EXIT
+
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" = 5 ]; then
+  echo "test.sh: pytest collected no tests: that is a failure here" >&2
+  exit 1
+fi
+exit "$rc"
