@@ -1,0 +1,243 @@
+"""Percentile bootstrap confidence intervals over units (tasks, or states), paired when asked.
+
+The unit of resampling is the task (or, for same-state comparisons, the state): rollouts are
+never resampled within a task, because a duplicated rollout enters the same K-subset twice and
+biases the pass@k U-statistic upward. One set of resampled indices is drawn per call and shared by
+every cell of a surface and by both policies of a comparison, so that
+
+* the intervals of different cells are jointly consistent, and
+* the interval of a difference ``A - B`` is computed directly from paired replicates
+  (identical policies give exactly ``[0, 0]``).
+
+Per-unit values may be ``NaN`` (a task excluded from a cell because ``K > n``); a replicate's
+mean then ignores them, weighted by how often each remaining unit was drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from multiturn_envs.harness.passk import PassSurface
+
+DEFAULT_N_BOOT = 2_000
+_CHUNK_CELLS = 4_000_000  # replicate-rows x units per chunk: bounds the weight matrix's memory
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    """A point estimate with a percentile interval, for every cell of an array.
+
+    Attributes:
+        estimate: the mean over units of the original data (``NaN``-ignoring).
+        low: the ``alpha / 2`` quantile of the replicate means.
+        high: the ``1 - alpha / 2`` quantile of the replicate means.
+        alpha: ``1 - `` the coverage (0.05: a 95 % interval).
+        n_boot: the number of replicates.
+        seed: the seed of the resampled indices.
+    """
+
+    estimate: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    alpha: float
+    n_boot: int
+    seed: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        def clean(a: np.ndarray) -> Any:
+            a = np.asarray(a, dtype=np.float64)
+            return np.where(np.isnan(a), None, a).tolist()
+
+        return {
+            "estimate": clean(self.estimate),
+            "low": clean(self.low),
+            "high": clean(self.high),
+            "alpha": self.alpha,
+            "n_boot": self.n_boot,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class PairedBootstrapCI:
+    """Intervals of ``A``, ``B`` and ``A - B`` from one shared set of resampled indices."""
+
+    a: BootstrapCI
+    b: BootstrapCI
+    diff: BootstrapCI
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a.to_dict(), "b": self.b.to_dict(), "diff": self.diff.to_dict()}
+
+
+def bootstrap_indices(
+    n_units: int, n_boot: int = DEFAULT_N_BOOT, seed: int | None = 0
+) -> np.ndarray:
+    """``(n_boot, n_units)`` unit indices drawn with replacement: the one shared index set."""
+    if isinstance(n_units, bool) or not isinstance(n_units, int | np.integer) or n_units < 1:
+        raise ValueError(f"the bootstrap needs at least one unit, got n_units={n_units!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive int, got {n_boot!r}")
+    rng = np.random.default_rng(seed)
+    dtype = np.int32 if n_units < 2**31 else np.int64
+    return rng.integers(0, n_units, size=(int(n_boot), int(n_units)), dtype=dtype)
+
+
+def _replicate_means(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``(n_boot, *cells)`` NaN-ignoring means of ``values`` over each row of ``indices``.
+
+    Works through multiplicity weights (how often each unit was drawn) and a matrix product, in
+    chunks of replicates, so memory stays ``O(chunk * n_units + n_boot * cells)`` instead of
+    materialising ``values[indices]``.
+    """
+    n_units = values.shape[0]
+    flat = values.reshape(n_units, -1)
+    present = ~np.isnan(flat)
+    filled = np.where(present, flat, 0.0)
+    present_f = present.astype(np.float64)
+    n_boot = indices.shape[0]
+    out = np.empty((n_boot, flat.shape[1]))
+    chunk = max(1, _CHUNK_CELLS // max(n_units, 1))
+    for start in range(0, n_boot, chunk):
+        rows = indices[start : start + chunk]
+        m = rows.shape[0]
+        offsets = (np.arange(m, dtype=np.int64) * n_units)[:, None]
+        weights = np.bincount((rows + offsets).ravel(), minlength=m * n_units)
+        weights = weights.reshape(m, n_units).astype(np.float64)
+        sums = weights @ filled
+        counts = weights @ present_f
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start : start + m] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return out.reshape((n_boot, *values.shape[1:]))
+
+
+def _nanmean_units(values: np.ndarray) -> np.ndarray:
+    present = ~np.isnan(values)
+    counts = present.sum(axis=0)
+    sums = np.where(present, values, 0.0).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _check_alpha(alpha: float) -> float:
+    if not 0.0 < float(alpha) < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    return float(alpha)
+
+
+def _as_units(name: str, values: Any) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 0 or arr.shape[0] < 1:
+        raise ValueError(f"{name} needs a leading axis of at least one unit, got shape {arr.shape}")
+    return arr
+
+
+def _interval(
+    values: np.ndarray, indices: np.ndarray, alpha: float, seed: int | None
+) -> BootstrapCI:
+    reps = _replicate_means(values, indices)
+    with np.errstate(invalid="ignore"):
+        # All-NaN columns (a cell no replicate could fill) give NaN bounds without a warning.
+        all_nan = np.isnan(reps).all(axis=0)
+        safe = np.where(all_nan[None, ...], 0.0, reps)
+        low, high = np.nanquantile(safe, [alpha / 2, 1 - alpha / 2], axis=0)
+    low = np.where(all_nan, np.nan, low)
+    high = np.where(all_nan, np.nan, high)
+    return BootstrapCI(
+        estimate=_nanmean_units(values),
+        low=low,
+        high=high,
+        alpha=alpha,
+        n_boot=indices.shape[0],
+        seed=seed,
+    )
+
+
+def bootstrap_ci(
+    per_unit: Any,
+    n_boot: int = DEFAULT_N_BOOT,
+    alpha: float = 0.05,
+    seed: int | None = 0,
+    indices: np.ndarray | None = None,
+) -> BootstrapCI:
+    """Percentile interval of the mean over units, for every trailing cell of ``per_unit``.
+
+    Args:
+        per_unit: array ``(n_units, ...)``, e.g. a surface's ``per_task``.
+        n_boot: replicates (ignored when ``indices`` is given).
+        alpha: ``0.05`` for a 95 % interval.
+        seed: seed of the resampled indices; the same seed gives the same interval.
+        indices: a shared index set from :func:`bootstrap_indices` (to pair with other calls).
+    """
+    alpha = _check_alpha(alpha)
+    values = _as_units("per_unit", per_unit)
+    if indices is None:
+        indices = bootstrap_indices(values.shape[0], n_boot, seed)
+    elif indices.ndim != 2 or indices.shape[1] != values.shape[0]:
+        raise ValueError(f"indices of shape {indices.shape} do not match {values.shape[0]} units")
+    return _interval(values, indices, alpha, seed)
+
+
+def paired_bootstrap_ci(
+    per_unit_a: Any,
+    per_unit_b: Any,
+    n_boot: int = DEFAULT_N_BOOT,
+    alpha: float = 0.05,
+    seed: int | None = 0,
+) -> PairedBootstrapCI:
+    """Intervals of ``A``, ``B`` and of the difference ``A - B``, resampling units jointly.
+
+    ``per_unit_a[i]`` and ``per_unit_b[i]`` must describe the same unit (task or state). The
+    difference is the mean over units of ``a_i - b_i``, where only units defined for both count.
+    """
+    alpha = _check_alpha(alpha)
+    a = _as_units("per_unit_a", per_unit_a)
+    b = _as_units("per_unit_b", per_unit_b)
+    if a.shape != b.shape:
+        raise ValueError(f"paired data must have the same shape, got {a.shape} and {b.shape}")
+    indices = bootstrap_indices(a.shape[0], n_boot, seed)
+    return PairedBootstrapCI(
+        a=_interval(a, indices, alpha, seed),
+        b=_interval(b, indices, alpha, seed),
+        diff=_interval(a - b, indices, alpha, seed),
+    )
+
+
+def surface_ci(
+    surface: PassSurface, n_boot: int = DEFAULT_N_BOOT, alpha: float = 0.05, seed: int | None = 0
+) -> BootstrapCI:
+    """Interval of every Pass@(K,T) cell, one index set over tasks for all cells."""
+    return bootstrap_ci(surface.per_task, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+def paired_surface_ci(
+    surface_a: PassSurface,
+    surface_b: PassSurface,
+    n_boot: int = DEFAULT_N_BOOT,
+    alpha: float = 0.05,
+    seed: int | None = 0,
+) -> PairedBootstrapCI:
+    """Paired intervals of two policies' surfaces and of ``A - B``, aligned by task id.
+
+    Both surfaces must cover the same tasks on the same (K, T) grid; ``B``'s rows are reordered
+    to ``A``'s task order.
+    """
+    if set(surface_a.task_ids) != set(surface_b.task_ids):
+        only_a = sorted(set(surface_a.task_ids) - set(surface_b.task_ids))[:5]
+        only_b = sorted(set(surface_b.task_ids) - set(surface_a.task_ids))[:5]
+        raise ValueError(
+            f"a paired comparison needs the same tasks: only in A {only_a}, only in B {only_b}"
+        )
+    if not (
+        np.array_equal(surface_a.ks, surface_b.ks) and np.array_equal(surface_a.ts, surface_b.ts)
+    ):
+        raise ValueError(
+            f"surfaces are on different grids: K {surface_a.ks.tolist()} vs "
+            f"{surface_b.ks.tolist()}, T {surface_a.ts.tolist()} vs {surface_b.ts.tolist()}"
+        )
+    order = {task: i for i, task in enumerate(surface_b.task_ids)}
+    b_rows = surface_b.per_task[[order[task] for task in surface_a.task_ids]]
+    return paired_bootstrap_ci(surface_a.per_task, b_rows, n_boot=n_boot, alpha=alpha, seed=seed)
