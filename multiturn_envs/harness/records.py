@@ -1,0 +1,264 @@
+"""Trajectory records: the versioned JSONL schema, a crash-safe writer, a tolerant reader, resume.
+
+A record file is JSON Lines. Line 1 is the run header (``"kind": "header"``): the config that
+determines every record (env, policy, tasks, samples, budget, seeds), so ``report`` knows what
+ran and a resume can refuse a file written by a different run. Every other line is one finished
+trajectory (``"kind": "trajectory"``). docs/harness.md lists every field.
+
+Crash safety (resume after ``kill -9``): each record is one complete ``write(2)`` of one line on
+an ``O_APPEND`` descriptor, so a killed process leaves whole lines in the OS page cache, plus at
+most one torn last line. ``fsync`` runs at most every ``fsync_interval_s`` seconds and at close:
+it bounds what a *machine* crash can lose without paying a disk flush per trajectory. On resume
+the torn tail (anything after the last newline) is cut off, and the keys of the finished
+trajectories are skipped, so nothing is lost and nothing is duplicated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+RecordKey = tuple[str, int, int]
+"""(task_id, sample index, max_turns): what identifies a trajectory within a run."""
+
+
+class RecordFileError(ValueError):
+    """A record file that cannot be read or resumed (the message says why and what to do)."""
+
+
+class RunMismatch(RecordFileError):
+    """The file's header describes a different run than the one asked for."""
+
+
+def canonical(obj: Any) -> Any:
+    """``obj`` as JSON would give it back (tuples become lists), for comparisons."""
+    return json.loads(json.dumps(obj, sort_keys=True, ensure_ascii=False))
+
+
+def run_id_of(config: dict[str, Any]) -> str:
+    """A stable id of *what* ran: a hash of the canonical config (equal configs, equal ids)."""
+    text = json.dumps(canonical(config), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def make_header(config: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The header line of a run with ``config`` (``extra``: informational fields)."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "kind": "header",
+        "run_id": run_id_of(config),
+        "config": canonical(config),
+        **extra,
+    }
+
+
+def record_key(record: dict[str, Any]) -> RecordKey:
+    """The resume key of a trajectory record."""
+    return (str(record["task_id"]), int(record["sample"]), int(record["max_turns"]))
+
+
+def dumps_line(obj: dict[str, Any]) -> bytes:
+    """One JSON line, UTF-8, newline-terminated (lone surrogates escaped, not fatal)."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (text + "\n").encode("utf-8", "backslashreplace")
+
+
+def repair_truncated_tail(path: str | os.PathLike[str]) -> int:
+    """Cut a torn last line (bytes after the last newline); return how many bytes were cut."""
+    with open(path, "r+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        pos = size
+        block = 1 << 16
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                keep = start + nl + 1
+                break
+            pos = start
+        else:
+            keep = 0
+        if keep < size:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return size - keep
+
+
+def iter_lines(
+    path: str | os.PathLike[str], *, tolerate_torn_tail: bool = True
+) -> Iterator[dict[str, Any]]:
+    """Parsed lines of a record file, streamed. A torn last line is skipped (a run killed or
+    still writing); a bad line elsewhere is a :class:`RecordFileError` naming the line."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.endswith(b"\n"):
+                if tolerate_torn_tail:
+                    return
+                raise RecordFileError(f"{path}: line {lineno} is truncated")
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                raise RecordFileError(f"{path}: line {lineno} is not valid JSON") from None
+            if not isinstance(obj, dict):
+                raise RecordFileError(f"{path}: line {lineno} is not a JSON object")
+            yield obj
+
+
+def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The header line of a record file, or a clear :class:`RecordFileError`."""
+    for obj in iter_lines(path):
+        if obj.get("kind") != "header":
+            break
+        if obj.get("schema") != SCHEMA_VERSION:
+            raise RecordFileError(
+                f"{path}: record schema {obj.get('schema')!r}, this version reads {SCHEMA_VERSION}"
+            )
+        return obj
+    raise RecordFileError(f"{path}: not a multiturn-envs record file (no header line)")
+
+
+@dataclass
+class RunFile:
+    """A record file read into memory: its header and its trajectories (first copy per key)."""
+
+    path: str
+    header: dict[str, Any]
+    records: list[dict[str, Any]]
+    duplicates: int = 0
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.header["config"]
+
+
+def read_run(path: str | os.PathLike[str]) -> RunFile:
+    """Read a whole record file (for reports and analyses; the runner never calls this)."""
+    header = read_header(path)
+    seen: set[RecordKey] = set()
+    records: list[dict[str, Any]] = []
+    duplicates = 0
+    for obj in iter_lines(path):
+        if obj.get("kind") != "trajectory":
+            continue
+        key = record_key(obj)
+        if key in seen:
+            duplicates += 1
+            continue
+        seen.add(key)
+        records.append(obj)
+    return RunFile(str(path), header, records, duplicates)
+
+
+def _config_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    keys = sorted(set(old) | set(new))
+    parts = []
+    for key in keys:
+        a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
+        if a != b:
+            a_text, b_text = json.dumps(a)[:60], json.dumps(b)[:60]
+            parts.append(f"{key}: {a_text} in the file, {b_text} now")
+    return "; ".join(parts[:3]) + ("; ..." if len(parts) > 3 else "")
+
+
+@dataclass
+class RecordWriter:
+    """Appends trajectory records to a run's JSONL file; resumes an interrupted file.
+
+    Args:
+        path: the ``.jsonl`` file.
+        header: from :func:`make_header`.
+        resume: if the file exists, keep its records (after checking its header) and expose
+            their keys in :attr:`done`; if ``False``, an existing non-empty file is an error
+            unless ``overwrite``.
+        overwrite: replace an existing file.
+        fsync_interval_s: the longest time between two ``fsync`` calls while writing.
+    """
+
+    path: str | os.PathLike[str]
+    header: dict[str, Any]
+    resume: bool = True
+    overwrite: bool = False
+    fsync_interval_s: float = 1.0
+    done: set[RecordKey] = field(default_factory=set, init=False)
+    repaired_bytes: int = field(default=0, init=False)
+    _fd: int | None = field(default=None, init=False, repr=False)
+    _last_sync: float = field(default=0.0, init=False, repr=False)
+
+    def open(self) -> RecordWriter:
+        path = Path(self.path)
+        if path.parent and not path.parent.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = True
+        if path.exists() and path.stat().st_size > 0 and not self.overwrite:
+            if not self.resume:
+                raise RecordFileError(
+                    f"{path} exists; resume it (the default), pass --overwrite, or use a new --out"
+                )
+            self.repaired_bytes = repair_truncated_tail(path)
+            fresh = path.stat().st_size == 0
+            if not fresh:
+                self._check_header(path)
+                for obj in iter_lines(path, tolerate_torn_tail=False):
+                    if obj.get("kind") == "trajectory":
+                        self.done.add(record_key(obj))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        if fresh:
+            flags |= os.O_TRUNC
+        self._fd = os.open(path, flags, 0o644)
+        if fresh:
+            self._write(dumps_line(self.header))
+            os.fsync(self._fd)
+        self._last_sync = time.monotonic()
+        return self
+
+    def _check_header(self, path: Path) -> None:
+        old = read_header(path)
+        if old.get("config") != self.header["config"]:
+            diff = _config_diff(old["config"], self.header["config"])
+            raise RunMismatch(
+                f"{path} holds a different run ({diff}); "
+                "use a new --out, or --overwrite to replace it"
+            )
+
+    def _write(self, data: bytes) -> None:
+        assert self._fd is not None, "RecordWriter is not open"
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one finished trajectory (one line, one write)."""
+        self._write(dumps_line(record))
+        self.done.add(record_key(record))
+        now = time.monotonic()
+        if now - self._last_sync >= self.fsync_interval_s:
+            os.fsync(self._fd)  # type: ignore[arg-type]
+            self._last_sync = now
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> RecordWriter:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
