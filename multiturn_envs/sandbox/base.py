@@ -31,6 +31,8 @@ class TestCase:
         fn_name: the function or method to call (functional tests only).
     """
 
+    __test__ = False  # not a pytest test class
+
     kind: TestKind
     input: str
     expected: str

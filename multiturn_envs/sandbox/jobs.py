@@ -1,0 +1,139 @@
+"""The job file the runner reads and the report it writes, shared by every backend.
+
+A job is JSON lines: a header (program path, scratch directory, limits, the code's uid and
+environment), then one line per test. Lines, not one JSON document, so that large test sets are
+written and read as a stream. The report is the runner's stdout: one JSON line per finished
+test, then ``{"done": true}``; :func:`parse_report` turns it into a :class:`RunResult` and fills
+in a failed result for every test the runner never reported (it was killed halfway).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from multiturn_envs.sandbox.base import Limits, RunResult, TestCase, TestResult
+
+RUNNER_PATH = Path(__file__).with_name("runner.py")
+
+#: The environment a submitted program sees: nothing from the host, single-threaded BLAS.
+CODE_ENV: dict[str, str] = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+def job_lines(
+    program_path: str,
+    scratch: str,
+    tests: Sequence[TestCase],
+    limits: Limits,
+    *,
+    uid: int | None = None,
+    gid: int | None = None,
+    nproc: int | None = None,
+    kill_all: bool = False,
+) -> Iterator[str]:
+    """The job file's lines (each ends with a newline)."""
+    header: dict[str, Any] = {
+        "program": program_path,
+        "scratch": scratch,
+        "limits": asdict(limits),
+        "uid": uid,
+        "gid": gid if gid is not None else uid,
+        "nproc": nproc,
+        "kill_all": kill_all,
+        "env": {**CODE_ENV, "HOME": scratch, "TMPDIR": scratch},
+    }
+    yield json.dumps(header) + "\n"
+    for test in tests:
+        yield (
+            json.dumps(
+                {
+                    "kind": test.kind,
+                    "input": test.input,
+                    "expected": test.expected,
+                    "fn_name": test.fn_name,
+                }
+            )
+            + "\n"
+        )
+
+
+def guard_seconds(limits: Limits, n_tests: int) -> float:
+    """The wall-clock bound on a whole run: every test at its limit, plus start-up slack."""
+    return (limits.timeout_s + 1.0) * max(n_tests, 1) + 10.0
+
+
+def parse_report(
+    stdout: str, tests: Sequence[TestCase], backend: str, died: str | None = None
+) -> RunResult:
+    """The runner's report as a :class:`RunResult`.
+
+    Args:
+        stdout: everything the runner printed.
+        tests: the tests of the job, in order.
+        backend: the backend's name, recorded in the result.
+        died: why the runner did not finish (it was killed, the container died, ...); ``None``
+            when it exited normally. Tests without a report then fail with this reason.
+    """
+    by_index: dict[int, dict[str, Any]] = {}
+    done = False
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if item.get("done"):
+            done = True
+        elif isinstance(item.get("i"), int):
+            by_index[item["i"]] = item
+    if not by_index and not done and tests:
+        return RunResult(
+            results=(),
+            backend=backend,
+            error=f"the test runner produced no report ({died or 'no output'})",
+        )
+    reason = died or ("the runner stopped before this test" if not done else None)
+    results = []
+    for index, test in enumerate(tests):
+        item = by_index.get(index)
+        if item is None:
+            results.append(
+                TestResult(
+                    passed=False,
+                    expected=test.expected,
+                    actual="",
+                    stderr="",
+                    exit_status=None,
+                    time_s=0.0,
+                    error=f"not run: {reason or 'missing from the report'}",
+                )
+            )
+            continue
+        results.append(
+            TestResult(
+                passed=bool(item["passed"]),
+                expected=test.expected,
+                actual=str(item.get("actual", "")),
+                stderr=str(item.get("stderr", "")),
+                exit_status=item.get("exit_status"),
+                time_s=float(item.get("time_s", 0.0)),
+                timed_out=bool(item.get("timed_out", False)),
+                memory_killed=bool(item.get("memory_killed", False)),
+                error=item.get("error"),
+            )
+        )
+    return RunResult(results=tuple(results), backend=backend)

@@ -1,0 +1,57 @@
+"""Fixtures of the sandbox tests: one local backend, one docker pool per module.
+
+Docker tests need an engine and the sandbox image; they skip without them, except under
+``CI=true``, where a missing engine or image fails them (``.ci/run`` starts both).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from multiturn_envs.sandbox.base import Sandbox
+from multiturn_envs.sandbox.local import LocalSandbox
+
+
+def require(condition: bool, what: str) -> None:
+    """Skip when a real part is missing, except under CI (``CI=true``), where it fails."""
+    if condition:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {what} is missing", pytrace=False)
+    pytest.skip(f"{what} is missing")
+
+
+def docker_problem() -> str | None:
+    """Why the docker backend cannot run here, or ``None`` when it can."""
+    try:
+        from multiturn_envs.sandbox.docker_pool import docker_unavailable
+    except ImportError as exc:  # the docker SDK is not installed
+        return f"the docker SDK ({exc})"
+    return docker_unavailable()
+
+
+@pytest.fixture(scope="module")
+def local_sandbox() -> Iterator[LocalSandbox]:
+    sandbox = LocalSandbox(quiet=True)
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture(scope="module")
+def docker_sandbox() -> Iterator[Sandbox]:
+    problem = docker_problem()
+    require(problem is None, f"a docker engine with the sandbox image ({problem})")
+    from multiturn_envs.sandbox.docker_pool import DockerSandbox
+
+    sandbox = DockerSandbox(size=2)
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def sandbox(request: pytest.FixtureRequest) -> Sandbox:
+    """Each backend in turn: the behaviour every backend must share."""
+    return request.getfixturevalue(f"{request.param}_sandbox")
