@@ -71,3 +71,21 @@ class LineEnv(TextEnv):
 
 if ENV_ID not in gym.registry:
     gym.register(id=ENV_ID, entry_point=LineEnv, max_episode_steps=None)
+
+
+class SlowRandomPolicy:
+    """The random baseline, sleeping a little per call so a test can kill a run midway."""
+
+    name = "slow-random"
+
+    def __init__(self, delay_s: float = 0.03) -> None:
+        from multiturn_envs.policies.baselines import RandomPolicy
+
+        self._inner = RandomPolicy()
+        self.delay_s = delay_s
+
+    def act(self, requests: Sequence[Any]) -> list[Any]:
+        import time
+
+        time.sleep(self.delay_s)
+        return self._inner.act(requests)
