@@ -1,0 +1,114 @@
+"""Reading one FrozenLake move out of what an LLM actually writes.
+
+Rules, in order (the env card ``docs/envs/frozenlake.md`` has the table of examples):
+
+1. A bare move is taken at once: ``left``/``down``/``right``/``up`` in any case, the letters
+   ``L``/``D``/``R``/``U``, or the compass words ``west``/``south``/``east``/``north``, with
+   surrounding whitespace and a trailing ``.`` or ``!`` ignored (the fast path: no regex).
+2. Everything up to the last ``</think>`` is reasoning and is ignored (it mentions moves it
+   rejects); a reply with no ``</think>`` is read whole.
+3. The *final answer* is, first match wins: the last ``<answer>...</answer>`` (or the text after
+   a last unclosed ``<answer>``), the last ``<action>...</action>`` (same), the last fenced
+   ``` block, the last ``Action:``/``Answer:``/``Move:`` line, else the whole reply.
+4. In the final answer, move words are found as whole words, case-insensitively (a bare
+   letter counts only when it is the whole final answer). One distinct move: that move
+   (repeats such as ``Up || Up`` are one move). Two or more different moves: ambiguous, a
+   parse error (one move per turn). None: a parse error.
+
+A parse error never raises: the env shows :data:`PARSE_HELP` and the turn is spent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from multiturn_envs.envs.frozenlake.dynamics import ACTION_NAMES, DOWN, LEFT, RIGHT, UP
+
+MOVE_WORDS: dict[str, int] = {
+    "left": LEFT,
+    "down": DOWN,
+    "right": RIGHT,
+    "up": UP,
+    "west": LEFT,
+    "south": DOWN,
+    "east": RIGHT,
+    "north": UP,
+}
+_LETTERS: dict[str, int] = {"l": LEFT, "d": DOWN, "r": RIGHT, "u": UP}
+_BARE: dict[str, int] = {**MOVE_WORDS, **_LETTERS}
+
+PARSE_HELP = (
+    "Reply with exactly one move: Left, Down, Right or Up (for example <answer>Right</answer>)."
+)
+
+_FENCE = re.compile(r"```(.*?)```", re.DOTALL)
+_LABEL_LINE = re.compile(
+    r"^[\s*_#>-]*(?:final\s+)?(?:action|answer|move)[\s*_]*[:=](.*)$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_WORD = re.compile(r"\b(left|down|right|up|west|south|east|north)\b", re.IGNORECASE)
+_TAGS = ("answer", "action")
+
+
+@dataclass(frozen=True)
+class ParsedMove:
+    """The move read from a reply (``action`` 0-3), or why none could be read (``error``)."""
+
+    action: int | None
+    error: str | None = None
+
+
+def _bare(text: str) -> int | None:
+    return _BARE.get(text.strip().rstrip(".!").strip().lower())
+
+
+def _last_tagged(text: str, lowered: str, tag: str) -> str | None:
+    """Content of the last ``<tag>``: up to its ``</tag>``, or to the end when unclosed."""
+    start = lowered.rfind(f"<{tag}>")
+    if start < 0:
+        return None
+    start += len(tag) + 2
+    end = lowered.find(f"</{tag}>", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def final_answer(text: str) -> str:
+    """The part of a reply that holds its final answer (rule 3)."""
+    if "<" in text:
+        lowered = text.lower()
+        close = lowered.rfind("</think>")
+        if close >= 0:
+            text, lowered = text[close + 8 :], lowered[close + 8 :]
+        for tag in _TAGS:
+            content = _last_tagged(text, lowered, tag)
+            if content is not None:
+                return content
+    if "```" in text:
+        fences = _FENCE.findall(text)
+        if fences:
+            return fences[-1]
+    labelled = _LABEL_LINE.findall(text)
+    if labelled:
+        return labelled[-1]
+    return text
+
+
+def parse_move(text: str) -> ParsedMove:
+    """Read one move from ``text`` by the module's rules; never raises on a ``str``."""
+    quick = _bare(text)
+    if quick is not None:
+        return ParsedMove(quick)
+    answer = final_answer(text)
+    quick = _bare(answer)
+    if quick is not None:
+        return ParsedMove(quick)
+    found = {MOVE_WORDS[w.lower()] for w in _WORD.findall(answer)}
+    if len(found) == 1:
+        return ParsedMove(found.pop())
+    if not found:
+        return ParsedMove(None, f"Could not find a move in your reply. {PARSE_HELP}")
+    names = ", ".join(ACTION_NAMES[a] for a in sorted(found))
+    return ParsedMove(
+        None, f"Your answer names more than one move ({names}); one move per turn. {PARSE_HELP}"
+    )
