@@ -275,9 +275,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
     """Delegate ``sandbox build ...`` to :func:`multiturn_envs.sandbox.image.main` when present."""
-    if importlib.util.find_spec("multiturn_envs.sandbox.image") is None:
-        raise UsageError("sandbox commands are not available in this installation")
-    module = importlib.import_module("multiturn_envs.sandbox.image")
+    try:
+        module = importlib.import_module("multiturn_envs.sandbox.image")
+    except ModuleNotFoundError as exc:
+        if exc.name != "multiturn_envs.sandbox.image":
+            raise
+        raise UsageError("sandbox commands are not available in this installation") from None
     result = module.main([args.sandbox_command, *args.rest])
     return int(result or 0)
 

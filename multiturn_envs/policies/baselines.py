@@ -131,7 +131,7 @@ def load_policy(spec: str) -> Policy | AsyncPolicy:
     arguments), or a plain ``fn(observation) -> str`` (adapted by :func:`as_policy`). Errors
     are ``ValueError`` with one clear sentence, for the CLI to print.
     """
-    if ":" not in spec or spec.startswith("noisy-expert"):
+    if ":" not in spec or spec.partition(":")[0] in ("random", "expert", "noisy-expert"):
         return baseline_from_name(spec)
     module_name, _, attr_path = spec.partition(":")
     if not module_name or not attr_path:
