@@ -1,0 +1,82 @@
+"""Reading an agent's reply: the SQL to run and whether it submits.
+
+Accepted forms (InterCode's prompts ask for a fenced ```` ```sql ```` block; raw SQL is common):
+
+* a fenced block (the first one tagged ``sql``, else the first fenced block);
+* raw text, taken as SQL;
+* ``submit`` alone: submit the last query's result;
+* SQL plus ``submit`` on its own first or last line (or after the fenced block): run the query,
+  then submit its result.
+
+Prose with no SQL is a parse error (the reply costs a turn and the agent is told the forms).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.S)
+_SUBMIT = re.compile(r"^\W*submit\W*$", re.I)
+SQL_KEYWORDS: frozenset[str] = frozenset(
+    {
+        "select", "with", "values", "show", "desc", "describe", "explain", "use", "pragma",
+        "insert", "update", "delete", "replace", "create", "drop", "alter", "attach", "detach",
+        "vacuum", "begin", "commit", "end", "rollback", "savepoint", "release", "analyze",
+        "reindex", "table",
+    }
+)  # fmt: skip
+FORMAT_HINT = (
+    "Reply with one SQL query (raw, or in a ```sql fenced block), or with `submit` to submit the "
+    "last result as your answer."
+)
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    """``sql`` to run (``None``: none), ``submit`` requested, ``error`` when unreadable."""
+
+    sql: str | None
+    submit: bool
+    error: str | None = None
+
+
+def _strip_submit_lines(text: str) -> tuple[str, bool]:
+    lines = text.strip().splitlines()
+    submit = False
+    while lines and _SUBMIT.match(lines[-1]):
+        lines.pop()
+        submit = True
+    while lines and _SUBMIT.match(lines[0]):
+        lines.pop(0)
+        submit = True
+    return "\n".join(lines).strip(), submit
+
+
+def looks_like_sql(text: str) -> bool:
+    word = re.match(r"\s*\(*\s*([A-Za-z]+)", text)
+    return bool(word) and word.group(1).lower() in SQL_KEYWORDS
+
+
+def parse_action(text: str) -> ParsedAction:
+    """Parse one reply; never raises."""
+    if not text or not text.strip():
+        return ParsedAction(None, False, f"The reply is empty. {FORMAT_HINT}")
+    blocks = _FENCE.findall(text)
+    submit = False
+    if blocks:
+        tagged = [body for tag, body in blocks if tag.lower() in ("sql", "mysql", "sqlite")]
+        body = (tagged or [blocks[0][1]])[0]
+        outside = _FENCE.sub("\n", text)
+        sql, submit_in = _strip_submit_lines(body)
+        submit = submit_in or any(_SUBMIT.match(ln) for ln in outside.splitlines())
+    else:
+        sql, submit = _strip_submit_lines(text)
+    sql = sql.strip()
+    if not sql:
+        if submit:
+            return ParsedAction(None, True)
+        return ParsedAction(None, False, f"The fenced block is empty. {FORMAT_HINT}")
+    if not looks_like_sql(sql):
+        return ParsedAction(None, False, f"No SQL statement found in the reply. {FORMAT_HINT}")
+    return ParsedAction(sql, submit)

@@ -1,0 +1,200 @@
+"""MySQL habits on SQLite: SHOW/DESC/USE emulation, MySQL-to-SQLite transpiling, MySQL error text.
+
+Agents prompted or trained on InterCode-SQL (MySQL 8) explore with ``SHOW TABLES``, ``DESC t``,
+``SHOW COLUMNS FROM t`` and ``USE db``, write MySQL functions and ``LIMIT a, b``, and read
+MySQL's error messages. SQLite rejects all of those statements, so:
+
+* the introspection statements are answered from SQLite's catalog in MySQL's shape (DESC gives
+  ``Field, Type, Null, Key, Default, Extra`` with MySQL-style type names);
+* ``USE <this episode's db>`` is accepted; ``USE`` of any other database is refused (an episode
+  has exactly one database, and the gold never runs anywhere else);
+* a query SQLite fails on is transpiled from MySQL with sqlglot (``unsupported_level=RAISE``,
+  references qualified with the episode's database name unqualified) and, only if the
+  rewrite runs, its result is used and the observation says so;
+* SQLite's commonest errors are worded as MySQL words them, the SQLite text kept beside.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from multiturn_envs.envs.intercode_sql.database import QueryResult, SandboxedConnection
+
+_IDENT = r"(?:`[^`]+`|\"[^\"]+\"|\[[^\]]+\]|[\w$]+)"
+_QUALIFIED = rf"(?:{_IDENT}\s*\.\s*)?({_IDENT})"
+_SHOW_TABLES = re.compile(rf"^SHOW\s+(?:FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+{_IDENT})?$", re.I)
+_SHOW_DATABASES = re.compile(r"^SHOW\s+(?:DATABASES|SCHEMAS)$", re.I)
+_DESCRIBE = re.compile(rf"^(?:DESC|DESCRIBE|EXPLAIN)\s+{_QUALIFIED}$", re.I)
+_SHOW_COLUMNS = re.compile(
+    rf"^SHOW\s+(?:FULL\s+)?(?:COLUMNS|FIELDS)\s+(?:FROM|IN)\s+{_QUALIFIED}"
+    rf"(?:\s+(?:FROM|IN)\s+{_IDENT})?$",
+    re.I,
+)
+_SHOW_CREATE = re.compile(rf"^SHOW\s+CREATE\s+TABLE\s+{_QUALIFIED}$", re.I)
+_USE = re.compile(rf"^USE\s+({_IDENT})$", re.I)
+
+
+def unquote(identifier: str) -> str:
+    if identifier[:1] in '`"[' and len(identifier) >= 2:
+        return identifier[1:-1]
+    return identifier
+
+
+@dataclass(frozen=True)
+class Emulated:
+    """A MySQL statement answered by the env: a result, and a note for the observation."""
+
+    result: QueryResult
+    note: str | None = None
+
+
+def _tables(conn: SandboxedConnection) -> list[str]:
+    with conn.trusted() as raw:
+        rows = raw.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name NOT LIKE 'sqlite_%' ORDER BY name COLLATE NOCASE"
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _find_table(conn: SandboxedConnection, name: str) -> str | None:
+    for table in _tables(conn):
+        if table.lower() == name.lower():
+            return table
+    return None
+
+
+_TYPE_MAP = (
+    (re.compile(r"^INTEGER$", re.I), "int"),
+    (re.compile(r"^TEXT\((\d+)\)$", re.I), r"varchar(\1)"),
+    (re.compile(r"^REAL\((\d+),\s*(\d+)\)$", re.I), r"decimal(\1,\2)"),
+    (re.compile(r"^REAL$", re.I), "double"),
+)
+
+
+def mysql_type(declared: str) -> str:
+    """SQLite's declared type as the MySQL type it was converted from (best effort)."""
+    declared = declared.strip()
+    for pattern, replacement in _TYPE_MAP:
+        if pattern.match(declared):
+            return pattern.sub(replacement, declared)
+    return declared.lower()
+
+
+def describe(conn: SandboxedConnection, table: str, db: str) -> QueryResult:
+    """``DESC table`` in MySQL's shape."""
+    real = _find_table(conn, table)
+    if real is None:
+        return QueryResult(error=f"no such table: {table}")
+    with conn.trusted() as raw:
+        quoted = real.replace('"', '""')
+        info = raw.execute(f'PRAGMA table_info("{quoted}")').fetchall()
+        fks = {r[3] for r in raw.execute(f'PRAGMA foreign_key_list("{quoted}")').fetchall()}
+        create = raw.execute("SELECT sql FROM sqlite_master WHERE name = ?", (real,)).fetchone()
+    autoinc = bool(create and create[0] and "AUTOINCREMENT" in create[0].upper())
+    rows = []
+    for _, name, declared, notnull, default, pk in info:
+        key = "PRI" if pk else ("MUL" if name in fks else "")
+        null = "NO" if (notnull or pk) else "YES"
+        default = None if default in (None, "NULL") else str(default).strip("'")
+        extra = "auto_increment" if (pk and autoinc) else ""
+        rows.append((name, mysql_type(declared or ""), null, key, default, extra))
+    columns = ("Field", "Type", "Null", "Key", "Default", "Extra")
+    return QueryResult(columns=columns, rows=rows, total_rows=len(rows))
+
+
+def emulate(sql: str, conn: SandboxedConnection, db: str) -> Emulated | None:
+    """Answer a MySQL-only statement, or ``None`` when ``sql`` is none of them."""
+    text = " ".join(sql.split())
+    if _SHOW_TABLES.match(text):
+        rows = [(t,) for t in _tables(conn)]
+        result = QueryResult(columns=(f"Tables_in_{db}",), rows=rows, total_rows=len(rows))
+        return Emulated(result)
+    if _SHOW_DATABASES.match(text):
+        return Emulated(QueryResult(columns=("Database",), rows=[(db,)], total_rows=1))
+    match = _DESCRIBE.match(text) or _SHOW_COLUMNS.match(text)
+    if match and not text.upper().startswith(("EXPLAIN SELECT", "EXPLAIN QUERY")):
+        return Emulated(describe(conn, unquote(match.group(1)), db))
+    match = _SHOW_CREATE.match(text)
+    if match:
+        real = _find_table(conn, unquote(match.group(1)))
+        if real is None:
+            return Emulated(QueryResult(error=f"no such table: {unquote(match.group(1))}"))
+        with conn.trusted() as raw:
+            (create,) = raw.execute(
+                "SELECT sql FROM sqlite_master WHERE name = ?", (real,)
+            ).fetchone()
+        result = QueryResult(columns=("Table", "Create Table"), rows=[(real, create)], total_rows=1)
+        return Emulated(result)
+    match = _USE.match(text)
+    if match:
+        name = unquote(match.group(1))
+        if name.lower() == db.lower():
+            return Emulated(QueryResult(), note="Database changed")
+        return Emulated(
+            QueryResult(error=f"unknown database '{name}': this episode has one database, '{db}'")
+        )
+    return None
+
+
+def transpile_mysql(sql: str, db: str) -> str | None:
+    """``sql`` rewritten from MySQL to SQLite, or ``None`` when sqlglot cannot (or changes
+    nothing). The caller must still execute-check it: sqlglot's output is not always valid."""
+    try:
+        import sqlglot
+        from sqlglot import exp
+        from sqlglot.errors import ErrorLevel
+
+        trees = sqlglot.parse(sql, read="mysql", error_level=ErrorLevel.RAISE)
+        if len(trees) != 1 or trees[0] is None:
+            return None
+        tree = trees[0]
+        for table in tree.find_all(exp.Table):
+            if table.args.get("db") is not None and table.db.lower() == db.lower():
+                table.set("db", None)
+        for column in tree.find_all(exp.Column):
+            if column.args.get("db") is not None and column.db.lower() == db.lower():
+                column.set("db", None)
+        out = tree.sql(dialect="sqlite", unsupported_level=ErrorLevel.RAISE)
+    except Exception:
+        return None
+    if " ".join(out.split()) == " ".join(sql.split()):
+        return None
+    return out
+
+
+_NO_TABLE = re.compile(r"^no such table: (?:\w+\.)?(.+)$")
+_NO_COLUMN = re.compile(r"^no such column: (.+)$")
+_SYNTAX = re.compile(r'^near "(.*)": syntax error$', re.S)
+_AMBIGUOUS = re.compile(r"^ambiguous column name: (.+)$")
+
+
+def mysql_error(message: str, db: str) -> str:
+    """SQLite's error message in MySQL's words (SQLite's own text kept in brackets)."""
+    if (m := _NO_TABLE.match(message)) is not None:
+        return f"Table '{db}.{m.group(1)}' doesn't exist [SQLite: {message}]"
+    if (m := _NO_COLUMN.match(message)) is not None:
+        return f"Unknown column '{m.group(1)}' in 'field list' [SQLite: {message}]"
+    if (m := _AMBIGUOUS.match(message)) is not None:
+        return f"Column '{m.group(1)}' in field list is ambiguous [SQLite: {message}]"
+    if (m := _SYNTAX.match(message)) is not None or message == "incomplete input":
+        near = m.group(1) if m else ""
+        return (
+            "You have an error in your SQL syntax; check the manual that corresponds to your "
+            f"MySQL server version for the right syntax to use near '{near}' [SQLite: {message}]"
+        )
+    return message
+
+
+def is_sqlite_error_worth_transpiling(message: str) -> bool:
+    """Errors a MySQL rewrite can fix (syntax, unknown functions, qualified names)."""
+    return not message.startswith(("not authorized", "query stopped")) and (
+        "syntax error" in message
+        or "no such function" in message
+        or "no such table" in message
+        or "no such column" in message
+        or "incomplete input" in message
+        or "unrecognized token" in message
+        or "wrong number of arguments" in message
+    )

