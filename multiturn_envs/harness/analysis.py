@@ -54,10 +54,9 @@ class Interval:
     def format(self, percent: bool = True) -> str:
         if math.isnan(self.estimate):
             return "n/a"
-        scale, unit = (100.0, "%") if percent else (1.0, "")
-        return (
-            f"{self.estimate * scale:.1f}{unit} [{self.low * scale:.1f}, {self.high * scale:.1f}]"
-        )
+        if percent:
+            return f"{100 * self.estimate:.1f}% [{100 * self.low:.1f}, {100 * self.high:.1f}]"
+        return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
 
 def _intervals(
