@@ -16,11 +16,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
 from multiturn_envs.harness.bootstrap import bootstrap_indices, surface_ci
 from multiturn_envs.harness.passk import pass_at_k, pass_surface_from_first_success
+
+R = TypeVar("R")
 
 
 def _records(tasks: int, n: int, t_max: int, seed: int) -> dict[str, list[int | None]]:
@@ -42,11 +46,12 @@ def _loop_surface(runs: dict[str, list[int | None]], t_max: int) -> np.ndarray:
     return out
 
 
-def _best(fn: object, repeats: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(repeats):
+def _best(fn: Callable[[], R], repeats: int) -> tuple[float, R]:
+    """Median seconds of ``repeats`` calls, and the last result."""
+    times = []
+    for _ in range(max(1, repeats)):
         t0 = time.perf_counter()
-        result = fn()  # type: ignore[operator]
+        result = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), result
 
@@ -63,12 +68,12 @@ def main() -> None:
 
     ours_s, surface = _best(lambda: pass_surface_from_first_success(runs, args.t_max), args.repeats)
     loop_s, reference = _best(lambda: _loop_surface(runs, args.t_max), args.repeats)
-    assert np.allclose(surface.per_task, reference, atol=1e-12)  # type: ignore[union-attr]
-    cells = reference.size  # type: ignore[union-attr]
+    assert np.allclose(surface.per_task, reference, atol=1e-12)
+    cells = reference.size
     print(f"surface: {cells} cells; ours {ours_s * 1e3:.1f} ms, scalar loop {loop_s * 1e3:.1f} ms")
     print(f"surface ratio (loop / ours) = {loop_s / ours_s:.1f}")
 
-    per_task = surface.per_task  # type: ignore[union-attr]
+    per_task = surface.per_task
 
     def anchor() -> tuple[np.ndarray, np.ndarray]:
         idx = bootstrap_indices(per_task.shape[0], args.boot, seed=0)
@@ -76,9 +81,9 @@ def main() -> None:
         low, high = np.quantile(reps, [0.025, 0.975], axis=0)
         return low, high
 
-    boot_s, ci = _best(lambda: surface_ci(surface, n_boot=args.boot, seed=0), args.repeats)  # type: ignore[arg-type]
-    anchor_s, (low, high) = _best(anchor, args.repeats)  # type: ignore[misc]
-    assert np.allclose(ci.low, low, atol=1e-12) and np.allclose(ci.high, high, atol=1e-12)  # type: ignore[union-attr]
+    boot_s, ci = _best(lambda: surface_ci(surface, n_boot=args.boot, seed=0), args.repeats)
+    anchor_s, (low, high) = _best(anchor, args.repeats)
+    assert np.allclose(ci.low, low, atol=1e-12) and np.allclose(ci.high, high, atol=1e-12)
     resample_mib = args.boot * per_task.nbytes / 2**20
     print(
         f"bootstrap B={args.boot}: ours {boot_s * 1e3:.1f} ms, fancy-index anchor "
