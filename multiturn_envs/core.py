@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -78,6 +79,9 @@ class TextEnv(gym.Env[str, str]):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 (gymnasium convention)
+    #: ``reset`` options an env understands besides ``task_id``; others are dropped with a warning
+    #: (PettingZoo's ``api_test`` passes made-up options, so unknown keys cannot be errors).
+    reset_options: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,
@@ -208,6 +212,16 @@ class TextEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         options = dict(options or {})
         task_id = options.pop("task_id", None)
+        unknown = sorted(set(options) - self.reset_options)
+        if unknown:
+            accepted = ", ".join(["task_id", *sorted(self.reset_options)])
+            warnings.warn(
+                f"{type(self).__name__}.reset ignores unknown options {unknown} "
+                f"(it takes {accepted})",
+                stacklevel=2,
+            )
+            for key in unknown:
+                del options[key]
         if task_id is None:
             ids = self.task_ids()
             if not ids:

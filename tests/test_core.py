@@ -121,3 +121,9 @@ def test_close_is_idempotent() -> None:
     env = GuessEnv()
     env.close()
     env.close()
+
+
+def test_unknown_reset_options_are_dropped_with_a_warning(guess_env: GuessEnv) -> None:
+    with pytest.warns(UserWarning, match=r"ignores unknown options \['colour'\]"):
+        _, info = guess_env.reset(seed=1, options={"task_id": "secret-2", "colour": "red"})
+    assert info["task_id"] == "secret-2"
