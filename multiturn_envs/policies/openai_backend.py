@@ -1,0 +1,424 @@
+"""Any OpenAI-compatible server (vLLM, SGLang, ...) as an async batched policy, over httpx.
+
+All episodes of a turn go out at once as separate HTTP requests, at most ``max_concurrency`` in
+flight (the server batches them itself). Transient failures (connection refused or reset,
+timeouts, 408/429/5xx) are retried with exponential backoff and jitter; what cannot succeed is
+reported clearly: :class:`ServerUnavailable` for a dead server, :class:`ModelNotServed` (with
+the served ids) for a wrong model name, :class:`ServerError` for a request the server rejects.
+
+Two modes:
+
+* ``mode="chat"`` (any server): ``/v1/chat/completions`` with the conversation; the server applies
+  the chat template. Token ids and log-probs come back when the server provides them (vLLM's
+  ``return_token_ids``, the standard ``logprobs``), but each turn is re-rendered server-side.
+* ``mode="completions"`` (servers that take token-id prompts, e.g. vLLM): the prompt is built
+  locally by :class:`~multiturn_envs.policies.prompting.ChatPrompter` from kept ids and sent as
+  ids to ``/v1/completions``, so what is generated, kept and later scored is token-identical,
+  as with the offline backends.
+
+``server="vllm"`` sends vLLM's extra sampling fields (``top_k``, ``return_token_ids``,
+``chat_template_kwargs``); ``server="generic"`` sends only standard fields and, by default,
+asks for no log-probs and makes ``n`` separate requests (some servers reject ``n`` and
+``logprobs``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+
+from multiturn_envs.policies.base import Reply, TurnRequest
+from multiturn_envs.policies.prompting import (
+    ActionExtractor,
+    ChatPrompter,
+    ChatTokenizer,
+    Completion,
+    Sampling,
+    build_conversation,
+    cut_at_stop,
+    sample_seed_base,
+    system_prompt_for,
+)
+
+T = TypeVar("T")
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class ServerUnavailable(ConnectionError):
+    """No OpenAI-compatible server answered at the URL (after all retries)."""
+
+
+class ModelNotServed(LookupError):
+    """The server is up but does not serve the requested model."""
+
+
+class ServerError(RuntimeError):
+    """The server answered with an error that retrying will not fix (or retries ran out)."""
+
+
+def run_sync(coro: Awaitable[T]) -> T:
+    """Run ``coro`` to completion from synchronous code (refuses inside a running loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    raise RuntimeError("called from a running event loop: await the async method (aact) instead")
+
+
+def normalise_base_url(base_url: str) -> str:
+    """``http://host:port`` or ``.../v1`` (with or without a slash) -> ``.../v1``."""
+    url = base_url.rstrip("/")
+    return url if url.endswith("/v1") else f"{url}/v1"
+
+
+class OpenAIClient:
+    """A small async JSON client with bounded concurrency, retries and clear errors.
+
+    The httpx client and the semaphore belong to the event loop they were made in; a call from
+    another loop (each synchronous ``act`` runs its own) makes fresh ones.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_concurrency: int = 32,
+        timeout_s: float = 120.0,
+        max_retries: int = 4,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        jitter_seed: int = 0,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.base_url = normalise_base_url(base_url)
+        self.model = model
+        self.api_key = api_key
+        self.max_concurrency = max_concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._rng = np.random.default_rng(jitter_seed)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._http: Any = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._checked = False
+
+    def _bind(self) -> tuple[Any, asyncio.Semaphore]:
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._http is None or self._semaphore is None:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            limits = httpx.Limits(max_connections=self.max_concurrency)
+            self._http = httpx.AsyncClient(
+                timeout=self.timeout_s, headers=headers, limits=limits, trust_env=False
+            )
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._loop = loop
+        return self._http, self._semaphore
+
+    async def aclose(self) -> None:
+        if self._http is not None and self._loop is asyncio.get_running_loop():
+            await self._http.aclose()
+        self._http, self._semaphore, self._loop = None, None, None
+
+    def _delay(self, attempt: int) -> float:
+        base = min(self.max_backoff_s, self.backoff_s * 2**attempt)
+        return float(base * (1.0 + 0.25 * self._rng.random()))
+
+    async def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        """One JSON request with retries; returns the decoded JSON body."""
+        import httpx
+
+        http, semaphore = self._bind()
+        url = f"{self.base_url}{path}"
+        started = time.monotonic()
+        last: str = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(self._delay(attempt - 1))
+            try:
+                async with semaphore:
+                    response = await http.request(method, url, json=body)
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code in RETRY_STATUS:
+                last = f"HTTP {response.status_code}: {response.text[:300]}"
+                continue
+            if response.status_code >= 400:
+                self._raise_for(response, body)
+            try:
+                return response.json()
+            except ValueError as exc:
+                raise ServerError(f"{url} answered non-JSON: {response.text[:200]!r}") from exc
+        elapsed = time.monotonic() - started
+        attempts = self.max_retries + 1
+        if last.startswith("HTTP"):
+            raise ServerError(f"{url} kept failing ({attempts} attempts, {elapsed:.1f} s): {last}")
+        raise ServerUnavailable(
+            f"no OpenAI-compatible server answers at {self.base_url} ({attempts} attempts over "
+            f"{elapsed:.1f} s; last error {last}). Is it running, and is the URL right?"
+        )
+
+    def _raise_for(self, response: Any, body: Mapping[str, Any] | None) -> None:
+        text = response.text[:500]
+        if response.status_code == 404 and body is not None and "model" in text.lower():
+            raise ModelNotServed(f"{self.base_url} does not serve model {self.model!r}: {text}")
+        if response.status_code in (401, 403):
+            raise ServerError(
+                f"{self.base_url} refused the credentials (HTTP {response.status_code}): {text}"
+            )
+        raise ServerError(
+            f"{self.base_url} rejected the request (HTTP {response.status_code}): {text}"
+        )
+
+    async def post(self, path: str, body: Mapping[str, Any]) -> Any:
+        return await self.request("POST", path, body)
+
+    async def served_models(self) -> list[str]:
+        data = await self.request("GET", "/models")
+        return [str(m.get("id")) for m in data.get("data", [])]
+
+    async def check_model(self) -> None:
+        """Fail fast, with the served ids, when the model name is wrong (checked once)."""
+        if self._checked:
+            return
+        try:
+            served = await self.served_models()
+        except ServerError:
+            return  # servers without /v1/models: the first real request will tell
+        if served and self.model not in served:
+            raise ModelNotServed(
+                f"{self.base_url} does not serve model {self.model!r}; it serves {served}"
+            )
+        self._checked = True
+
+
+class OpenAIPolicy:
+    """An LLM behind an OpenAI-compatible HTTP server, as an :class:`AsyncPolicy` (``aact``).
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8000`` (``/v1`` is added when missing).
+        model: the served model id.
+        sampling: temperature, top-p, top-k (vLLM only), max tokens, stop strings.
+        mode: ``"chat"`` or ``"completions"`` (token-id prompts built locally; needs
+            ``tokenizer``); see the module docstring.
+        tokenizer: the model's tokenizer (``mode="completions"``).
+        server: ``"vllm"`` (send vLLM's extra fields) or ``"generic"`` (standard fields only).
+        logprobs: ask for the sampled tokens' log-probs (default: on for vLLM).
+        native_n: send ``n`` in one request (default: on for vLLM); else ``n`` requests.
+        system_prompt, chat_template_kwargs, fold_system, extractor: as for the other backends.
+        max_concurrency, timeout_s, max_retries, api_key: transport (see :class:`OpenAIClient`).
+        extra_body: more fields merged into every request body.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        sampling: Sampling | None = None,
+        *,
+        name: str | None = None,
+        mode: Literal["chat", "completions"] = "chat",
+        tokenizer: ChatTokenizer | None = None,
+        server: Literal["vllm", "generic"] = "vllm",
+        logprobs: bool | None = None,
+        native_n: bool | None = None,
+        system_prompt: str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        fold_system: bool = False,
+        extractor: Callable[[str], str] | None = None,
+        max_concurrency: int = 32,
+        timeout_s: float = 120.0,
+        max_retries: int = 4,
+        api_key: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        if mode not in ("chat", "completions"):
+            raise ValueError(f"mode must be 'chat' or 'completions', got {mode!r}")
+        if server not in ("vllm", "generic"):
+            raise ValueError(f"server must be 'vllm' or 'generic', got {server!r}")
+        if mode == "completions" and tokenizer is None:
+            raise ValueError("mode='completions' builds token-id prompts locally: pass tokenizer=")
+        self.sampling = sampling or Sampling()
+        self.name = name or model
+        self.mode = mode
+        self.server = server
+        self.logprobs = (server == "vllm") if logprobs is None else logprobs
+        self.native_n = (server == "vllm") if native_n is None else native_n
+        self.system_prompt = system_prompt
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.fold_system = fold_system
+        self.extractor = extractor or ActionExtractor()
+        self.extra_body = dict(extra_body or {})
+        self.prompter = (
+            ChatPrompter(
+                tokenizer,
+                system_prompt=system_prompt,
+                chat_template_kwargs=chat_template_kwargs,
+                extractor=self.extractor,
+                fold_system=fold_system,
+            )
+            if tokenizer is not None
+            else None
+        )
+        self.client = OpenAIClient(
+            base_url,
+            model,
+            api_key=api_key,
+            max_concurrency=max_concurrency,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+        )
+
+    # ------------------------------------------------------------------ policy protocol
+    async def aact(self, requests: Sequence[TurnRequest]) -> list[Reply]:
+        """One reply per request, all requests in flight at once (bounded)."""
+        groups = await self._respond(requests, 1, keep=True)
+        return [g[0] for g in groups]
+
+    async def asample(self, requests: Sequence[TurnRequest], n: int) -> list[list[Reply]]:
+        """``n`` replies per request from its current state."""
+        return await self._respond(requests, n, keep=False)
+
+    def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
+        return run_sync(self._closing(self.aact(requests)))
+
+    def sample(self, requests: Sequence[TurnRequest], n: int) -> list[list[Reply]]:
+        return run_sync(self._closing(self.asample(requests, n)))
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def _closing(self, coro: Awaitable[T]) -> T:
+        try:
+            return await coro
+        finally:
+            await self.client.aclose()
+
+    async def _respond(
+        self, requests: Sequence[TurnRequest], n: int, keep: bool
+    ) -> list[list[Reply]]:
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        await self.client.check_model()
+        one = self._chat if self.mode == "chat" else self._completions
+        return list(await asyncio.gather(*(one(r, n, keep and n == 1) for r in requests)))
+
+    # ------------------------------------------------------------------ request bodies
+    def _sampling_fields(self) -> dict[str, Any]:
+        s = self.sampling
+        body: dict[str, Any] = {
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_tokens": s.max_tokens,
+        }
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if self.server == "vllm":
+            body["top_k"] = s.top_k if s.top_k > 0 else -1
+        elif s.top_k > 0:
+            raise ValueError("top_k is not a standard OpenAI field: use server='vllm'")
+        return body
+
+    async def _fan_out(
+        self, path: str, body: dict[str, Any], base_seed: int, n: int
+    ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """``n`` choices for ``body``: one request with ``n`` or ``n`` requests with seed + i."""
+        if self.native_n:
+            data = await self.client.post(path, {**body, "n": n, "seed": base_seed})
+            choices = sorted(data.get("choices", []), key=lambda c: c.get("index", 0))
+            if len(choices) != n:
+                raise ServerError(f"asked for n={n} choices, got {len(choices)}")
+            return [(data, c) for c in choices]
+        datas = await asyncio.gather(
+            *(self.client.post(path, {**body, "seed": base_seed + i}) for i in range(n))
+        )
+        return [(d, d["choices"][0]) for d in datas]
+
+    async def _chat(self, request: TurnRequest, n: int, keep: bool) -> list[Reply]:
+        system = system_prompt_for(request, self.system_prompt)
+        conversation = build_conversation(request.messages, system, self.fold_system)
+        body: dict[str, Any] = {
+            "model": self.client.model,
+            "messages": conversation,
+            **self._sampling_fields(),
+        }
+        if self.logprobs:
+            body["logprobs"] = True
+        if self.server == "vllm":
+            body["return_token_ids"] = True
+            if self.chat_template_kwargs:
+                body["chat_template_kwargs"] = self.chat_template_kwargs
+        body.update(self.extra_body)
+        replies = []
+        for data, choice in await self._fan_out(
+            "/chat/completions", body, sample_seed_base(request.seed), n
+        ):
+            raw = (choice.get("message") or {}).get("content") or ""
+            lp = choice.get("logprobs") or {}
+            content = lp.get("content") if isinstance(lp, dict) else None
+            prompt_ids = data.get("prompt_token_ids")
+            replies.append(
+                Reply(
+                    text=self.extractor(raw),
+                    token_ids=[int(t) for t in choice["token_ids"]]
+                    if choice.get("token_ids") is not None
+                    else None,
+                    logprobs=[float(c["logprob"]) for c in content] if content else None,
+                    meta={
+                        "raw_text": raw,
+                        "finish_reason": choice.get("finish_reason"),
+                        "prompt_len": None if prompt_ids is None else len(prompt_ids),
+                        "prompt_continued": False,
+                        "server_rendered": True,
+                    },
+                )
+            )
+        return replies
+
+    async def _completions(self, request: TurnRequest, n: int, keep: bool) -> list[Reply]:
+        assert self.prompter is not None
+        prompt = self.prompter.prompt(request)
+        body: dict[str, Any] = {
+            "model": self.client.model,
+            "prompt": prompt.token_ids,
+            "logprobs": 0,
+            **self._sampling_fields(),
+        }
+        if self.server == "vllm":
+            body["return_token_ids"] = True
+            body["skip_special_tokens"] = False
+        body.update(self.extra_body)
+        out = []
+        for _data, choice in await self._fan_out(
+            "/completions", body, sample_seed_base(request.seed), n
+        ):
+            ids = choice.get("token_ids")
+            if ids is None:
+                raise ServerError(
+                    "mode='completions' needs the generated token ids; this server returned none "
+                    "(vLLM returns them with return_token_ids; else use mode='chat')"
+                )
+            lps = (choice.get("logprobs") or {}).get("token_logprobs")
+            text, _ = cut_at_stop(choice.get("text") or "", self.sampling.stop)
+            completion = Completion(
+                token_ids=[int(t) for t in ids],
+                logprobs=None if lps is None else [float(x) for x in lps],
+                text=text,
+                finish_reason=str(choice.get("finish_reason") or "stop"),
+            )
+            out.append(self.prompter.finish(request, prompt, completion, keep=keep))
+        return out

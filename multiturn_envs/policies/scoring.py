@@ -1,0 +1,216 @@
+"""Log-prob scoring of given actions in context (teacher forcing), one trajectory per request.
+
+A scorer takes :class:`~multiturn_envs.policies.prompting.ScoringSequence` s (token ids plus the
+``[start, end)`` spans of the actions) and returns the log-prob of every span token given all the
+ids before it: ``log p(ids[t] | ids[:t])`` at temperature 1, the same raw log-probs the backends
+record at generation. One whole trajectory is one sequence, so scoring a T-turn episode costs one
+forward pass, not T growing ones (O(T) instead of O(T^2) tokens).
+
+Where sequences come from:
+
+* a policy's own replies: :func:`~multiturn_envs.policies.prompting.trajectory_sequences` rebuilds
+  the exact generated ids, so scoring them under the generating model gives back
+  ``Reply.logprobs`` (the tests assert it);
+* any conversation under any model (policy A's actions under model B, for NLL and LLR):
+  :meth:`~multiturn_envs.policies.prompting.ChatPrompter.sequence_of` with model B's prompter.
+
+Backends: :class:`TransformersScorer`; :class:`VLLMScorer` (``prompt_logprobs`` on an engine with
+prefix caching OFF: prompt log-probs computed with cached prefixes depend on request order,
+vllm#42019); :class:`CompletionsScorer` (``/v1/completions`` with ``echo`` on an
+OpenAI-compatible server that takes token-id prompts, e.g. vLLM). Compare two policies' log-probs
+only when they come from the same engine and dtype: bf16 vLLM and HF differ by up to ~0.3 nats
+per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from multiturn_envs.policies.prompting import ScoringSequence
+
+SpanLogprobs = list[list[float]]
+"""Per span, the log-prob of each of its tokens."""
+
+
+class Scorer(Protocol):
+    """Anything that scores spans of token sequences."""
+
+    def score(self, sequences: Sequence[ScoringSequence]) -> list[SpanLogprobs]: ...
+
+
+def span_sums(scored: Sequence[SpanLogprobs]) -> list[list[float]]:
+    """Per sequence, the summed log-prob of each span (an action's log-likelihood)."""
+    return [[float(sum(span)) for span in seq] for seq in scored]
+
+
+def _needed_positions(seq: ScoringSequence) -> list[int]:
+    """Logit positions that predict span tokens (position t-1 predicts token t)."""
+    return sorted({t - 1 for a, b in seq.spans for t in range(a, b)})
+
+
+class TransformersScorer:
+    """Teacher forcing with a transformers causal LM.
+
+    Sequences are right-padded into batches of at most ``max_batch_tokens`` padded tokens, and
+    the LM head runs only at the positions that predict span tokens (``logits_to_keep``), so the
+    logits tensor is ``[batch, positions, vocab]`` rather than ``[batch, length, vocab]``.
+    """
+
+    def __init__(self, model: Any, max_batch_tokens: int = 8192) -> None:
+        self.model = model
+        self.max_batch_tokens = max_batch_tokens
+
+    def score(self, sequences: Sequence[ScoringSequence]) -> list[SpanLogprobs]:
+        import torch
+
+        results: list[SpanLogprobs | None] = [None] * len(sequences)
+        order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i].token_ids))
+        batch: list[int] = []
+        for i in order:
+            # sorted longest first, so the batch's first sequence sets its padded width
+            width = len(sequences[batch[0] if batch else i].token_ids)
+            if batch and width * (len(batch) + 1) > self.max_batch_tokens:
+                self._score_batch(sequences, batch, results, torch)
+                batch = []
+            batch.append(i)
+        if batch:
+            self._score_batch(sequences, batch, results, torch)
+        return [r if r is not None else [] for r in results]
+
+    def _score_batch(
+        self,
+        sequences: Sequence[ScoringSequence],
+        batch: Sequence[int],
+        results: list[SpanLogprobs | None],
+        torch: Any,
+    ) -> None:
+        seqs = [sequences[i] for i in batch]
+        if all(not s.spans for s in seqs):
+            for i in batch:
+                results[i] = [[] for _ in sequences[i].spans]
+            return
+        width = max(len(s.token_ids) for s in seqs)
+        device = self.model.device
+        ids = torch.zeros((len(seqs), width), dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, s in enumerate(seqs):
+            ids[row, : len(s.token_ids)] = torch.tensor(s.token_ids, dtype=torch.long)
+            mask[row, : len(s.token_ids)] = 1
+        keep = sorted({p for s in seqs for p in _needed_positions(s)})
+        column = {p: j for j, p in enumerate(keep)}
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                logits_to_keep=torch.tensor(keep, dtype=torch.long, device=device),
+                use_cache=False,
+            )
+            logp = torch.log_softmax(out.logits.float(), dim=-1).cpu()
+        for row, (i, s) in enumerate(zip(batch, seqs)):
+            results[i] = [
+                [float(logp[row, column[t - 1], s.token_ids[t]]) for t in range(a, b)]
+                for a, b in s.spans
+            ]
+
+
+class VLLMScorer:
+    """Prompt log-probs from a vLLM engine (``max_tokens=1, prompt_logprobs=0``), one call for all.
+
+    Build the engine with :meth:`from_model`, which turns prefix caching OFF (order-dependent
+    prompt log-probs otherwise, vllm#42019; vLLM also never reads the cache for prompt log-probs,
+    so it buys nothing). Keep ``max_num_batched_tokens`` moderate: the logits of every scheduled
+    prompt token and their fp32 log-softmax are not in vLLM's memory profile.
+    """
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    @classmethod
+    def from_model(cls, model: str, **engine_args: Any) -> VLLMScorer:
+        from multiturn_envs.policies.vllm_backend import import_vllm
+
+        vllm = import_vllm()
+        engine_args["enable_prefix_caching"] = False
+        engine_args.setdefault("max_num_batched_tokens", 8192)
+        return cls(vllm.LLM(model=model, **engine_args))
+
+    def score(self, sequences: Sequence[ScoringSequence]) -> list[SpanLogprobs]:
+        from multiturn_envs.policies.vllm_backend import import_vllm
+
+        vllm = import_vllm()
+        prompts = [vllm.TokensPrompt(prompt_token_ids=list(s.token_ids)) for s in sequences]
+        params = vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0, seed=0)
+        outputs = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
+        results = []
+        for s, o in zip(sequences, outputs):
+            per_position = o.prompt_logprobs
+            results.append(
+                [
+                    [float(per_position[t][s.token_ids[t]].logprob) for t in range(a, b)]
+                    for a, b in s.spans
+                ]
+            )
+        return results
+
+
+class CompletionsScorer:
+    """``POST /v1/completions`` with ``echo`` and token-id prompts (vLLM's OpenAI server).
+
+    One request per trajectory, ``max_concurrency`` in flight. ``max_tokens`` is 1 because some
+    servers reject 0; the one generated token is ignored.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_concurrency: int = 16,
+        timeout_s: float = 120.0,
+        max_retries: int = 3,
+    ) -> None:
+        from multiturn_envs.policies.openai_backend import OpenAIClient
+
+        self.client = OpenAIClient(
+            base_url,
+            model,
+            api_key=api_key,
+            max_concurrency=max_concurrency,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+        )
+
+    async def ascore(self, sequences: Sequence[ScoringSequence]) -> list[SpanLogprobs]:
+        async def one(s: ScoringSequence) -> SpanLogprobs:
+            body = {
+                "model": self.client.model,
+                "prompt": list(s.token_ids),
+                "echo": True,
+                "max_tokens": 1,
+                "logprobs": 0,
+                "temperature": 1.0,
+            }
+            data = await self.client.post("/completions", body)
+            lps = data["choices"][0]["logprobs"]["token_logprobs"]
+            if len(lps) < len(s.token_ids):
+                raise RuntimeError(
+                    f"server echoed {len(lps)} log-probs for a {len(s.token_ids)}-token prompt"
+                )
+            return [[float(lps[t]) for t in range(a, b)] for a, b in s.spans]
+
+        await self.client.check_model()
+        return list(await asyncio.gather(*(one(s) for s in sequences)))
+
+    def score(self, sequences: Sequence[ScoringSequence]) -> list[SpanLogprobs]:
+        from multiturn_envs.policies.openai_backend import run_sync
+
+        return run_sync(self._scored_then_closed(sequences))
+
+    async def _scored_then_closed(self, sequences: Sequence[ScoringSequence]) -> list[SpanLogprobs]:
+        try:
+            return await self.ascore(sequences)
+        finally:
+            await self.client.aclose()
