@@ -22,6 +22,7 @@ the backend state still equals the ground truth's).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -325,13 +326,13 @@ class MultiTurnEpisode:
         return {
             "agent": self.agent.snapshot(),
             "reference": self.reference.snapshot(),
-            "progress": copy.deepcopy(self.progress),
+            "progress": dataclasses.asdict(self.progress),
         }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.agent.restore(state["agent"])
         self.reference.restore(state["reference"])
-        self.progress = copy.deepcopy(state["progress"])
+        self.progress = _Progress(**copy.deepcopy(state["progress"]))
 
     def state_key(self) -> str:
         """Equal backend states at the same point of the entry give equal keys."""
