@@ -13,6 +13,7 @@ import gymnasium as gym
 # (id, entry point): one line per env. Keep it sorted by id.
 ENV_ENTRY_POINTS: tuple[tuple[str, str], ...] = (
     ("MT/BFCL-v0", "multiturn_envs.envs.bfcl.env:BFCLEnv"),
+    ("MT/DeepCoder-v0", "multiturn_envs.envs.deepcoder.env:DeepCoderEnv"),
     ("MT/FrozenLake-v0", "multiturn_envs.envs.frozenlake.env:FrozenLakeTextEnv"),
     ("MT/InterCode-SQL-v0", "multiturn_envs.envs.intercode_sql.env:InterCodeSQLEnv"),
 )

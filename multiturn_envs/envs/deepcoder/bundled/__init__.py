@@ -1,0 +1,1 @@
+"""The bundled coding problems (data only: problems.json)."""

@@ -1,0 +1,63 @@
+"""Fixtures of the DeepCoder-MT tests: the local backend everywhere, docker where it runs.
+
+Docker tests skip without an engine and the sandbox image, except under ``CI=true``, where they
+fail (``.ci/run`` starts the engine and builds the image).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from multiturn_envs.envs.deepcoder.env import DeepCoderEnv
+
+
+def require_part(condition: bool, what: str) -> None:
+    """Skip when a real part is missing, except under CI (``CI=true``), where it fails."""
+    if condition:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {what} is missing", pytrace=False)
+    pytest.skip(f"{what} is missing")
+
+
+def docker_problem() -> str | None:
+    """Why the docker backend cannot run here, or ``None`` when it can."""
+    try:
+        from multiturn_envs.sandbox.docker_pool import docker_unavailable
+    except ImportError as exc:
+        return f"the docker pool ({exc})"
+    return docker_unavailable()
+
+
+@pytest.fixture
+def make_env() -> Iterator[Callable[..., DeepCoderEnv]]:
+    """Builds local-backend envs and closes them all afterwards."""
+    made: list[DeepCoderEnv] = []
+
+    def make(**kwargs: object) -> DeepCoderEnv:
+        kwargs.setdefault("backend", "local")
+        env = DeepCoderEnv(**kwargs)  # type: ignore[arg-type]
+        made.append(env)
+        return env
+
+    yield make
+    for env in made:
+        env.close()
+
+
+@pytest.fixture(scope="module")
+def local_env() -> Iterator[DeepCoderEnv]:
+    """One bundled-data env on the local backend, shared by a module's tests."""
+    env = DeepCoderEnv(max_turns=4, backend="local")
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def docker_backend() -> str:
+    problem = docker_problem()
+    require_part(problem is None, f"a docker engine with the sandbox image ({problem})")
+    return "docker"
