@@ -6,11 +6,11 @@ import copy
 
 import gymnasium as gym
 import pytest
-from conftest import GuessEnv
 from hypothesis import given
 from hypothesis import strategies as st
 
 from multiturn_envs.core import EpisodeOver
+from multiturn_envs.testing import GuessEnv
 
 
 def test_step_before_reset_raises(guess_env: GuessEnv) -> None:

@@ -7,10 +7,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import GuessEnv
 
 from multiturn_envs.core import StepOutcome
-from multiturn_envs.testing import check_text_env
+from multiturn_envs.testing import GuessEnv, check_text_env
 
 
 def test_conforming_env_passes() -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GuessEnv
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
 import multiturn_envs
 from multiturn_envs.adapters.pettingzoo import HeadToHeadEnv, aec_env, parallel_env
+from multiturn_envs.testing import GuessEnv
 
 ENV_IDS = multiturn_envs.env_ids()
 

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import gymnasium as gym
-from conftest import GuessEnv
 
+from multiturn_envs.testing import GuessEnv
 from multiturn_envs.wrappers import ProcessReward
 
 

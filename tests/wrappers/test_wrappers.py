@@ -5,11 +5,10 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import GuessEnv
 from hypothesis import given
 from hypothesis import strategies as st
 
-from multiturn_envs.testing import check_text_env
+from multiturn_envs.testing import GuessEnv, check_text_env
 from multiturn_envs.wrappers import BudgetMix, ErrorInjection, TurnBudget
 
 
