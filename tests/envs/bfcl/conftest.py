@@ -16,3 +16,8 @@ def require_bfcl_eval() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail("CI=true but bfcl-eval is not installed", pytrace=False)
     pytest.skip("bfcl-eval is not installed")
+
+
+@pytest.fixture
+def needs_bfcl_eval() -> None:
+    require_bfcl_eval()
