@@ -40,6 +40,8 @@ SYSTEM_PROMPT = (
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _OPEN_FENCE = re.compile(r"```[^\n`]*\n")
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+# Tracebacks name the sandbox's (random) job directory; feedback must not depend on it.
+_PROGRAM_PATH = re.compile(r'File "[^"\n]*?program\.py"')
 
 
 def extract_program(reply: str) -> str:
@@ -449,7 +451,8 @@ class DeepCoderEnv(TextEnv):
         error = r.error or "wrong answer"
         if error != "wrong answer":
             # the traceback's last lines locate the error; the runner's message has the last one
-            tail = [ln for ln in r.stderr.strip().splitlines() if ln.strip() and ln not in error]
+            stderr = _PROGRAM_PATH.sub('File "program.py"', r.stderr)
+            tail = [ln for ln in stderr.strip().splitlines() if ln.strip() and ln not in error]
             if tail:
                 error = "\n".join([*tail[-3:], error])
         fields = (

@@ -7,7 +7,7 @@ at one place in the syntax tree:
 
 * ``flip_comparison``: ``<`` <-> ``<=``, ``>`` <-> ``>=``, ``==`` <-> ``!=`` (wrong boundary);
 * ``off_by_one``: an integer literal ``k`` becomes ``k + 1`` or ``k - 1``;
-* ``swap_arithmetic``: ``+`` <-> ``-``, ``*`` -> ``+``, ``//`` -> ``%``, ``/`` -> ``//``
+* ``swap_arithmetic``: ``+`` <-> ``-``, ``*`` -> ``+``, ``//`` <-> ``%``, ``/`` -> ``//``
   (wrong formula);
 * ``range_boundary``: ``range(.., stop)`` runs to ``stop + 1`` or ``stop - 1`` (wrong boundary);
 * ``drop_step``: ``reversed(x)``, ``sorted(x)``, ``abs(x)``, ``set(x)`` become ``x`` (a forgotten
@@ -47,6 +47,7 @@ _ARITH_SWAPS: dict[type[ast.operator], type[ast.operator]] = {
     ast.Mult: ast.Add,
     ast.FloorDiv: ast.Mod,
     ast.Div: ast.FloorDiv,
+    ast.Mod: ast.FloorDiv,
 }
 _DROPPABLE_CALLS = frozenset({"reversed", "sorted", "abs", "set"})
 _METHOD_SWAPS = {"append": "extend", "extend": "append"}
