@@ -125,6 +125,11 @@ def bundled_data_dir() -> Path:
 
 def resolve_source(source: str) -> tuple[Path, str]:
     """``source`` -> (data directory, data version)."""
+    return _resolve_cached(source)
+
+
+@lru_cache(maxsize=16)
+def _resolve_cached(source: str) -> tuple[Path, str]:
     if source == "auto":
         source = "bfcl-eval" if bfcl_eval_available() else "bundled"
     if source == "bundled":
