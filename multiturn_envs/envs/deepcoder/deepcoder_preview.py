@@ -50,6 +50,20 @@ from multiturn_envs.envs.deepcoder.tasks import CodeTask, Style
 from multiturn_envs.sandbox.base import TestCase
 
 HUB_NAME = "agentica-org/DeepCoder-Preview-Dataset"
+# LiveCodeBench's graders prepend imports (typing names for ``List[int]`` stubs, collections,
+# itertools, ...). Same idea, standard library only; numpy/pandas only where installed.
+BASE_IMPORTS = """\
+import bisect, collections, copy, functools, heapq, itertools, math, operator, random, re
+import string, sys
+from bisect import bisect_left, bisect_right, insort
+from collections import Counter, OrderedDict, defaultdict, deque
+from functools import cache, lru_cache, reduce
+from heapq import heapify, heappop, heappush
+from itertools import accumulate, combinations, groupby, permutations, product
+from math import ceil, comb, floor, gcd, inf, isqrt, log, log2, sqrt
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple, Union
+sys.setrecursionlimit(50000)
+"""
 SUBSETS: tuple[str, ...] = ("primeintellect", "taco", "lcbv5", "codeforces")
 
 
@@ -174,8 +188,10 @@ def _first_solution(value: Any) -> str | None:
     return None
 
 
-def row_to_task(row: Mapping[str, Any], task_id: str, max_tests: int | None = None) -> CodeTask:
-    """Build a :class:`CodeTask` from one dataset row."""
+def row_to_task(
+    row: Mapping[str, Any], task_id: str, max_tests: int | None = None, base_imports: bool = True
+) -> CodeTask:
+    """Build a :class:`CodeTask` from one dataset row (``base_imports``: LCB's import prelude)."""
     metadata = _json_cell(row.get("metadata"))
     tests = parse_tests(decode_tests_column(row["tests"]), metadata)
     if max_tests is not None:
@@ -190,6 +206,7 @@ def row_to_task(row: Mapping[str, Any], task_id: str, max_tests: int | None = No
         starter_code=str(row.get("starter_code") or ""),
         fn_name=fn_name,
         reference=_first_solution(row.get("solutions")),
+        program_prefix=BASE_IMPORTS if base_imports else "",
         source="deepcoder",
         metadata={k: v for k, v in metadata.items() if isinstance(v, str | int | float | bool)},
     )
@@ -218,6 +235,8 @@ class DeepCoderPreviewSource:
         limit: keep only the first ``limit`` rows.
         max_tests: keep only the first ``max_tests`` tests of each problem (``None``: all, the
             exact oracle).
+        base_imports: run submissions after :data:`BASE_IMPORTS` (as LiveCodeBench's grader
+            does), so that stubs such as ``def f(self, nums: List[int])`` work unimported.
     """
 
     name = "deepcoder"
@@ -231,6 +250,7 @@ class DeepCoderPreviewSource:
         cache_dir: str | None = None,
         limit: int | None = None,
         max_tests: int | None = None,
+        base_imports: bool = True,
     ) -> None:
         if data_files is None and subset not in SUBSETS:
             raise ValueError(
@@ -243,6 +263,7 @@ class DeepCoderPreviewSource:
         self.cache_dir = cache_dir
         self.limit = limit
         self.max_tests = max_tests
+        self.base_imports = base_imports
         self._prefix = f"deepcoder/{subset or 'local'}/{split}"
 
     @cached_property
@@ -283,4 +304,4 @@ class DeepCoderPreviewSource:
         if prefix != self._prefix or not index.isdigit() or int(index) >= len(self):
             raise KeyError(f"no task {task_id!r} in {self._prefix} ({len(self)} rows)")
         row = self._dataset[int(index)]
-        return row_to_task(row, task_id, self.max_tests)
+        return row_to_task(row, task_id, self.max_tests, self.base_imports)
