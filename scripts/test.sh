@@ -6,24 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
 
-started_docker=0
-if [ -f scripts/ensure_docker.sh ]; then
-  if bash scripts/ensure_docker.sh; then
-    [ -f .cache/dockerd.started ] && started_docker=1
-    .venv/bin/python -m multiturn_envs.sandbox.image build --if-missing
-  elif [ "${CI:-}" = "true" ]; then
-    echo "test.sh: CI=true but no Docker engine could be started" >&2
-    exit 1
-  else
-    echo "test.sh: no Docker engine: the docker tests will be skipped" >&2
-  fi
+# Stops only a dockerd that ensure_docker.sh itself started (it keeps that pid).
+trap 'bash scripts/ensure_docker.sh stop || true' EXIT
+if bash scripts/ensure_docker.sh; then
+  .venv/bin/multiturn-envs sandbox build --if-missing
+elif [ "${CI:-}" = "true" ]; then
+  echo "test.sh: CI=true but no Docker engine could be started" >&2
+  exit 1
+else
+  echo "test.sh: no Docker engine: the docker tests will be skipped" >&2
 fi
-cleanup() {
-  if [ "$started_docker" = 1 ] && [ -f scripts/stop_docker.sh ]; then
-    bash scripts/stop_docker.sh || true
-  fi
-}
-trap cleanup EXIT
 
 set +e
 .venv/bin/python -m pytest "$@"
