@@ -24,7 +24,8 @@ Design:
   depend on the task id, never on the task's position, the schedule or ``in_flight``; samples
   never share a seed; a resumed run reproduces the records of an uninterrupted one.
 * **Memory.** Only the episodes in flight are held; each record is written when its episode
-  ends. The pending schedule is a lazy generator over the key space.
+  ends. The schedule keeps one lazy generator and one counter per task (task affinity, see
+  :class:`_Schedule`), never the list of all episodes.
 * **Clean-up.** Envs, threads and the event loop are closed on every exit path, including an
   exception from the policy and ``KeyboardInterrupt``.
 """
@@ -35,6 +36,7 @@ import asyncio
 import hashlib
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -144,6 +146,65 @@ def episode_seeds(
     return int(words[0]), [int(w) for w in words[1:]]
 
 
+class _Schedule:
+    """Hands out the pending episodes with task affinity.
+
+    A freed slot takes the next pending episode of the task it just ran; when that task is
+    exhausted, a task nobody has started; when none is left, a share of the task with the most
+    episodes left. So each env instance sees few distinct tasks: envs that build per-task
+    structures (FrozenLake's dynamics and oracle tables) build them once per instance and
+    task, not once per episode, and their caches stay small. Records do not depend on the
+    schedule (seeds are per key), only the order of the lines in the file does.
+    """
+
+    def __init__(self, config: EvalConfig, done: set[RecordKey]) -> None:
+        budgets = config.budgets()
+        self._left: dict[str, int] = {}
+        self._iters: dict[str, Iterator[RecordKey]] = {}
+        for task in config.tasks:
+            left = sum(
+                1 for b in budgets for s in range(config.samples) if (task, s, b) not in done
+            )
+            if left:
+                self._left[task] = left
+                self._iters[task] = self._keys_of(task, budgets, config.samples, done)
+        self._fresh = deque(self._left)
+        self.pending = sum(self._left.values())
+        self.steal_min = 4
+        self._starved = False
+
+    def starve(self) -> None:
+        """Called when no episode is live: then any pending episode is taken."""
+        self._starved = True
+
+    @staticmethod
+    def _keys_of(
+        task: str, budgets: list[int], samples: int, done: set[RecordKey]
+    ) -> Iterator[RecordKey]:
+        for b in budgets:
+            for s in range(samples):
+                if (task, s, b) not in done:
+                    yield (task, s, b)
+
+    def take(self, prefer: str | None) -> RecordKey | None:
+        task = prefer if prefer in self._left else None
+        while task is None and self._fresh:
+            candidate = self._fresh.popleft()
+            if candidate in self._left:
+                task = candidate
+        if task is None:
+            if not self._left:
+                return None
+            task = max(self._left, key=self._left.__getitem__)
+            if self._left[task] < self.steal_min and not self._starved:
+                return None  # not worth a task switch; the slot idles until the end
+        self._left[task] -= 1
+        if self._left[task] == 0:
+            del self._left[task]
+        self.pending -= 1
+        return next(self._iters[task])
+
+
 @dataclass
 class RunSummary:
     """What a call to :func:`run_eval` did."""
@@ -194,6 +255,7 @@ class _Slot:
         self.config = config
         self._stacks: dict[int, tuple[gym.Env[str, str], str | None]] = {}
         self.episode: _Episode | None = None
+        self.last_task: str | None = None
 
     def stack(self, budget: int) -> tuple[gym.Env[str, str], str | None]:
         if budget not in self._stacks:
@@ -315,7 +377,15 @@ def run_eval(
     if not isinstance(policy, Policy | AsyncPolicy):
         raise TypeError(f"{policy!r} is not a Policy or AsyncPolicy (see policies/base.py)")
     is_async = not hasattr(policy, "act")  # a policy with both prefers the sync ``act``
-    factory = make_env or (lambda: gym.make(config.env_id, **config.env_kwargs))
+
+    def default_factory(first: bool) -> gym.Env[str, str]:
+        # Gymnasium's passive checker inspects the first reset and step of each instance
+        # (~15 ms for a text env); one checked instance per run is enough.
+        return gym.make(config.env_id, disable_env_checker=not first, **config.env_kwargs)
+
+    def factory(first: bool) -> gym.Env[str, str]:
+        return make_env() if make_env is not None else default_factory(first)
+
     header = make_header(
         config.to_dict(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -328,15 +398,15 @@ def run_eval(
     )
     writer.open()
     done = set(writer.done)
-    pending = (k for k in config.episode_keys() if k not in done)
+    schedule = _Schedule(config, done)
     total = config.total()
-    skipped = sum(1 for k in config.episode_keys() if k in done)
+    skipped = total - schedule.pending
     show = sys.stderr.isatty() if progress is None else progress
     bar = _Progress(total, skipped, show)
     slots: list[_Slot] = []
     pool = ThreadPoolExecutor(workers) if workers > 1 else None
     loop = asyncio.new_event_loop() if is_async else None
-    n_slots = min(in_flight, total - skipped)
+    n_slots = min(in_flight, schedule.pending)
     budget_key = config.budget_mode == "announced"
     written = calls = steps = 0
 
@@ -407,25 +477,26 @@ def run_eval(
             "parse_errors": ep.parse_errors,
             "action_logprobs": ep.logprobs if any(x is not None for x in ep.logprobs) else None,
             "error_injection": ep.injection,
-            "timings": {
-                "reset_s": ep.reset_s,
-                "env_step_s": ep.env_s,
-                "policy_batch_s": ep.policy_s,
-                "wall_s": time.perf_counter() - ep.started,
+            "timings": {  # microsecond resolution: smaller lines, cheaper to encode
+                "reset_s": round(ep.reset_s, 6),
+                "env_step_s": [round(x, 6) for x in ep.env_s],
+                "policy_batch_s": [round(x, 6) for x in ep.policy_s],
+                "wall_s": round(time.perf_counter() - ep.started, 6),
             },
         }
 
     try:
-        for _ in range(n_slots):
-            slots.append(_Slot(factory(), config))
+        for i in range(n_slots):
+            slots.append(_Slot(factory(i == 0), config))
         idle = list(slots)
         live: list[_Slot] = []
         while True:
             starts: list[tuple[_Slot, RecordKey]] = []
             for slot in idle:
-                key = next(pending, None)
+                key = schedule.take(slot.last_task)
                 if key is None:
                     break
+                slot.last_task = key[0]
                 starts.append((slot, key))
             idle = idle[len(starts) :]
             if pool is not None and len(starts) > 1:
@@ -435,7 +506,10 @@ def run_eval(
                     start(slot, key)
             live.extend(slot for slot, _ in starts)
             if not live:
-                break
+                if schedule.pending == 0:
+                    break
+                schedule.starve()
+                continue
             episodes = [slot.episode for slot in live]
             requests = [
                 TurnRequest(
