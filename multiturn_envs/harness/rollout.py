@@ -170,12 +170,6 @@ class _Schedule:
                 self._iters[task] = self._keys_of(task, budgets, config.samples, done)
         self._fresh = deque(self._left)
         self.pending = sum(self._left.values())
-        self.steal_min = 4
-        self._starved = False
-
-    def starve(self) -> None:
-        """Called when no episode is live: then any pending episode is taken."""
-        self._starved = True
 
     @staticmethod
     def _keys_of(
@@ -196,8 +190,6 @@ class _Schedule:
             if not self._left:
                 return None
             task = max(self._left, key=self._left.__getitem__)
-            if self._left[task] < self.steal_min and not self._starved:
-                return None  # not worth a task switch; the slot idles until the end
         self._left[task] -= 1
         if self._left[task] == 0:
             del self._left[task]
@@ -506,10 +498,7 @@ def run_eval(
                     start(slot, key)
             live.extend(slot for slot, _ in starts)
             if not live:
-                if schedule.pending == 0:
-                    break
-                schedule.starve()
-                continue
+                break
             episodes = [slot.episode for slot in live]
             requests = [
                 TurnRequest(
