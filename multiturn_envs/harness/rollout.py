@@ -39,9 +39,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -52,10 +52,12 @@ from multiturn_envs.harness.records import (
     RecordKey,
     RecordWriter,
     make_header,
-    run_id_of,
 )
 from multiturn_envs.policies.base import AsyncPolicy, Policy, Reply, TurnRequest
 from multiturn_envs.wrappers import ErrorInjection, TurnBudget, text_env_of
+
+if TYPE_CHECKING:
+    from multiturn_envs.harness.executors import Executor
 
 
 @dataclass
@@ -270,7 +272,11 @@ def _package_version() -> str:
 def _spec_json(env: gym.Env[Any, Any]) -> str | None:
     try:
         spec = env.spec
-        return None if spec is None else spec.to_json()
+        if spec is None:
+            return None
+        # Only one instance per run (per worker) runs Gymnasium's checker; which instance ran
+        # an episode is schedule, not record: say what plain ``gym.make`` would build.
+        return replace(spec, disable_env_checker=False).to_json()
     except Exception:  # non-JSON-able kwargs or wrapper args: the record says null
         return None
 
@@ -349,6 +355,8 @@ def run_eval(
     progress: bool | None = None,
     fsync_interval_s: float = 1.0,
     make_env: Callable[[], gym.Env[str, str]] | None = None,
+    executor: Executor | str | None = None,
+    writer: RecordWriter | None = None,
 ) -> RunSummary:
     """Run every episode of ``config`` that ``out`` does not hold yet; append their records.
 
@@ -363,11 +371,32 @@ def run_eval(
         progress: show a progress bar (default: when stderr is a tty).
         fsync_interval_s: see :class:`RecordWriter`.
         make_env: builds one env instance (default ``gym.make(env_id, **env_kwargs)``).
+        executor: ``None``/``"local"`` (this process), ``"ray"`` or an executor object such as
+            :class:`~multiturn_envs.harness.executors.RayExecutor` (docs/scale-out.md), which
+            shards the episodes over workers; ``in_flight`` and ``workers`` are then per worker.
+        writer: where the records go instead of a :class:`RecordWriter` on ``out`` (a Ray
+            worker streams its shard to the driver this way); its ``done`` keys are skipped
+            and its header's ``run_id`` is stamped on the records.
     """
     if in_flight < 1 or workers < 1:
         raise ValueError("in_flight and workers must be >= 1")
     if not isinstance(policy, Policy | AsyncPolicy):
         raise TypeError(f"{policy!r} is not a Policy or AsyncPolicy (see policies/base.py)")
+    if executor is not None and executor != "local":
+        from multiturn_envs.harness.executors import resolve_executor
+
+        return resolve_executor(executor).run(
+            config,
+            policy,
+            out,
+            in_flight=in_flight,
+            workers=workers,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            fsync_interval_s=fsync_interval_s,
+            make_env=make_env,
+        )
     is_async = not hasattr(policy, "act")  # a policy with both prefers the sync ``act``
 
     def default_factory(first: bool) -> gym.Env[str, str]:
@@ -383,12 +412,13 @@ def run_eval(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         package_version=_package_version(),
     )
-    run_id = run_id_of(config.to_dict())
     t_start = time.perf_counter()
-    writer = RecordWriter(
-        out, header, resume=resume, overwrite=overwrite, fsync_interval_s=fsync_interval_s
-    )
+    if writer is None:
+        writer = RecordWriter(
+            out, header, resume=resume, overwrite=overwrite, fsync_interval_s=fsync_interval_s
+        )
     writer.open()
+    run_id = str(writer.header["run_id"])
     done = set(writer.done)
     schedule = _Schedule(config, done)
     total = config.total()
