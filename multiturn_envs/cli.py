@@ -11,6 +11,7 @@ resume. docs/cli.md documents every option.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import json
@@ -138,6 +139,30 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _executor_of(args: argparse.Namespace, load_policy: Any) -> Any:
+    """``--executor``: ``None`` (this process) or a ``RayExecutor`` (docs/scale-out.md)."""
+    if args.executor == "local":
+        for flag in ("ray_address", "ray_workers", "policy_placement", "policy_actors"):
+            if getattr(args, flag) is not None:
+                raise UsageError(f"--{flag.replace('_', '-')} needs --executor ray")
+        return None
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError("--executor ray needs Ray: pip install 'multiturn-envs[ray]'")
+    for flag in ("ray_workers", "policy_actors"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
+    from multiturn_envs.harness.executors import RayExecutor
+
+    return RayExecutor(
+        address=args.ray_address,
+        num_workers=args.ray_workers,
+        policy_placement=args.policy_placement or "worker",
+        policy_actors=args.policy_actors or 1,
+        policy_factory=functools.partial(load_policy, args.policy),
+    )
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from multiturn_envs.harness.records import RecordFileError
     from multiturn_envs.harness.rollout import EvalConfig, run_eval
@@ -188,6 +213,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             resume=args.resume,
             overwrite=args.overwrite,
             progress=False if args.quiet else None,
+            executor=_executor_of(args, load_policy),
         )
     except RecordFileError as exc:
         raise UsageError(str(exc)) from None
@@ -353,6 +379,35 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="threads stepping envs (raise for slow envs: sandboxes, databases)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this process; ray: shard over Ray workers (docs/scale-out.md)",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster to join (auto | host:port); default RAY_ADDRESS, else a local Ray",
+    )
+    p.add_argument(
+        "--ray-workers",
+        type=int,
+        default=None,
+        help="rollout workers (default: cluster CPUs); --in-flight/--workers are per worker",
+    )
+    p.add_argument(
+        "--policy-placement",
+        choices=("worker", "actor-pool"),
+        default=None,
+        help="worker: a policy per rollout worker (default); actor-pool: shared policy actors",
+    )
+    p.add_argument(
+        "--policy-actors",
+        type=int,
+        default=None,
+        help="actor-pool size (default 1)",
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
     p.set_defaults(func=cmd_eval)
