@@ -1,6 +1,6 @@
 """The job file the runner reads and the report it writes, shared by every backend.
 
-A job is JSON lines: a header (program path, scratch directory, limits, the code's uid and
+A job is a length-prefixed JSON header (program path, scratch directory, limits, the code's uid and
 environment), then one line per test. Lines, not one JSON document, so that large test sets are
 written and read as a stream. The report is the runner's stdout: one JSON line per finished
 test, then ``{"done": true}``; :func:`parse_report` turns it into a :class:`RunResult` and fills
@@ -32,7 +32,7 @@ CODE_ENV: dict[str, str] = {
 }
 
 
-def job_lines(
+def job_bytes(
     program_path: str,
     scratch: str,
     tests: Sequence[TestCase],
@@ -42,8 +42,13 @@ def job_lines(
     gid: int | None = None,
     nproc: int | None = None,
     kill_all: bool = False,
-) -> Iterator[str]:
-    """The job file's lines (each ends with a newline)."""
+    program_source: str | None = None,
+) -> Iterator[bytes]:
+    """The job's bytes: the header's length, the header, then one JSON line per test.
+
+    ``program_source``: when given, the runner writes it to ``program_path`` itself (the job
+    then travels on the runner's stdin and nothing is written from outside).
+    """
     header: dict[str, Any] = {
         "program": program_path,
         "scratch": scratch,
@@ -53,8 +58,10 @@ def job_lines(
         "nproc": nproc,
         "kill_all": kill_all,
         "env": {**CODE_ENV, "HOME": scratch, "TMPDIR": scratch},
+        "program_source": program_source,
     }
-    yield json.dumps(header) + "\n"
+    encoded = json.dumps(header).encode("utf-8")
+    yield b"%d\n" % len(encoded) + encoded + b"\n"
     for test in tests:
         yield (
             json.dumps(
@@ -64,8 +71,8 @@ def job_lines(
                     "expected": test.expected,
                     "fn_name": test.fn_name,
                 }
-            )
-            + "\n"
+            ).encode("utf-8")
+            + b"\n"
         )
 
 

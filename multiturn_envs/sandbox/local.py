@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Sequence
 
 from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
-from multiturn_envs.sandbox.jobs import RUNNER_PATH, guard_seconds, job_lines, parse_report
+from multiturn_envs.sandbox.jobs import RUNNER_PATH, guard_seconds, job_bytes, parse_report
 
 logger = logging.getLogger(__name__)
 
@@ -128,9 +128,9 @@ class LocalSandbox(Sandbox):
             os.chmod(program_path, 0o644)
             job_path = os.path.join(job_dir, "job.jsonl")
             fd = os.open(job_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            with os.fdopen(fd, "wb") as f:
                 f.writelines(
-                    job_lines(
+                    job_bytes(
                         program_path,
                         os.path.join(job_dir, "scratch"),
                         tests,

@@ -705,21 +705,52 @@ def _verdict(
     }
 
 
+def _read_exact(fd: int, n: int) -> bytes:
+    parts: list[bytes] = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            raise EOFError("the job ended early")
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def _read_header(fd: int) -> dict[str, Any]:
+    """The job's header, read unbuffered: no byte of a test may sit in memory before the fork."""
+    digits = b""
+    while not digits.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            raise EOFError("the job has no header")
+        digits += byte
+    header = json.loads(_read_exact(fd, int(digits)).decode("utf-8"))
+    _read_exact(fd, 1)  # the newline after the header
+    return header
+
+
 def run_job(job_path: str) -> int:
-    """Run every test of the job at ``job_path``; print one JSON line per test, then done."""
+    """Run every test of the job (a file, or ``-`` for stdin); print one JSON line per test.
+
+    The job: a decimal byte length and a newline, the JSON header of that length and a newline,
+    then one JSON test per line.
+    """
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    with open(job_path, encoding="utf-8") as f:
-        header_line = f.readline()
-    header = json.loads(header_line)
+    fd = 0 if job_path == "-" else os.open(job_path, os.O_RDONLY)
+    header = _read_header(fd)
     program_path = header["program"]
+    if header.get("program_source") is not None:
+        with open(program_path, "w", encoding="utf-8") as f:
+            f.write(header.pop("program_source"))
+        os.chmod(program_path, 0o644)
     # fork the zygote BEFORE the tests are read: it must never hold an expected output
     zygote = _Zygote(program_path, fork=True)
-    with open(job_path, encoding="utf-8") as f:
-        f.readline()
+    with os.fdopen(fd, "rb") as f:
         tests = [json.loads(line) for line in f if line.strip()]
-    with contextlib.suppress(OSError):
-        os.unlink(job_path)
+    if job_path != "-":
+        with contextlib.suppress(OSError):
+            os.unlink(job_path)
     scratch = header["scratch"]
     os.makedirs(scratch, exist_ok=True)
     if header.get("uid") is not None and os.getuid() == 0:
