@@ -6,9 +6,12 @@ Three value functions of one map (all on the goal-only reward: 1 for entering G,
   ``V_0 = 0``. ``Q_h(s, a)`` is the probability of reaching the goal within ``h`` turns when
   ``a`` is played now and optimally afterwards; it is what a turn budget makes matter;
 * infinite horizon, undiscounted: the limit ``h -> inf``, the best reach probability with no
-  budget (value iteration from 0 converges to it from below);
+  budget. Value iteration converges to it arbitrarily slowly (near-deterministic slips make
+  loops that leak a little per sweep), so it is solved exactly by policy iteration with
+  linear solves (maps up to 1024 cells; value iteration to 1e-13 beyond);
 * infinite horizon, discounted by ``gamma``: prefers short paths whatever the budget; used to
-  break ties between actions of equal finite-horizon value and offered for reward shaping.
+  break ties between actions of equal finite-horizon value and offered for reward shaping
+  (solved the same way).
 
 Each Bellman backup is a handful of numpy operations: a dense ``(4n x n)`` matrix-vector product
 for maps of up to 256 cells, a gather over padded ``(n, 4, 3)`` arrays (at most three outcomes
@@ -28,8 +31,9 @@ from multiturn_envs.envs.frozenlake.dynamics import N_ACTIONS, LakeDynamics
 
 SUBOPTIMAL_EPS = 1e-9
 _TOL = 1e-13
-_MAX_ITERATIONS = 200_000
+_MAX_ITERATIONS = 20_000
 _DENSE_MAX_STATES = 256
+_SOLVE_MAX_STATES = 1024
 
 
 def normalise(q: np.ndarray) -> np.ndarray:
@@ -77,14 +81,12 @@ class LakeOracle:
         self._next = np.ascontiguousarray(dynamics.next_state.transpose(1, 0, 2))
         self._continue_prob = np.ascontiguousarray((prob * cont).transpose(1, 0, 2))
         self._expected_reward = np.ascontiguousarray((prob * rew).sum(axis=2).T)
+        self.exact = True  # False once an infinite-horizon value had to be approximated
         self._dense: np.ndarray | None = None
         if n <= _DENSE_MAX_STATES:
             # Small maps: the backup is one (4n x n) matrix-vector product, several times
             # faster than gathering; large maps keep the O(12 n) padded gather.
-            dense = np.zeros((N_ACTIONS * n, n))
-            rows = np.repeat(np.arange(N_ACTIONS * n), 3)
-            np.add.at(dense, (rows, self._next.reshape(-1)), self._continue_prob.reshape(-1))
-            self._dense = dense
+            self._dense = self._dense_matrix()
         self._q_finite = np.zeros((1, N_ACTIONS, n))
         self._v_finite = np.zeros((1, n))
         self._score_tables: dict[int | None, list[list[float]]] = {}
@@ -127,16 +129,107 @@ class LakeOracle:
         self.finite_q(h)
         return self._v_finite[h]
 
+    def _goal_distance(self) -> np.ndarray:
+        """Fewest moves from each cell to a goal along positive-probability edges (-1: never)."""
+        n = self.dynamics.n_states
+        predecessors: list[list[int]] = [[] for _ in range(n)]
+        for s, row in enumerate(self.dynamics.outcomes):
+            if not self.dynamics.is_terminal[s]:
+                for entries in row:
+                    for o in entries:
+                        if o.prob > 0.0:
+                            predecessors[o.next_state].append(s)
+        dist = np.full(n, -1)
+        frontier = list(np.flatnonzero(self.dynamics.is_goal))
+        dist[frontier] = 0
+        while frontier:
+            nxt = []
+            for s2 in frontier:
+                for s in predecessors[s2]:
+                    if dist[s] < 0:
+                        dist[s] = dist[s2] + 1
+                        nxt.append(s)
+            frontier = nxt
+        return dist
+
+    def _initial_policy(self, dist: np.ndarray) -> np.ndarray:
+        """A move per cell that can step closer to a goal (so the goal is reached w.p. > 0)."""
+        policy = np.zeros(self.dynamics.n_states, dtype=np.intp)
+        for s, row in enumerate(self.dynamics.outcomes):
+            if dist[s] > 0:
+                progress = [
+                    sum(o.prob for o in entries if dist[o.next_state] == dist[s] - 1)
+                    for entries in row
+                ]
+                policy[s] = int(np.argmax(progress))
+        return policy
+
+    def _policy_iteration(self, discount: float) -> np.ndarray | None:
+        """Exact Q by policy iteration with dense linear solves, or ``None`` if it fails.
+
+        For ``discount = 1`` (reach probability) the solve runs over the live cells that can
+        reach a goal; the others have value 0. Starting from a policy that reaches the goal
+        with positive probability everywhere and switching only to strictly better moves
+        keeps every policy that way, so each linear system is non-singular.
+        """
+        n = self.dynamics.n_states
+        dist = self._goal_distance()
+        solve = ~self.dynamics.is_terminal
+        if discount == 1.0:
+            solve &= dist > 0
+        idx = np.flatnonzero(solve)
+        transition = self._dense_matrix().reshape(N_ACTIONS, n, n)
+        policy = self._initial_policy(dist)
+        cells = np.arange(n)
+        for _ in range(1_000):
+            p_pi = transition[policy[idx], idx][:, idx]
+            r_pi = self._expected_reward[policy[idx], idx]
+            v = np.zeros(n)
+            try:
+                v[idx] = np.linalg.solve(np.eye(len(idx)) - discount * p_pi, r_pi)
+            except np.linalg.LinAlgError:
+                return None
+            if not np.all(np.isfinite(v)) or v.min() < -1e-9 or v.max() > 1.0 + 1e-9:
+                return None  # numerically singular (probabilities of ~1e-16 and below)
+            q = self._backup(v, discount)
+            current = q[policy, cells]
+            better = solve & (q.max(axis=0) > current + 1e-12)
+            if not better.any():
+                q = q.T
+                q.flags.writeable = False
+                return q
+            policy[better] = q[:, better].argmax(axis=0)
+        return None
+
+    def _dense_matrix(self) -> np.ndarray:
+        if self._dense is not None:
+            return self._dense
+        n = self.dynamics.n_states
+        dense = np.zeros((N_ACTIONS * n, n))
+        rows = np.repeat(np.arange(N_ACTIONS * n), 3)
+        np.add.at(dense, (rows, self._next.reshape(-1)), self._continue_prob.reshape(-1))
+        return dense
+
     def _iterate(self, discount: float) -> np.ndarray:
+        if self.dynamics.n_states <= _SOLVE_MAX_STATES:
+            q = self._policy_iteration(discount)
+            if q is not None:
+                return q
         v = np.zeros(self.dynamics.n_states)
         for _ in range(_MAX_ITERATIONS):
             v_new = self._backup(v, discount).max(axis=0)
-            if np.max(np.abs(v_new - v)) < _TOL:
-                q = self._backup(v_new, discount).T
-                q.flags.writeable = False
-                return q
+            converged = np.max(np.abs(v_new - v)) < _TOL
             v = v_new
-        raise RuntimeError(f"value iteration did not converge in {_MAX_ITERATIONS} sweeps")
+            if converged:
+                break
+        else:
+            # Only reached with degenerate slip probabilities (~1e-16 and below) on maps
+            # too large or too ill-conditioned to solve: keep the lower bound reached so far
+            # (a step must never raise) and say so.
+            self.exact = False
+        q = self._backup(v, discount).T
+        q.flags.writeable = False
+        return q
 
     def reach_q(self) -> np.ndarray:
         """Undiscounted infinite-horizon Q: the best reach probability after ``a`` (no budget)."""
@@ -187,9 +280,8 @@ class LakeOracle:
 
     # ------------------------------------------------------------------ actions
     def expert(self, s: int, h: int | None) -> int:
-        """An optimal move: highest ``Q_h``, ties by discounted Q, then lowest action index."""
-        q = self.q_values(s, h)
-        tied = np.flatnonzero(q >= q.max() - SUBOPTIMAL_EPS)
+        """An optimal move (score exactly 1.0), ties by discounted Q, then lowest action index."""
+        tied = np.flatnonzero(self.scores(s, h) == 1.0)
         if len(tied) == 1:
             return int(tied[0])
         dq = self.discounted_q()[s, tied]
