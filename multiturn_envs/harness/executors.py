@@ -249,7 +249,8 @@ class RolloutWorker:
         return f"{socket.gethostname()}:{os.getpid()}"
 
     def run(self, keys: list[RecordKey]) -> Iterator[tuple[str, Any]]:
-        """Run ``keys``; yield ``("records", [...])`` as episodes end, then ``("summary", {})``."""
+        """Run ``keys``; yield ``("records", (where, [...]))`` as episodes end, then
+        ``("summary", {...})``."""
         keys = [(str(t), int(s), int(b)) for t, s, b in keys]
         shard = dataclasses.replace(self.config, tasks=list(dict.fromkeys(k[0] for k in keys)))
         wanted = set(keys)
@@ -290,7 +291,7 @@ class RolloutWorker:
                         batch.append(item[1])
                     else:
                         held = item
-                yield ("records", batch)
+                yield ("records", (self.where(), batch))
             elif kind == "summary":
                 thread.join()
                 yield ("summary", payload)
@@ -527,10 +528,9 @@ class RayExecutor:
                     dispatch()
                     continue
                 if kind == "records":
-                    if not job.where:
-                        job.where = ray.get(job.actor.where.remote())
+                    job.where, records = payload
                     fresh = 0
-                    for rec in payload:
+                    for rec in records:
                         if record_key(rec) in writer.done:
                             summary.duplicates += 1
                             continue

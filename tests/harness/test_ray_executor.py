@@ -1,0 +1,237 @@
+"""The Ray executor on a real local Ray (2 CPUs): records equal to the local executor's, a worker
+killed for real, a driver killed for real and resumed, the actor-pool placement.
+
+One ``ray.init`` serves the whole module (Ray start-up takes seconds to tens of seconds). The
+cluster's processes get ``tests/harness`` on ``PYTHONPATH`` so that workers and the CLI driver of
+the resume test can import ``harness_toy``; the policies defined here travel by value
+(``cloudpickle.register_pickle_by_value``), so workers need not import this module.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from multiturn_envs.harness.executors import RayExecutor, shard_keys
+from multiturn_envs.harness.records import iter_lines, read_run, record_key
+from multiturn_envs.harness.rollout import EvalConfig, run_eval
+from multiturn_envs.policies.base import Reply, TurnRequest
+from multiturn_envs.policies.baselines import RandomPolicy, random_action, seed_words
+from multiturn_envs.testing import require
+
+HERE = Path(__file__).resolve().parent
+ENV_ID = "MT/FrozenLake-v0"
+TASKS = [f"random-s4-p0.8-n{i}" for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    require(importlib.util.find_spec("ray") is not None, "Ray (pip install 'multiturn-envs[ray]')")
+    import ray
+    import ray.cloudpickle
+
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), old) if p)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def config(**kw: Any) -> EvalConfig:
+    base: dict[str, Any] = {
+        "env_id": ENV_ID,
+        "policy": "random",
+        "tasks": TASKS,
+        "samples": 4,
+        "max_turns": 8,
+        "seed": 11,
+    }
+    base.update(kw)
+    return EvalConfig(**base)
+
+
+def stable(path: Path) -> dict[tuple[str, int, int], dict[str, Any]]:
+    """The records keyed by (task, sample, T), without the wall-clock timings."""
+    out = {}
+    for rec in read_run(path).records:
+        rec = dict(rec)
+        rec.pop("timings")
+        out[record_key(rec)] = rec
+    return out
+
+
+def trajectory_keys(path: Path) -> list[tuple[str, int, int]]:
+    return [record_key(o) for o in iter_lines(path) if o.get("kind") == "trajectory"]
+
+
+class WordPolicy:
+    """Picks one of FrozenLake's words from the turn seed alone: it never reads the env."""
+
+    name = "seed-words"
+
+    def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
+        words = ("Left", "Down", "Right", "Up")
+        return [Reply(text=words[seed_words(r.seed, 1)[0] % 4]) for r in requests]
+
+
+class KillerPolicy:
+    """The random baseline, except that the first worker to reach its ``at_call``-th batch
+    SIGKILLs its own process (once per marker file), after a pause that lets the records it
+    already finished stream to the driver."""
+
+    name = "killer"
+
+    def __init__(self, marker: str, at_call: int = 3) -> None:
+        self.marker, self.at_call, self.calls = marker, at_call, 0
+
+    def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
+        self.calls += 1
+        if self.calls == self.at_call:
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass
+            else:
+                time.sleep(1.0)
+                os.kill(os.getpid(), signal.SIGKILL)
+        return [Reply(text=random_action(r.env, r.seed)) for r in requests]
+
+
+def test_shards_are_contiguous_task_major_and_cover_the_pending_keys() -> None:
+    cfg = config(budget_mode="announced", turn_grid=[2, 5], samples=3)
+    done = {(TASKS[0], 1, 2), (TASKS[3], 0, 5)}
+    shards = shard_keys(cfg, done, 5)
+    flat = [k for shard in shards for k in shard]
+    assert len(flat) == len(set(flat)) == cfg.total() - len(done)
+    assert not set(flat) & done
+    assert [k[0] for k in flat] == sorted((k[0] for k in flat), key=TASKS.index)
+    sizes = [len(s) for s in shards]
+    assert len(shards) == 5 and max(sizes) - min(sizes) <= 1
+    assert len(shard_keys(cfg, set(), 1000)) == cfg.total()  # never an empty shard
+
+
+def test_ray_records_equal_the_local_records(ray_cluster: Any, tmp_path: Path) -> None:
+    cfg = config()
+    run_eval(cfg, RandomPolicy(), str(tmp_path / "local.jsonl"), progress=False)
+    summary = run_eval(
+        cfg,
+        RandomPolicy(),
+        str(tmp_path / "ray.jsonl"),
+        in_flight=5,
+        progress=False,
+        executor=RayExecutor(num_workers=2, shards_per_worker=2),
+    )
+    local, remote = stable(tmp_path / "local.jsonl"), stable(tmp_path / "ray.jsonl")
+    assert len(local) == cfg.total() == 24
+    assert remote == local
+    assert summary.written == 24 and summary.skipped == 0 and summary.lost_workers == 0
+    assert len(summary.per_worker) == 2  # both actors ran shards (2 each)
+    assert sum(summary.per_worker.values()) == 24
+    assert summary.steps == sum(r["turns"] for r in local.values())
+    assert (
+        read_run(tmp_path / "ray.jsonl").header["config"]
+        == read_run(tmp_path / "local.jsonl").header["config"]
+    )
+
+
+def test_actor_pool_placement_gives_the_local_records(ray_cluster: Any, tmp_path: Path) -> None:
+    cfg = config(policy="seed-words", budget_mode="announced", turn_grid=[3, 8], error_after=1)
+    run_eval(cfg, WordPolicy(), str(tmp_path / "local.jsonl"), progress=False)
+    executor = RayExecutor(num_workers=1, policy_placement="actor-pool", policy_actors=1)
+    run_eval(cfg, WordPolicy(), str(tmp_path / "ray.jsonl"), progress=False, executor=executor)
+    local = stable(tmp_path / "local.jsonl")
+    assert len(local) == 6 * 4 * 2
+    assert all(r["error_injection"]["after_expert_steps"] == 1 for r in local.values())
+    assert stable(tmp_path / "ray.jsonl") == local
+
+
+def test_actor_pool_refuses_an_env_reading_policy_clearly(ray_cluster: Any, tmp_path: Path) -> None:
+    executor = RayExecutor(num_workers=1, policy_placement="actor-pool")
+    with pytest.raises(Exception, match="carry no env"):
+        run_eval(
+            config(tasks=TASKS[:1]), RandomPolicy(), str(tmp_path / "r.jsonl"), executor=executor
+        )
+
+
+def test_a_killed_worker_costs_only_its_unfinished_trajectories(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    cfg = config(policy="killer")
+    marker = tmp_path / "killed"
+    marker.touch()  # the local reference run must not kill the test process
+    run_eval(cfg, KillerPolicy(str(marker)), str(tmp_path / "local.jsonl"), progress=False)
+    marker.unlink()
+    summary = run_eval(
+        cfg,
+        KillerPolicy(str(marker)),
+        str(tmp_path / "ray.jsonl"),
+        progress=False,
+        executor=RayExecutor(num_workers=2),
+    )
+    assert marker.exists(), "no worker was killed: the test proves nothing"
+    assert summary.lost_workers == 1 and summary.workers == 3
+    shard = cfg.total() // 2
+    # the killed worker had streamed some records; only the rest of its shard ran again
+    assert 0 < summary.rerun_episodes < shard
+    assert summary.written == cfg.total() and summary.duplicates == 0
+    keys = trajectory_keys(tmp_path / "ray.jsonl")
+    assert len(keys) == len(set(keys)) == cfg.total()
+    assert stable(tmp_path / "ray.jsonl") == stable(tmp_path / "local.jsonl")
+
+
+def test_a_killed_driver_resumes_with_nothing_lost_or_doubled(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    tasks = [f"random-s4-p0.8-n{i}" for i in range(20)]
+    cfg = config(policy="harness_toy:SlowRandomPolicy", tasks=tasks, samples=8)
+    from harness_toy import SlowRandomPolicy
+
+    run_eval(cfg, SlowRandomPolicy(0.0), str(tmp_path / "local.jsonl"), progress=False)
+    out = tmp_path / "ray.jsonl"
+    address = ray_cluster.get_runtime_context().gcs_address
+    cmd = [
+        sys.executable, "-m", "multiturn_envs.cli", "eval", ENV_ID,
+        "--policy", "harness_toy:SlowRandomPolicy", "--tasks", ",".join(tasks),
+        "--samples", "8", "--max-turns", "8", "--seed", "11", "--in-flight", "4",
+        "--out", str(out), "--quiet",
+        "--executor", "ray", "--ray-address", address, "--ray-workers", "2",
+    ]  # fmt: skip
+    driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and driver.poll() is None:
+            if out.exists() and len(trajectory_keys(out)) >= 20:
+                break
+            time.sleep(0.05)
+        assert driver.poll() is None, f"driver ended early: {driver.stderr.read().decode()[-2000:]}"
+        before = len(trajectory_keys(out))
+        driver.send_signal(signal.SIGKILL)
+    finally:
+        driver.kill()
+        driver.wait()
+    assert 20 <= before < cfg.total(), "the driver was not killed midway"
+    summary = run_eval(
+        cfg, SlowRandomPolicy(0.0), str(out), progress=False, executor=RayExecutor(num_workers=2)
+    )
+    assert summary.skipped >= before and summary.skipped + summary.written == cfg.total()
+    keys = trajectory_keys(out)
+    assert len(keys) == len(set(keys)) == cfg.total()
+    assert stable(out) == stable(tmp_path / "local.jsonl")
