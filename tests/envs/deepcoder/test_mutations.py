@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from multiturn_envs.envs.deepcoder.mutations import fallback_wrong_program, mutants
@@ -34,6 +34,7 @@ def programs(draw: st.DrawFn) -> str:
     return "\n".join(body) + "\n"
 
 
+@settings(max_examples=20)
 @given(programs())
 def test_mutants_compile_differ_and_are_deterministic(source: str) -> None:
     found = mutants(source)
@@ -47,6 +48,7 @@ def test_mutants_compile_differ_and_are_deterministic(source: str) -> None:
         assert m.line >= 1
 
 
+@settings(max_examples=20)
 @given(programs())
 def test_each_mutant_changes_one_site(source: str) -> None:
     """A mutant's tree differs from the original in one small region (one statement)."""
