@@ -73,14 +73,20 @@ class LakeDynamics:
             )
             for row in self.outcomes
         )
-        self.next_state = np.zeros((self.n_states, N_ACTIONS, MAX_OUTCOMES), dtype=np.intp)
-        self.prob = np.zeros((self.n_states, N_ACTIONS, MAX_OUTCOMES))
+        shape = (self.n_states, N_ACTIONS, MAX_OUTCOMES)
+        # Padded arrays (unused slots: probability 0, next state = s, terminal, no reward).
+        self.next_state = np.zeros(shape, dtype=np.intp)
+        self.prob = np.zeros(shape)
+        self.reward = np.zeros(shape)
+        self.terminated = np.ones(shape, dtype=bool)
         for s, row in enumerate(self.outcomes):
             for a, entries in enumerate(row):
                 self.next_state[s, a, :] = s
                 for k, o in enumerate(entries):
                     self.next_state[s, a, k] = o.next_state
                     self.prob[s, a, k] = o.prob
+                    self.reward[s, a, k] = o.reward
+                    self.terminated[s, a, k] = o.terminated
 
     def _move(self, row: int, col: int, direction: int) -> int:
         if direction == LEFT:

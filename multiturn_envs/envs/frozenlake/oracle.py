@@ -63,15 +63,9 @@ class LakeOracle:
         self.dynamics = dynamics
         self.gamma = float(gamma)
         n = dynamics.n_states
-        rew = np.zeros((n, N_ACTIONS, 3))
-        cont = np.zeros((n, N_ACTIONS, 3))
-        hole = np.zeros((n, N_ACTIONS, 3))
-        for s, row in enumerate(dynamics.outcomes):
-            for a, entries in enumerate(row):
-                for k, o in enumerate(entries):
-                    rew[s, a, k] = o.reward
-                    cont[s, a, k] = 0.0 if o.terminated else 1.0
-                    hole[s, a, k] = 1.0 if (o.terminated and o.reward == 0) else 0.0
+        rew = dynamics.reward
+        cont = (~dynamics.terminated).astype(float)
+        hole = (dynamics.terminated & (rew == 0)).astype(float)
         prob = dynamics.prob
         live = ~dynamics.is_terminal
         self.end_prob = np.where(live[:, None], (prob * (1.0 - cont)).sum(axis=2), 0.0)
@@ -115,10 +109,18 @@ class LakeOracle:
             v = np.empty((h + 1, self._v_finite.shape[1]))
             q[: have + 1] = self._q_finite
             v[: have + 1] = self._v_finite
-            backup = self._backup
-            for k in range(have + 1, h + 1):
-                q[k] = backup(v[k - 1])
-                np.max(q[k], axis=0, out=v[k])
+            if self._dense is not None:
+                # the same backup as _backup, written into preallocated rows
+                flat = q.reshape(h + 1, -1)
+                dense, reward = self._dense, self._expected_reward.reshape(-1)
+                for k in range(have + 1, h + 1):
+                    np.matmul(dense, v[k - 1], out=flat[k])
+                    flat[k] += reward
+                    np.max(q[k], axis=0, out=v[k])
+            else:
+                for k in range(have + 1, h + 1):
+                    q[k] = self._backup(v[k - 1])
+                    np.max(q[k], axis=0, out=v[k])
             q.flags.writeable = False
             v.flags.writeable = False
             self._q_finite, self._v_finite = q, v

@@ -62,9 +62,8 @@ def test_episode_ends_exactly_on_holes_and_goals(task: str, seed: int, moves: li
         if env.done:
             break
         _, _, terminated, _, info = env.step(move)
-        assert terminated == (
-            env.desc[info["cell"] // len(env.desc[0])][info["cell"] % len(env.desc[0])] in "HG"
-        )
+        row, col = divmod(info["cell"], len(env.desc[0]))
+        assert terminated == (env.desc[row][col] in "HG")
 
 
 @settings(max_examples=20)
