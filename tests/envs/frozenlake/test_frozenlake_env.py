@@ -25,7 +25,8 @@ def test_conformance_through_gym_make() -> None:
 
 
 def test_gymnasium_check_env() -> None:
-    check_env(FrozenLakeTextEnv(max_turns=8).unwrapped)
+    # through make, so that check_env also re-makes the env for the ansi render mode
+    check_env(gym.make("MT/FrozenLake-v0", max_turns=8, render_mode="ansi").unwrapped)
 
 
 def test_make_truncates_at_budget() -> None:
