@@ -152,6 +152,16 @@ def _demux(raw: bytes) -> tuple[bytes, bytes]:
     return bytes(out), bytes(err)
 
 
+def _exit_code(api: Any, exec_id: str) -> int | None:
+    """The exec's exit code; the engine records it a moment after the stream closes."""
+    for _ in range(200):
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            return int(info["ExitCode"])
+        time.sleep(0.005)
+    return None
+
+
 @dataclass
 class _Worker:
     container: Any
@@ -372,14 +382,16 @@ class DockerSandbox(Sandbox):
                 tests,
                 limits,
                 kill_all=True,
+                guard_s=guard,
                 program_source=program if stdin else None,
             )
         )
         if not stdin and not worker.container.put_archive("/job", _job_archive(program, job)):
             raise RuntimeError("put_archive of the job failed")
         job_arg = "-" if stdin else "/job/work/job.jsonl"
-        command = ["timeout", "-s", "KILL", str(int(guard) + 1)]
-        command += ["python3", "-I", "/job/runner.py", job_arg]
+        # the runner's own alarm is the in-container guard: a `timeout` wrapper would run as the
+        # code's uid and die by the runner's final kill(-1)
+        command = ["python3", "-I", "/job/runner.py", job_arg]
         exec_id = api.exec_create(
             worker.container.id, command, stdin=stdin, user=f"{CODE_UID}:{CODE_UID}", workdir="/tmp"
         )["Id"]
@@ -404,12 +416,12 @@ class DockerSandbox(Sandbox):
             with contextlib.suppress(Exception):
                 sock.close()
         stdout, stderr = _demux(b"".join(chunks))
-        exit_code = None if hung else api.exec_inspect(exec_id).get("ExitCode")
+        exit_code = None if hung else _exit_code(api, exec_id)
         died: str | None = None
         if hung:
             died = "the sandbox did not answer within its time guard"
-        elif exit_code == 137:
-            died = "the runner was killed (overall time guard, memory, or the program)"
+        elif exit_code in (137, 142):
+            died = "the runner was killed (its overall time guard, memory, or the program)"
         elif exit_code != 0:
             tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
             died = f"the runner exited with status {exit_code} {tail[0]}".strip()

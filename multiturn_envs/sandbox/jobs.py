@@ -43,6 +43,7 @@ def job_bytes(
     nproc: int | None = None,
     kill_all: bool = False,
     program_source: str | None = None,
+    guard_s: float | None = None,
 ) -> Iterator[bytes]:
     """The job's bytes: the header's length, the header, then one JSON line per test.
 
@@ -59,6 +60,7 @@ def job_bytes(
         "kill_all": kill_all,
         "env": {**CODE_ENV, "HOME": scratch, "TMPDIR": scratch},
         "program_source": program_source,
+        "guard_s": guard_s,
     }
     encoded = json.dumps(header).encode("utf-8")
     yield b"%d\n" % len(encoded) + encoded + b"\n"

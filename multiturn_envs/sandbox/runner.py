@@ -739,6 +739,8 @@ def run_job(job_path: str) -> int:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     fd = 0 if job_path == "-" else os.open(job_path, os.O_RDONLY)
     header = _read_header(fd)
+    if header.get("guard_s"):  # the whole run's bound: SIGALRM's default action ends us
+        signal.alarm(math.ceil(float(header["guard_s"])))
     program_path = header["program"]
     if header.get("program_source") is not None:
         with open(program_path, "w", encoding="utf-8") as f:

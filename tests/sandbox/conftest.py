@@ -40,10 +40,15 @@ def local_sandbox() -> Iterator[LocalSandbox]:
     sandbox.close()
 
 
-@pytest.fixture(scope="module")
-def docker_sandbox() -> Iterator[Sandbox]:
+@pytest.fixture(scope="session")
+def docker_ready() -> None:
+    """Skips (fails under CI=true) unless an engine answers and the image exists."""
     problem = docker_problem()
     require(problem is None, f"a docker engine with the sandbox image ({problem})")
+
+
+@pytest.fixture(scope="module")
+def docker_sandbox(docker_ready: None) -> Iterator[Sandbox]:
     from multiturn_envs.sandbox.docker_pool import DockerSandbox
 
     sandbox = DockerSandbox(size=2)

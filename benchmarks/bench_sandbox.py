@@ -1,0 +1,159 @@
+"""Sandbox latency and throughput: the warm pool against a fresh ``docker run`` per submission.
+
+    python benchmarks/bench_sandbox.py [--n 40] [--workers 2]
+
+A submission is a trivial stdin program against 10 tests. Measured in the same run:
+
+* the anchor: a fresh hardened ``docker run --rm`` per submission running the same runner
+  (the cost a pool avoids);
+* the pool (``DockerSandbox``, one exec per submission): latency median / p90 with one client,
+  throughput (submissions/s) with ``--workers`` clients;
+* the local backend alongside.
+
+It prints the ratios the issue asks for (pool throughput / fresh-run throughput >= 4, pool
+median <= 100 ms) and the pool's memory footprint per container and in total. Timings depend
+on the machine's load; compare ratios, which are measured under the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from multiturn_envs.sandbox.base import Limits, RunResult, TestCase
+from multiturn_envs.sandbox.docker_pool import IMAGE, DockerSandbox, docker_unavailable
+from multiturn_envs.sandbox.jobs import RUNNER_PATH, job_bytes, parse_report
+from multiturn_envs.sandbox.local import LocalSandbox
+
+PROGRAM = "a, b = map(int, input().split())\nprint(a + b)\n"
+TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(10)]
+LIMITS = Limits()
+
+
+def fresh_docker_run(program: str, tests: list[TestCase], limits: Limits) -> RunResult:
+    """The anchor: one hardened container per submission, removed afterwards."""
+    job = b"".join(
+        job_bytes(
+            "/tmp/program.py", "/tmp/scratch", tests, limits, kill_all=True, program_source=program
+        )
+    )
+    command = [
+        "docker",
+        "run",
+        "--rm",
+        "-i",
+        "--network",
+        "none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:rw,nosuid,nodev,size=64m,mode=1777",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--pids-limit",
+        "64",
+        "--memory",
+        "512m",
+        "--memory-swap",
+        "512m",
+        "--cpus",
+        "1",
+        "--init",
+        "--user",
+        "65534:65534",
+        "-v",
+        f"{RUNNER_PATH}:/opt/runner.py:ro",
+        "--label",
+        "multiturn-envs.sandbox=bench",
+        IMAGE,
+        "python3",
+        "-I",
+        "/opt/runner.py",
+        "-",
+    ]
+    done = subprocess.run(command, input=job, capture_output=True, timeout=120)
+    return parse_report(done.stdout.decode(), tests, "docker-run", None)
+
+
+def measure(run: Callable[[], RunResult], n: int, workers: int) -> tuple[list[float], float]:
+    """Per-submission latencies (s) and throughput (submissions/s) with ``workers`` clients."""
+    run()  # warm-up (starts pool containers, caches)
+
+    def one(_: int) -> float:
+        start = time.perf_counter()
+        result = run()
+        if not result.all_passed:
+            raise RuntimeError(f"benchmark submission failed: {result.error}")
+        return time.perf_counter() - start
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        latencies = list(pool.map(one, range(n)))
+    return latencies, n / (time.perf_counter() - start)
+
+
+def summary(name: str, latencies: list[float], throughput: float) -> str:
+    q = statistics.quantiles(latencies, n=10)
+    return (
+        f"{name:<22} median {1000 * statistics.median(latencies):7.1f} ms  "
+        f"p90 {1000 * q[-1]:7.1f} ms  throughput {throughput:6.2f} submissions/s"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=40, help="submissions per measurement")
+    parser.add_argument("--workers", type=int, default=2, help="concurrent clients (2 cores)")
+    args = parser.parse_args()
+    problem = docker_unavailable()
+    if problem:
+        print(f"docker backend unavailable: {problem}")
+        return 1
+    print(
+        f"submission: trivial stdin program x {len(TESTS)} tests; n={args.n}, "
+        f"workers={args.workers}"
+    )
+    rows = {}
+    with DockerSandbox(size=args.workers) as pool:
+        lat1, _ = measure(lambda: pool.run(PROGRAM, TESTS, LIMITS), args.n, 1)
+        latw, thr = measure(lambda: pool.run(PROGRAM, TESTS, LIMITS), args.n, args.workers)
+        rows["pool (1 client)"] = (lat1, _)
+        rows[f"pool ({args.workers} clients)"] = (latw, thr)
+        sizes = pool.footprint()
+    fresh_lat, fresh_thr = measure(
+        lambda: fresh_docker_run(PROGRAM, TESTS, LIMITS), max(args.n // 2, 10), args.workers
+    )
+    rows[f"docker run ({args.workers} clients)"] = (fresh_lat, fresh_thr)
+    local = LocalSandbox(quiet=True)
+    rows[f"local ({args.workers} clients)"] = measure(
+        lambda: local.run(PROGRAM, TESTS, LIMITS), args.n, args.workers
+    )
+    for name, (lat, thr) in rows.items():
+        print(summary(name, lat, thr))
+    pool_median = statistics.median(lat1) * 1000
+    ratio = thr / fresh_thr
+    print(
+        f"pool throughput / docker-run throughput: {ratio:.2f}x (target >= 4x: "
+        f"{'met' if ratio >= 4 else 'NOT met'})"
+    )
+    print(
+        f"pool median latency (1 client): {pool_median:.1f} ms (target <= 100 ms: "
+        f"{'met' if pool_median <= 100 else 'NOT met'})"
+    )
+    per = [v / 2**20 for v in sizes.values()]
+    if per:
+        print(
+            f"pool memory: {len(per)} containers, {statistics.mean(per):.1f} MiB each "
+            f"(after the runs), {sum(per):.1f} MiB total"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

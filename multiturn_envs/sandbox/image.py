@@ -1,0 +1,91 @@
+"""Build the sandbox image, inspect it, reap orphans, and pick the default backend.
+
+    python -m multiturn_envs.sandbox.image build [--tag T] [--offline]
+    python -m multiturn_envs.sandbox.image status
+    python -m multiturn_envs.sandbox.image reap
+
+``build`` tries ``sandboxes/Dockerfile`` (needs a pullable base image) and falls back to the
+offline bootstrap ``sandboxes/bootstrap.sh`` (debootstrap of a minimal Debian with python3,
+then ``docker import``; needs root, debootstrap and a Debian package mirror), and prints what it
+did. :func:`default_sandbox` returns the docker pool when an engine answers and the image
+exists, else raises with the command that fixes it (or, with ``allow_local=True``, falls back
+to the local backend, loudly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from multiturn_envs.sandbox.base import Sandbox
+from multiturn_envs.sandbox.docker_pool import IMAGE, docker_unavailable
+
+SANDBOXES_DIR = Path(__file__).resolve().parents[2] / "sandboxes"
+
+
+def build(tag: str = IMAGE, offline: bool = False, sandboxes_dir: Path = SANDBOXES_DIR) -> str:
+    """Build the image; returns a one-line account of how it was built."""
+    if not sandboxes_dir.is_dir():
+        raise FileNotFoundError(f"{sandboxes_dir} not found (build from a source checkout)")
+    if not offline:
+        print(f"image: trying docker build of {sandboxes_dir / 'Dockerfile'}", flush=True)
+        done = subprocess.run(
+            ["docker", "build", "-q", "-t", tag, str(sandboxes_dir)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode == 0:
+            return f"built {tag} from the Dockerfile"
+        reason = (done.stderr.strip().splitlines() or ["unknown error"])[-1]
+        print(f"image: docker build failed ({reason}); using the offline bootstrap", flush=True)
+    script = sandboxes_dir / "bootstrap.sh"
+    done = subprocess.run(["bash", str(script), tag])
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} failed with status {done.returncode}")
+    return f"built {tag} offline with {script.name} (debootstrap + docker import)"
+
+
+def default_sandbox(allow_local: bool = False, **options: object) -> Sandbox:
+    """The docker pool where it can run; else the local backend if allowed, else an error."""
+    problem = docker_unavailable(str(options.get("image", IMAGE)))
+    if problem is None:
+        from multiturn_envs.sandbox.docker_pool import DockerSandbox
+
+        return DockerSandbox(**options)  # type: ignore[arg-type]
+    if allow_local:
+        from multiturn_envs.sandbox.local import LocalSandbox
+
+        print(f"sandbox: docker backend unavailable: {problem}", file=sys.stderr)
+        return LocalSandbox()
+    raise RuntimeError(f"the docker sandbox is unavailable: {problem}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m multiturn_envs.sandbox.image")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_build = sub.add_parser("build", help="build the sandbox image")
+    p_build.add_argument("--tag", default=IMAGE)
+    p_build.add_argument("--offline", action="store_true", help="skip the Dockerfile attempt")
+    sub.add_parser("status", help="say whether the docker backend can run")
+    sub.add_parser("reap", help="remove sandbox containers whose owner process is gone")
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        print(f"image: {build(args.tag, args.offline)}")
+        return 0
+    if args.command == "status":
+        problem = docker_unavailable()
+        print("docker sandbox: ready" if problem is None else f"docker sandbox: {problem}")
+        return 0 if problem is None else 1
+    import docker
+
+    from multiturn_envs.sandbox.docker_pool import reap_orphans
+
+    removed = reap_orphans(docker.from_env())
+    print(f"removed {len(removed)} orphaned sandbox container(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

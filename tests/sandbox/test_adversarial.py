@@ -1,0 +1,204 @@
+"""Hostile programs: each is contained and reported, the sandbox keeps working, nothing is left.
+
+Run against every backend; the docker run is the one that matters (CI runs it for real). The
+local backend's containment is best effort (it is not a security boundary), so the checks that
+only a container can pass (network without bubblewrap, kill -9 -1 as the runner's uid) are
+docker-only or conditional.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from multiturn_envs.sandbox.base import Limits, Sandbox, TestCase
+from multiturn_envs.sandbox.jobs import RUNNER_PATH
+
+ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
+ADD_TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(3)]
+FAST = Limits(timeout_s=1.0)
+
+
+def _token() -> str:
+    """A unique ``sleep`` argument, so our leftovers can be found in the host's /proc."""
+    return f"{uuid.uuid4().int % 10**6 + 10**6}.{os.getpid()}"
+
+
+def _procs_with(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if token in cmdline and "pytest" not in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _still_works(sandbox: Sandbox) -> None:
+    result = sandbox.run(ADD, ADD_TESTS)
+    assert result.all_passed, (result.error, [r.error for r in result.results])
+
+
+def test_fork_bomb(sandbox: Sandbox) -> None:
+    token = _token()
+    program = (
+        "import os\n"
+        "while True:\n"
+        "    try:\n"
+        "        os.fork()\n"
+        "    except OSError:\n"
+        f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n"
+    )
+    result = sandbox.run(program, ADD_TESTS[:2], FAST)
+    assert result.error is None
+    assert all(not r.passed for r in result.results)
+    assert _procs_with(token) == []
+    _still_works(sandbox)
+
+
+def test_memory_hog(sandbox: Sandbox) -> None:
+    program = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))\n"
+    result = sandbox.run(program, ADD_TESTS[:2], Limits(timeout_s=5.0, memory_mb=128))
+    assert all(r.memory_killed and not r.passed for r in result.results), result
+    assert "memory" in (result.results[0].error or "")
+    _still_works(sandbox)
+
+
+def test_infinite_loop_and_sleep_past_timeout(sandbox: Sandbox) -> None:
+    for program in ("while True:\n    pass\n", "import time\ntime.sleep(60)\n"):
+        result = sandbox.run(program, ADD_TESTS[:2], FAST)
+        assert all(r.timed_out and not r.passed for r in result.results)
+        assert all(r.time_s < 5 for r in result.results)
+    _still_works(sandbox)
+
+
+def test_network_is_unreachable(sandbox: Sandbox, request: pytest.FixtureRequest) -> None:
+    if sandbox.name == "local" and not getattr(sandbox, "bwrap", None):
+        pytest.skip("the local backend without bubblewrap does not isolate the network")
+    program = (
+        "import socket\n"
+        "try:\n"
+        "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+        "    print('connected')\n"
+        "except OSError as exc:\n"
+        "    print('blocked', type(exc).__name__)\n"
+        "print(sorted(n for _, n in socket.if_nameindex()))\n"
+    )
+    result = sandbox.run(program, [TestCase("stdio", "", "blocked OSError\n['lo']")], FAST)
+    actual = result.results[0].actual
+    assert "connected" not in actual and "blocked" in actual, actual
+    assert "['lo']" in actual, actual
+
+
+def test_writing_outside_the_work_dir(sandbox: Sandbox) -> None:
+    targets = ["/evil.txt", "/usr/evil.txt", "/etc/passwd", str(RUNNER_PATH), "/job/runner.py"]
+    program = (
+        "import os\n"
+        f"for path in {targets!r}:\n"
+        "    try:\n"
+        "        with open(path, 'a') as f:\n"
+        "            f.write('pwned')\n"
+        "        print('WROTE', path)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "open('fine.txt', 'w').write('the scratch directory is writable')\n"
+        "print('done')\n"
+    )
+    result = sandbox.run(program, [TestCase("stdio", "", "done")], FAST)
+    assert result.all_passed, result.results[0].actual
+    assert not Path("/evil.txt").exists()
+    assert "pwned" not in RUNNER_PATH.read_text()
+    _still_works(sandbox)
+
+
+def test_host_environment_is_invisible(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MTE_CANARY_SECRET", "hunter2")
+    program = "import os\nprint('\\n'.join(f'{k}={v}' for k, v in os.environ.items()))\n"
+    result = sandbox.run(program, [TestCase("stdio", "", "")], FAST)
+    actual = result.results[0].actual
+    assert "hunter2" not in actual and "MTE_CANARY_SECRET" not in actual
+    assert "PATH=" in actual
+
+
+def test_output_flood(sandbox: Sandbox) -> None:
+    program = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
+    result = sandbox.run(program, ADD_TESTS[:2], Limits(timeout_s=5.0))
+    for r in result.results:
+        assert not r.passed and r.error == "output limit exceeded"
+        assert len(r.actual) < 70_000
+        assert r.time_s < 4
+    program = "import sys\nwhile True:\n    sys.stderr.write('y' * 65536)\n"
+    result = sandbox.run(program, ADD_TESTS[:1], FAST)
+    assert result.results[0].timed_out and len(result.results[0].stderr) < 70_000
+    _still_works(sandbox)
+
+
+def test_killing_its_parent(sandbox: Sandbox) -> None:
+    program = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint(0)\n"
+    result = sandbox.run(program, ADD_TESTS, FAST)
+    assert result.error is None
+    assert len(result.results) == 3 and not any(r.passed for r in result.results)
+    _still_works(sandbox)
+    # everything of the code's uid at once (the runner included, in a container)
+    program = "import os, signal\nos.kill(-1, signal.SIGKILL)\n"
+    result = sandbox.run(program, ADD_TESTS, FAST)
+    assert not any(r.passed for r in result.results)
+    _still_works(sandbox)
+
+
+def test_background_processes_are_killed(sandbox: Sandbox) -> None:
+    token = _token()
+    program = (
+        "import os\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n"
+        "    os._exit(0)\n"
+        "a, b = map(int, input().split())\n"
+        "print(a + b)\n"
+    )
+    result = sandbox.run(program, ADD_TESTS, FAST)
+    assert result.all_passed, [r.error for r in result.results]
+    assert _procs_with(token) == []
+    _still_works(sandbox)
+
+
+def test_reading_the_tests_is_impossible(sandbox: Sandbox) -> None:
+    program = (
+        "import glob\n"
+        "hits = []\n"
+        "for path in glob.glob('/job/**', recursive=True) + glob.glob('/tmp/**', recursive=True):\n"
+        "    try:\n"
+        "        if 'SECRET-' + 'EXPECTED' in open(path, errors='replace').read():\n"
+        "            hits.append(path)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(hits)\n"
+    )
+    result = sandbox.run(program, [TestCase("stdio", "", "SECRET-EXPECTED")], FAST)
+    assert result.results[0].actual.strip() == "[]"
+
+
+@pytest.mark.docker
+def test_no_container_is_left_after_close(docker_ready: None) -> None:
+    import docker
+
+    from multiturn_envs.sandbox.docker_pool import DockerSandbox
+
+    sandbox = DockerSandbox(size=1)
+    assert sandbox.run(ADD, ADD_TESTS).all_passed
+    ids = sandbox.container_ids()
+    assert len(ids) == 1
+    sandbox.close()
+    sandbox.close()
+    client = docker.from_env()
+    alive = {c.id for c in client.containers.list(all=True)}
+    assert not set(ids) & alive

@@ -1,0 +1,92 @@
+"""Docker-pool specifics: hardening as seen from inside, reuse, recycling, orphan reaping."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+
+from multiturn_envs.sandbox.base import Limits, TestCase
+from multiturn_envs.sandbox.docker_pool import (
+    IMAGE,
+    LABEL,
+    OWNER_LABEL,
+    DockerSandbox,
+    owner_tag,
+    reap_orphans,
+)
+from multiturn_envs.sandbox.image import default_sandbox
+
+pytestmark = pytest.mark.docker
+
+PROBE = (
+    "import json, os\n"
+    "status = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines()"
+    " if ':\\t' in l)\n"
+    "print(json.dumps({'uid': os.getuid(), 'cap': status['CapEff'].strip(),"
+    " 'nnp': status['NoNewPrivs'].strip(), 'cwd': os.getcwd()}))\n"
+)
+
+
+def test_hardening_seen_from_inside(docker_sandbox: DockerSandbox) -> None:
+    result = docker_sandbox.run(PROBE, [TestCase("stdio", "", "")])
+    seen = json.loads(result.results[0].actual)
+    assert seen == {"uid": 65534, "cap": "0000000000000000", "nnp": "1", "cwd": "/tmp/scratch"}
+    container = docker_sandbox._client.containers.get(docker_sandbox.container_ids()[0])
+    host = container.attrs["HostConfig"]
+    assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] and host["Init"]
+    assert host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"][0]
+    assert host["PidsLimit"] == 64 and host["Memory"] == host["MemorySwap"] > 0
+    assert container.attrs["Config"]["User"] == "65533:65533"
+
+
+def test_containers_are_reused_and_recycled(docker_ready: None) -> None:
+    with DockerSandbox(size=1, max_uses=3) as sandbox:
+        ids = []
+        for _ in range(4):
+            assert sandbox.run("print(1)", [TestCase("stdio", "", "1")]).all_passed
+            ids.append(sandbox.container_ids()[0] if sandbox.container_ids() else None)
+        assert ids[0] == ids[1]  # warm reuse
+        first = sandbox.container_ids()
+        # killing everything of the code's uid kills the runner: the container is replaced
+        sandbox.run("import os\nos.kill(-1, 9)", [TestCase("stdio", "", "")], Limits(timeout_s=1))
+        assert sandbox.run("print(1)", [TestCase("stdio", "", "1")]).all_passed
+        assert sandbox.container_ids() != first
+
+
+def test_archive_transport(docker_ready: None) -> None:
+    with DockerSandbox(size=1, transport="archive") as sandbox:
+        tests = [TestCase("stdio", f"{i}", f"{i}") for i in range(5)]
+        assert sandbox.run("print(input())", tests).all_passed
+
+
+def test_orphans_are_reaped_by_label(docker_ready: None) -> None:
+    import docker
+
+    client = docker.from_env()
+    dead = owner_tag().rsplit(":", 1)[0] + ":not-a-start-time"
+    orphan = client.containers.create(
+        IMAGE, ["sleep", "infinity"], labels={LABEL: "1", OWNER_LABEL: dead}
+    )
+    mine = client.containers.create(
+        IMAGE, ["sleep", "infinity"], labels={LABEL: "1", OWNER_LABEL: owner_tag()}
+    )
+    try:
+        removed = reap_orphans(client)
+        assert orphan.id in removed and mine.id not in removed
+        assert mine.id in {c.id for c in client.containers.list(all=True)}
+    finally:
+        for c in (orphan, mine):
+            with contextlib.suppress(docker.errors.NotFound):
+                c.remove(force=True)
+
+
+def test_default_sandbox_is_docker(docker_ready: None) -> None:
+    sandbox = default_sandbox(size=1)
+    try:
+        assert sandbox.name == "docker"
+    finally:
+        sandbox.close()
+    with pytest.raises(RuntimeError, match="image build"):
+        default_sandbox(image="multiturn-envs-sandbox:does-not-exist")
