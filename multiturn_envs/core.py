@@ -78,7 +78,7 @@ class TextEnv(gym.Env[str, str]):
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the last observation).
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 (gymnasium convention)
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": None}  # noqa: RUF012
     #: ``reset`` options an env understands besides ``task_id``; others are dropped with a warning
     #: (PettingZoo's ``api_test`` passes made-up options, so unknown keys cannot be errors).
     reset_options: ClassVar[frozenset[str]] = frozenset()
