@@ -195,6 +195,7 @@ class PolicyServer:
     def __init__(self, make_policy: Callable[[], Policy | AsyncPolicy]) -> None:
         self.policy = make_policy()
         self._loop = None if hasattr(self.policy, "act") else asyncio.new_event_loop()
+        self._loop_lock = threading.Lock()  # one event loop, even with max_concurrency > 1
 
     def act(self, payload: list[tuple[list[dict[str, str]], int, str]]) -> list[Reply]:
         requests = [
@@ -203,7 +204,9 @@ class PolicyServer:
         ]
         try:
             if self._loop is not None:
-                return list(self._loop.run_until_complete(self.policy.aact(requests)))  # type: ignore[union-attr]
+                with self._loop_lock:
+                    coro = self.policy.aact(requests)  # type: ignore[union-attr]
+                    return list(self._loop.run_until_complete(coro))
             return list(self.policy.act(requests))  # type: ignore[union-attr]
         except AttributeError as exc:
             if "NoneType" not in str(exc):

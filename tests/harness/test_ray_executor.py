@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from multiturn_envs.harness.executors import RayExecutor, shard_keys
 from multiturn_envs.harness.records import iter_lines, read_run, record_key
@@ -115,17 +117,30 @@ class KillerPolicy:
         return [Reply(text=random_action(r.env, r.seed)) for r in requests]
 
 
-def test_shards_are_contiguous_task_major_and_cover_the_pending_keys() -> None:
-    cfg = config(budget_mode="announced", turn_grid=[2, 5], samples=3)
-    done = {(TASKS[0], 1, 2), (TASKS[3], 0, 5)}
-    shards = shard_keys(cfg, done, 5)
+@settings(max_examples=40, deadline=None)
+@given(
+    n_tasks=st.integers(1, 6),
+    samples=st.integers(1, 4),
+    grid=st.sets(st.integers(1, 5), min_size=1, max_size=3),
+    n_shards=st.integers(1, 30),
+    data=st.data(),
+)
+def test_shards_are_contiguous_task_major_balanced_and_cover_the_pending_keys(
+    n_tasks: int, samples: int, grid: set[int], n_shards: int, data: st.DataObject
+) -> None:
+    tasks = TASKS[:n_tasks]
+    cfg = config(
+        tasks=tasks, samples=samples, max_turns=5, budget_mode="announced", turn_grid=sorted(grid)
+    )
+    every = list(cfg.episode_keys())
+    done = set(data.draw(st.lists(st.sampled_from(every), max_size=len(every) - 1)))
+    shards = shard_keys(cfg, done, n_shards)
     flat = [k for shard in shards for k in shard]
-    assert len(flat) == len(set(flat)) == cfg.total() - len(done)
-    assert not set(flat) & done
-    assert [k[0] for k in flat] == sorted((k[0] for k in flat), key=TASKS.index)
-    sizes = [len(s) for s in shards]
-    assert len(shards) == 5 and max(sizes) - min(sizes) <= 1
-    assert len(shard_keys(cfg, set(), 1000)) == cfg.total()  # never an empty shard
+    assert len(flat) == len(set(flat)) and set(flat) == set(every) - done
+    assert [tasks.index(k[0]) for k in flat] == sorted(tasks.index(k[0]) for k in flat)
+    sizes = [len(shard) for shard in shards]
+    assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+    assert len(shards) == min(n_shards, len(flat))
 
 
 def test_ray_records_equal_the_local_records(ray_cluster: Any, tmp_path: Path) -> None:
