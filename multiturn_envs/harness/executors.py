@@ -526,7 +526,8 @@ class RayExecutor:
                             file=sys.stderr,
                         )
                         todo.insert(0, (job.shard, left))
-                        _kill(ray, job.actor)
+                    _kill(ray, job.actor)
+                    if todo:  # a replacement, also when the lost one had only shards to come
                         idle.append(new_actor())
                     dispatch()
                     continue
@@ -557,6 +558,11 @@ class RayExecutor:
                 _kill(ray, actor)
             if started_ray:
                 ray.shutdown()
+        if summary.skipped + summary.written != total:
+            raise RuntimeError(  # a bug of this module, never a user's mistake
+                f"the Ray run ended with {summary.skipped + summary.written} of {total} "
+                f"trajectories in {writer.path}; rerun to resume"
+            )
         summary.wall_s = time.perf_counter() - t_start
         return summary
 

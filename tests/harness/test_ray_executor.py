@@ -186,8 +186,9 @@ def test_actor_pool_refuses_an_env_reading_policy_clearly(ray_cluster: Any, tmp_
         )
 
 
+@pytest.mark.parametrize(("n_workers", "per_worker"), [(2, 1), (1, 3)])
 def test_a_killed_worker_costs_only_its_unfinished_trajectories(
-    ray_cluster: Any, tmp_path: Path
+    ray_cluster: Any, tmp_path: Path, n_workers: int, per_worker: int
 ) -> None:
     cfg = config(policy="killer")
     marker = tmp_path / "killed"
@@ -199,11 +200,11 @@ def test_a_killed_worker_costs_only_its_unfinished_trajectories(
         KillerPolicy(str(marker)),
         str(tmp_path / "ray.jsonl"),
         progress=False,
-        executor=RayExecutor(num_workers=2),
+        executor=RayExecutor(num_workers=n_workers, shards_per_worker=per_worker),
     )
     assert marker.exists(), "no worker was killed: the test proves nothing"
-    assert summary.lost_workers == 1 and summary.workers == 3
-    shard = cfg.total() // 2
+    assert summary.lost_workers == 1 and summary.workers == n_workers + 1
+    shard = cfg.total() // (n_workers * per_worker)
     # the killed worker had streamed some records; only the rest of its shard ran again
     assert 0 < summary.rerun_episodes < shard
     assert summary.written == cfg.total() and summary.duplicates == 0
@@ -250,3 +251,23 @@ def test_a_killed_driver_resumes_with_nothing_lost_or_doubled(
     keys = trajectory_keys(out)
     assert len(keys) == len(set(keys)) == cfg.total()
     assert stable(out) == stable(tmp_path / "local.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--ray-workers", "2"], "--ray-workers needs --executor ray"),
+        (["--policy-placement", "actor-pool"], "--policy-placement needs --executor ray"),
+        (["--executor", "ray", "--ray-workers", "0"], "--ray-workers must be >= 1"),
+    ],
+)
+def test_cli_ray_flags_are_checked_in_one_line(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from multiturn_envs.cli import EXIT_USAGE, main
+
+    out = tmp_path / "r.jsonl"
+    code = main(["eval", ENV_ID, "--tasks", "1", "-k", "1", "--out", str(out), "-q", *argv])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE and message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
