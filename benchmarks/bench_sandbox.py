@@ -18,6 +18,7 @@ on the machine's load; compare ratios, which are measured under the same load.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -115,15 +116,17 @@ def main() -> int:
     if problem:
         print(f"docker backend unavailable: {problem}")
         return 1
+    with open("/proc/loadavg") as f:
+        print(f"load average at start: {f.read().split()[0]} on {os.cpu_count()} CPUs")
     print(
         f"submission: trivial stdin program x {len(TESTS)} tests; n={args.n}, "
         f"workers={args.workers}"
     )
     rows = {}
     with DockerSandbox(size=args.workers) as pool:
-        lat1, _ = measure(lambda: pool.run(PROGRAM, TESTS, LIMITS), args.n, 1)
+        lat1, thr1 = measure(lambda: pool.run(PROGRAM, TESTS, LIMITS), args.n, 1)
         latw, thr = measure(lambda: pool.run(PROGRAM, TESTS, LIMITS), args.n, args.workers)
-        rows["pool (1 client)"] = (lat1, _)
+        rows["pool (1 client)"] = (lat1, thr1)
         rows[f"pool ({args.workers} clients)"] = (latw, thr)
         sizes = pool.footprint()
     fresh_lat, fresh_thr = measure(
@@ -134,8 +137,8 @@ def main() -> int:
     rows[f"local ({args.workers} clients)"] = measure(
         lambda: local.run(PROGRAM, TESTS, LIMITS), args.n, args.workers
     )
-    for name, (lat, thr) in rows.items():
-        print(summary(name, lat, thr))
+    for name, (lat, rate) in rows.items():
+        print(summary(name, lat, rate))
     pool_median = statistics.median(lat1) * 1000
     ratio = thr / fresh_thr
     print(

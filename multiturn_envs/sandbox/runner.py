@@ -48,8 +48,6 @@ import signal
 import socket
 import sys
 import time
-import traceback
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 PR_SET_DUMPABLE = 4
@@ -68,6 +66,8 @@ CHUNK = 65536
 def _token_equal(a: str, b: str, tolerance: float | None) -> bool:
     if a == b:
         return True
+    from decimal import Decimal, InvalidOperation  # lazily: the runner's start-up is on the clock
+
     try:
         da, db = Decimal(a), Decimal(b)
     except (InvalidOperation, ValueError):
@@ -268,6 +268,12 @@ def clear_dir(path: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _print_exc() -> None:
+    import traceback  # lazily: ~15-25 ms of imports a passing test never needs
+
+    traceback.print_exc()
+
+
 def _set_limits(spec: dict[str, Any]) -> None:
     cpu = math.ceil(spec["cpu_s"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -314,7 +320,7 @@ def _test_child(source: str, program_path: str, spec: dict[str, Any], fds: list[
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # the child must never fall back into the zygote's loop
         with contextlib.suppress(BaseException):
-            traceback.print_exc()
+            _print_exc()
     finally:
         try:
             sys.stdout.flush()
@@ -367,7 +373,7 @@ def _execute(source: str, program_path: str, spec: dict[str, Any]) -> int:
         print(exc.code, file=sys.stderr)
         return 1
     except BaseException:
-        traceback.print_exc()
+        _print_exc()
         return 1
 
 

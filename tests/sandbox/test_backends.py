@@ -102,3 +102,14 @@ def test_scratch_is_fresh_per_test(sandbox: Sandbox) -> None:
     program = "import os\nprint(len(os.listdir('.')))\nopen('left-behind.txt', 'w').write('x')\n"
     result = sandbox.run(program, [TestCase("stdio", "", "0")] * 3)
     assert result.all_passed, [r.actual for r in result.results]
+
+
+def test_make_sandbox_by_name() -> None:
+    import pytest
+
+    from multiturn_envs.sandbox import make_sandbox
+
+    local = make_sandbox("local", quiet=True)
+    assert local.name == "local" and local.run(ADD, add_tests(2)).all_passed
+    with pytest.raises(ValueError, match="backend"):
+        make_sandbox("vm")
