@@ -1,4 +1,5 @@
-"""The ``multiturn-envs`` console script: ``list``, ``eval``, ``compare``, ``report``, ``sandbox``.
+"""The ``multiturn-envs`` console script: ``list``, ``eval``, ``compare``, ``report``, ``nll``,
+``llr``, ``dynamics``, ``sandbox``.
 
 A thin layer over the library: it parses arguments, resolves the env, tasks and policy, and
 hands over to :mod:`multiturn_envs.harness`. Its one promise of its own: a user mistake (a bad
@@ -166,7 +167,7 @@ def _executor_of(args: argparse.Namespace, load_policy: Any) -> Any:
 def cmd_eval(args: argparse.Namespace) -> int:
     from multiturn_envs.harness.records import RecordFileError
     from multiturn_envs.harness.rollout import EvalConfig, run_eval
-    from multiturn_envs.policies.baselines import load_policy
+    from multiturn_envs.policies.spec import load_policy
     from multiturn_envs.wrappers import text_env_of
 
     env_kwargs = parse_env_args(args.env_arg)
@@ -183,8 +184,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         env.close()
     try:
         policy = load_policy(args.policy)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    except (ValueError, ImportError, OSError) as exc:
+        raise UsageError(f"policy {args.policy!r}: {exc}") from None
     try:
         config = EvalConfig(
             env_id=args.env_id,
@@ -263,7 +264,7 @@ def _analysis_module() -> Any:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Same-state comparison or error-state continuation of two policies (the analyses module)."""
-    from multiturn_envs.policies.baselines import load_policy
+    from multiturn_envs.policies.spec import load_policy
     from multiturn_envs.wrappers import text_env_of
 
     analysis = _analysis_module()
@@ -275,7 +276,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         env.close()
     try:
         policy_a, policy_b = load_policy(args.policy_a), load_policy(args.policy_b)
-    except ValueError as exc:
+    except (ValueError, ImportError, OSError) as exc:
         raise UsageError(str(exc)) from None
     runner = getattr(analysis, "run_compare_cli", None)
     if runner is None:
@@ -296,6 +297,89 @@ def cmd_compare(args: argparse.Namespace) -> int:
         out=args.out,
     )
     print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))
+    return 0
+
+
+def _analysis_errors(run: Any) -> Any:
+    """Run an analysis; a user's mistake (missing file, bad spec, wrong records) -> one line."""
+    from multiturn_envs.harness.records import RecordFileError
+
+    try:
+        return run()
+    except FileNotFoundError as exc:
+        raise UsageError(f"no such file: {exc.filename}") from None
+    except (RecordFileError, ValueError, ImportError, OSError) as exc:
+        raise UsageError(str(exc).strip("'\"")) from None
+
+
+def cmd_nll(args: argparse.Namespace) -> int:
+    """Mean action NLL of each record file's actions under one scoring model."""
+    from multiturn_envs.harness.mechanism import run_nll_cli
+
+    text = _analysis_errors(
+        lambda: run_nll_cli(
+            args.files,
+            args.model,
+            system_prompt=args.system_prompt,
+            n_boot=args.bootstrap,
+            alpha=args.alpha,
+            seed=args.seed,
+            out=args.out,
+        )
+    )
+    print(text)
+    return 0
+
+
+def cmd_llr(args: argparse.Namespace) -> int:
+    """Cumulative LLR log p_A - log p_B of each trajectory, split by success."""
+    from multiturn_envs.harness.mechanism import run_llr_cli
+
+    text = _analysis_errors(
+        lambda: run_llr_cli(
+            args.files,
+            args.model_a,
+            args.model_b,
+            system_prompt=args.system_prompt,
+            n_boot=args.bootstrap,
+            alpha=args.alpha,
+            seed=args.seed,
+            out=args.out,
+        )
+    )
+    print(text)
+    return 0
+
+
+def _step_list(text: str) -> list[int]:
+    """``--steps``: comma-separated training steps, 0 allowed."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 0:
+        raise UsageError(f"--steps wants comma-separated ints >= 0, got {text!r}")
+    return values
+
+
+def cmd_dynamics(args: argparse.Namespace) -> int:
+    """Trajectory reward against step reward over checkpoints (one record file each)."""
+    from multiturn_envs.harness.dynamics import run_dynamics_cli
+
+    text = _analysis_errors(
+        lambda: run_dynamics_cli(
+            args.files,
+            labels=args.labels.split(",") if args.labels else None,
+            steps=_step_list(args.steps) if args.steps else None,
+            trajectory_reward=args.trajectory_reward,
+            n_boot=args.bootstrap,
+            alpha=args.alpha,
+            seed=args.seed,
+            plot=args.plot,
+            out=args.out,
+        )
+    )
+    print(text)
     return 0
 
 
@@ -335,7 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--policy",
         default="random",
-        help="random | expert | noisy-expert[:eps] | package.module:attr",
+        help="random | expert | noisy-expert[:eps] | package.module:attr | "
+        "hf:<folder or smollm2>[,gguf=F][,temperature=..] | vllm:<model> | "
+        "openai:<base_url>,model=<id> (docs/analyses.md)",
     )
     p.add_argument(
         "--tasks",
@@ -432,11 +518,54 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare_args(p)
     p.set_defaults(func=cmd_compare)
 
+    _add_analysis_parsers(sub)
+
     p = sub.add_parser("sandbox", help="sandbox images (e.g. `sandbox build`)")
     p.add_argument("sandbox_command", help="e.g. build")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the sandbox command")
     p.set_defaults(func=cmd_sandbox)
     return parser
+
+
+def _add_ci_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap", type=int, default=2000, help="resamples over tasks (0: none)")
+    p.add_argument("--alpha", type=float, default=0.05, help="1 - confidence level")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--out", default=None, help="also write the numbers as JSON here")
+
+
+def _add_analysis_parsers(sub: Any) -> None:
+    """``nll``, ``llr`` and ``dynamics`` (docs/analyses.md defines every number they print)."""
+    model_help = "scoring model: hf:<folder or smollm2>[,gguf=F][,dtype=..] | vllm:<model> | "
+    model_help += "openai:<base_url>,model=<id>,tokenizer=<folder>"
+    p = sub.add_parser("nll", help="mean action NLL of record files' actions under a model")
+    p.add_argument("files", nargs="+", help="record files (.jsonl), one per policy")
+    p.add_argument("--model", required=True, help=model_help)
+    p.add_argument("--system-prompt", default=None, help="override the env's system prompt")
+    _add_ci_args(p)
+    p.set_defaults(func=cmd_nll)
+
+    p = sub.add_parser("llr", help="cumulative LLR log p_A - log p_B per trajectory, by success")
+    p.add_argument("files", nargs="+", help="record files (.jsonl)")
+    p.add_argument("--model-a", required=True, help="the numerator model, e.g. the RL one")
+    p.add_argument("--model-b", required=True, help="the reference model, e.g. the base one")
+    p.add_argument("--system-prompt", default=None, help="override the env's system prompt")
+    _add_ci_args(p)
+    p.set_defaults(func=cmd_llr)
+
+    p = sub.add_parser("dynamics", help="trajectory vs step reward across checkpoints")
+    p.add_argument("files", nargs="+", help="one record file per checkpoint, in training order")
+    p.add_argument("--labels", default=None, help="comma-separated checkpoint names")
+    p.add_argument("--steps", default=None, help="comma-separated training steps (x axis)")
+    p.add_argument(
+        "--trajectory-reward",
+        choices=("success", "return"),
+        default="success",
+        help="per trajectory: success (0/1) or the summed env reward",
+    )
+    p.add_argument("--plot", default=None, metavar="PNG", help="write the two curves here")
+    _add_ci_args(p)
+    p.set_defaults(func=cmd_dynamics)
 
 
 def _add_compare_args(p: argparse.ArgumentParser) -> None:

@@ -149,7 +149,11 @@ def test_report_of_two_runs_prints_a_difference_table(tmp_path: Path) -> None:
         outs.append(str(out))
     proc = run_cli("report", *outs, "--bootstrap", "100", "--out-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert "Difference expert (expert) - random (random): 4 common tasks" in proc.stdout
+    assert "Difference random (random) - expert (expert): 4 common tasks" in proc.stdout
+    # the gap is A - B with A the first file: random minus expert is negative on the whole
+    gap = proc.stdout.split("Difference", 1)[1].split("Plots:", 1)[0]
+    cells = [float(x) for x in re.findall(r"(?<![\[,\d])-?\d\.\d{3}(?= |$)", gap, re.M)]
+    assert cells and sum(cells) < 0
     width, _ = _png_size(tmp_path / "random_vs_expert_heatmap.png")
     assert width > 400
 

