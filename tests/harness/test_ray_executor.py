@@ -167,6 +167,39 @@ def test_ray_records_equal_the_local_records(ray_cluster: Any, tmp_path: Path) -
     )
 
 
+def test_a_sandboxed_env_runs_in_the_workers_with_the_local_records(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """DeepCoder-MT: each worker builds its envs, hence its own sandbox, in its own process."""
+    import warnings
+
+    from multiturn_envs.policies.baselines import NoisyExpertPolicy
+
+    tasks = ["bundled/climb-stairs", "bundled/count-vowels", "bundled/count-words"]
+    cfg = config(
+        env_id="MT/DeepCoder-v0",
+        policy="noisy-expert:0.5",
+        tasks=tasks,
+        samples=2,
+        max_turns=3,
+        env_kwargs={"backend": "local"},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LocalSandbox says it is no security boundary
+        run_eval(cfg, NoisyExpertPolicy(0.5), str(tmp_path / "local.jsonl"), progress=False)
+    summary = run_eval(
+        cfg,
+        NoisyExpertPolicy(0.5),
+        str(tmp_path / "ray.jsonl"),
+        progress=False,
+        executor=RayExecutor(num_workers=2),
+    )
+    local = stable(tmp_path / "local.jsonl")
+    assert len(local) == 6 and any(r["success"] for r in local.values())
+    assert stable(tmp_path / "ray.jsonl") == local
+    assert len(summary.per_worker) == 2
+
+
 def test_actor_pool_placement_gives_the_local_records(ray_cluster: Any, tmp_path: Path) -> None:
     cfg = config(policy="seed-words", budget_mode="announced", turn_grid=[3, 8], error_after=1)
     run_eval(cfg, WordPolicy(), str(tmp_path / "local.jsonl"), progress=False)
