@@ -36,6 +36,7 @@ from multiturn_envs.harness.mechanism import (
 from multiturn_envs.harness.records import read_run
 from multiturn_envs.harness.rollout import EvalConfig, run_eval
 from multiturn_envs.policies.baselines import NoisyExpertPolicy
+from multiturn_envs.policies.prompting import ScoringSequence, build_conversation
 from multiturn_envs.testing import require
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -123,6 +124,38 @@ def test_replay_rebuilds_the_conversation_and_refuses_a_diverging_record(records
     bad["rewards"][-1] = 1.0 - bad["rewards"][-1]
     with pytest.raises(ValueError, match="replay diverged"):
         replay_trajectories(make, [bad])
+
+
+def test_replay_of_error_injected_records_scores_only_the_policy_actions(
+    tmp_path: Path, tiny_dirs: tuple[Path, Path]
+) -> None:
+    out = tmp_path / "inj.jsonl"
+    config = EvalConfig(
+        env_id=FROZEN,
+        policy="noisy-expert:0.3",
+        tasks=[f"random-s4-p0.8-n{i}" for i in range(3)],
+        samples=2,
+        max_turns=5,
+        error_after=1,
+        seed=1,
+    )
+    run_eval(config, NoisyExpertPolicy(0.3), str(out), progress=False)
+    run = read_run(out)
+    texts = replay_trajectories(lambda: gym.make(FROZEN, disable_env_checker=True), run.records)
+    for text, rec in zip(texts, run.records):
+        injected = rec["error_injection"]["injected_actions"]
+        assistants = [m["content"] for m in text.messages if m["role"] == "assistant"]
+        assert assistants == [*injected, *rec["actions"]]
+        assert text.n_actions == len(rec["actions"])
+    # one sequence per trajectory (prefix spans dropped) == each action scored on its own
+    model = scoring_model_from_spec(f"hf:{tiny_dirs[0]}")
+    whole = model.score(texts)
+    for text, per_action in zip(texts, whole):
+        for k, i in enumerate(text.action_index):
+            conv = build_conversation(text.messages[: i + 1], text.systems[k])
+            seq = model.prompter.sequence_of(conv)
+            alone = model.scorer.score([ScoringSequence(seq.token_ids, seq.spans[-1:])])[0][0]
+            assert per_action[k] == pytest.approx(alone, abs=1e-4)
 
 
 def test_nll_equals_a_direct_forward_pass(tiny_dirs: tuple[Path, Path], records: Path) -> None:
