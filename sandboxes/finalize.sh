@@ -18,5 +18,10 @@ chown 65534:65534 /job/work && chmod 0700 /job/work
 rm -rf /usr/share/doc/* /usr/share/man/* /usr/share/info/* /usr/share/locale/* \
     /usr/share/lintian /usr/share/common-licenses /var/cache/apt/* /var/lib/apt/lists/* \
     /var/cache/debconf/*-old /var/lib/dpkg/*-old /var/log/* /tmp/* 2>/dev/null || true
+# a sandbox never installs packages or runs maintainer scripts: drop perl, apt's libraries,
+# glibc's iconv modules (Python has its own codecs) and pydoc's data (~20 MB in all)
+rm -rf /usr/bin/perl* /usr/lib/x86_64-linux-gnu/perl* /usr/share/perl* \
+    /usr/lib/x86_64-linux-gnu/gconv /usr/lib/python3*/pydoc_data \
+    /usr/lib/python3*/lib2to3/tests /usr/lib/python3*/idlelib 2>/dev/null || true
 find /usr/lib/python3* -name '__pycache__' -prune -o -name 'test' -type d -path '*/python3.*/test' -print \
     | xargs rm -rf 2>/dev/null || true
