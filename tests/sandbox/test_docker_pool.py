@@ -59,6 +59,10 @@ def test_archive_transport(docker_ready: None) -> None:
     with DockerSandbox(size=1, transport="archive") as sandbox:
         tests = [TestCase("stdio", f"{i}", f"{i}") for i in range(5)]
         assert sandbox.run("print(input())", tests).all_passed
+        # the tests file landed in /job/work by put_archive, and is gone before the code runs
+        snoop = "import glob\nprint(sorted(glob.glob('/job/work/*')))\n"
+        result = sandbox.run(snoop, [TestCase("stdio", "", "SECRET-EXPECTED")])
+        assert result.results[0].actual.strip() == "['/job/work/program.py']"
 
 
 def test_orphans_are_reaped_by_label(docker_ready: None) -> None:
