@@ -1,0 +1,175 @@
+"""Teach a small model the tool-call *format* of TRL's env interface, not the task.
+
+RL from a random-weight (or untuned) model gets no signal when no sampled reply is a well-formed
+tool call: every rollout ends at once and every reward is equal. A short supervised warm start
+on episodes whose actions are drawn uniformly from the env's valid actions fixes the format
+while leaving the policy uninformed (every move equally likely), so what GRPO learns afterwards
+is the task. Each training example is one turn of such an episode, rendered with the same chat
+template and tool schema TRL uses; the loss covers only the assistant's reply (its tool call, or
+a short closing message after the episode ended).
+
+Also here: :func:`tool_chat_messages` turns the env's plain chat (user observations, assistant
+actions) into the tool-call chat TRL trains on, so a TRL-trained model can be evaluated by the
+harness under the conversation layout it was trained with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from multiturn_envs.wrappers.turn_budget import text_env_of
+
+CLOSING_REPLY = "Done."
+"""What the warm start teaches the model to say (no tool call) once the episode is over."""
+
+
+def tool_call_message(action: str, tool_name: str = "act") -> dict[str, Any]:
+    """An assistant message calling ``tool_name(action=action)``."""
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"type": "function", "function": {"name": tool_name, "arguments": {"action": action}}}
+        ],
+    }
+
+
+def tool_chat_messages(
+    messages: Sequence[Mapping[str, str]], system: str | None = None, tool_name: str = "act"
+) -> list[dict[str, Any]]:
+    """The env's chat (user, assistant, user, ...) in TRL's tool layout.
+
+    The first user message stays a user message; every assistant action becomes a tool call and
+    every later observation a ``tool`` message, which is how TRL renders an episode.
+    """
+    out: list[dict[str, Any]] = [] if not system else [{"role": "system", "content": system}]
+    seen_user = False
+    for message in messages:
+        role, content = str(message["role"]), str(message["content"])
+        if role == "assistant":
+            out.append(tool_call_message(content, tool_name))
+        elif role == "user" and seen_user:
+            out.append({"role": "tool", "name": tool_name, "content": content})
+        else:
+            out.append({"role": role, "content": content})
+            seen_user = seen_user or role == "user"
+    return out
+
+
+@dataclass
+class WarmStartReport:
+    """What :func:`warm_start_tool_calls` did: examples, optimiser steps, first and last loss."""
+
+    examples: int
+    steps: int
+    first_loss: float
+    last_loss: float
+
+
+def _examples(
+    make_env: Callable[[], gym.Env[str, str]],
+    tasks: Sequence[str],
+    system: str,
+    episodes: int,
+    rng: np.random.Generator,
+    tool_name: str,
+) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """(context, target message) pairs from uniformly random episodes."""
+    env = make_env()
+    base = text_env_of(env)
+    pairs: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
+    try:
+        for i in range(episodes):
+            task = tasks[i % len(tasks)]
+            env.reset(seed=int(rng.integers(2**31)), options={"task_id": task})
+            actions = base.valid_actions()
+            if not actions:
+                raise ValueError("the warm start needs an env with valid_actions()")
+            done = False
+            while not done:
+                action = actions[int(rng.integers(len(actions)))]
+                context = tool_chat_messages(base.messages(), system, tool_name)
+                pairs.append((context, tool_call_message(action, tool_name)))
+                _, _, terminated, truncated, _ = env.step(action)
+                done = terminated or truncated
+            context = tool_chat_messages(base.messages(), system, tool_name)
+            pairs.append((context, {"role": "assistant", "content": CLOSING_REPLY}))
+    finally:
+        env.close()
+    return pairs
+
+
+def warm_start_tool_calls(
+    model: Any,
+    tokenizer: Any,
+    make_env: Callable[[], gym.Env[str, str]],
+    tools: Sequence[Callable[..., Any]],
+    *,
+    tasks: Sequence[str],
+    system: str = "",
+    episodes: int = 16,
+    steps: int = 60,
+    batch_size: int = 8,
+    lr: float = 3e-3,
+    seed: int = 0,
+    tool_name: str = "act",
+) -> WarmStartReport:
+    """Supervised steps on random-action episodes in the tool-call layout (in place).
+
+    Args:
+        model: a causal LM in train-able state (its parameters are updated).
+        tokenizer: its tokenizer; the chat template must render ``tools`` and tool calls.
+        make_env: builds the env the episodes are drawn from.
+        tools: the tool callables TRL exposes (e.g. ``[TRLEnvironment(...).act]``), rendered
+            into the prompt exactly as TRL renders them.
+        tasks: task ids to draw episodes from (cycled).
+        system: the system prompt of the training rows.
+        episodes, steps, batch_size, lr, seed: size and optimiser settings.
+    """
+    import torch
+
+    rng = np.random.default_rng(seed)
+    pairs = _examples(make_env, tasks, system, episodes, rng, tool_name)
+    rows: list[tuple[list[int], int]] = []
+    for context, target in pairs:
+        prompt = tokenizer.apply_chat_template(
+            context, tools=list(tools), add_generation_prompt=True, tokenize=False
+        )
+        full = tokenizer.apply_chat_template([*context, target], tools=list(tools), tokenize=False)
+        if not full.startswith(prompt):
+            raise ValueError("the chat template does not render the context as a prefix")
+        reply = full[len(prompt) :]
+        eos = tokenizer.eos_token or ""
+        if eos and eos in reply:  # learn up to and including EOS, not the template's newline
+            reply = reply[: reply.index(eos) + len(eos)]
+        p_ids = tokenizer.encode(prompt, add_special_tokens=False)
+        r_ids = tokenizer.encode(reply, add_special_tokens=False)
+        rows.append((p_ids + r_ids, len(p_ids)))
+    generator = torch.Generator().manual_seed(seed)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=lr)
+    pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    model.train()
+    losses: list[float] = []
+    for _ in range(steps):
+        pick = torch.randint(len(rows), (min(batch_size, len(rows)),), generator=generator)
+        batch = [rows[int(i)] for i in pick]
+        width = max(len(ids) for ids, _ in batch)
+        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for j, (ids, start) in enumerate(batch):
+            input_ids[j, : len(ids)] = torch.tensor(ids)
+            labels[j, start : len(ids)] = torch.tensor(ids[start:])
+            mask[j, : len(ids)] = 1
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        losses.append(float(loss.detach()))
+    model.eval()
+    return WarmStartReport(len(rows), steps, losses[0], losses[-1])

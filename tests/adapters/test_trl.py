@@ -1,0 +1,224 @@
+"""The TRL adapter, at TRL's own interface: one real GRPO step on the CPU with a tiny model.
+
+Skips without ``trl`` (and torch/transformers) locally; fails under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from multiturn_envs.adapters.trl import (
+    ENDED,
+    TOOL_HINT,
+    TRLEnvironment,
+    environment_factory,
+    grpo_rows,
+)
+from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.wrappers import BudgetMix, ProcessReward
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def _require_trl() -> None:
+    for name in ("trl", "torch", "transformers", "datasets"):
+        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _guess(max_turns: int = 4) -> gym.Env[str, str]:
+    return ProcessReward(GuessEnv(max_turns=max_turns), step_weight=0.5)
+
+
+# ---------------------------------------------------------------------- the adapter alone
+def test_public_methods_are_exactly_reset_act_get_reward() -> None:
+    """TRL makes every public method a tool: only ``act`` may be one."""
+    import inspect
+
+    public = {
+        name
+        for name, _ in inspect.getmembers(TRLEnvironment, predicate=inspect.isfunction)
+        if not name.startswith("_")
+    }
+    assert public == {"reset", "act", "get_reward"}
+
+
+def test_reset_reads_row_columns_and_act_steps_the_env() -> None:
+    env = TRLEnvironment(GuessEnv(max_turns=3))
+    obs = env.reset(prompt=[{"role": "user", "content": ""}], task_id="secret-5", seed=1)
+    assert obs.startswith("Guess my number")
+    assert env.act("guess 2") == "2 is too low."
+    assert env.act("nonsense").startswith("I need")  # a malformed action costs a turn
+    assert env.turns == 2 and not env.done
+    last = env.act("guess 9")
+    assert env.done and "turn budget is spent" in last
+    assert env.act("guess 5") == ENDED and env.turns == 3  # nothing stepped after the end
+    assert env.get_reward() == 0.0
+    assert [m["role"] for m in env.messages] == ["user"] + ["assistant", "user"] * 3
+    env.reset(task_id="secret-5", seed=1, max_turns=1)
+    assert env.act("guess 5").startswith("Correct!") and env.done
+    assert env.get_reward() == 1.0 and env.success
+
+
+def test_row_budget_applies_to_that_episode_only() -> None:
+    env = TRLEnvironment(GuessEnv(max_turns=5))
+    env.reset(task_id="secret-0", seed=0, max_turns=2)
+    assert env.infos[0]["max_turns"] == 2
+    env.reset(task_id="secret-0", seed=0)
+    assert env.infos[0]["max_turns"] == 5
+
+
+def test_budget_mix_draws_the_budget_from_the_row_seed() -> None:
+    env = TRLEnvironment(BudgetMix(GuessEnv(), budgets=[1, 2, 3, 4, 5, 6]))
+    drawn = {}
+    for seed in range(12):
+        env.reset(task_id="secret-3", seed=seed)
+        drawn[seed] = env.infos[0]["max_turns"]
+        env.reset(task_id="secret-3", seed=seed)
+        assert env.infos[0]["max_turns"] == drawn[seed]
+    assert len(set(drawn.values())) > 1
+
+
+def test_reward_modes_and_process_reward() -> None:
+    shaped = TRLEnvironment(_guess(), reward="return")
+    success = TRLEnvironment(_guess(), reward="success")
+    for env in (shaped, success):
+        env.reset(task_id="secret-12", seed=0)
+        env.act("guess 7")  # oracle score 1 - 8/16 = 0.5
+        env.act("guess 12")
+    assert success.get_reward() == 1.0
+    assert shaped.get_reward() == pytest.approx(1.0 + 0.5 * (0.5 + 1.0))
+    with pytest.raises(ValueError, match="reward must be"):
+        TRLEnvironment(GuessEnv(), reward="best")  # type: ignore[arg-type]
+
+
+def test_hostile_tool_arguments_never_raise() -> None:
+    env = TRLEnvironment(GuessEnv(max_turns=20))
+    env.reset(task_id="secret-1", seed=0)
+    for action in ["", "\x00\xff", "🤖" * 1000, {"nested": [1, 2]}, 42, None]:
+        out = env.act(action)  # type: ignore[arg-type]
+        assert isinstance(out, str) and out
+
+
+def test_grpo_rows_carry_prompt_task_seed_and_budget() -> None:
+    rows = grpo_rows(GuessEnv(), ["secret-1", "secret-2"], seeds=[7, 8], budgets=[2, None])
+    assert [r["task_id"] for r in rows] == ["secret-1", "secret-2"]
+    assert [r["seed"] for r in rows] == [7, 8]
+    assert [r["max_turns"] for r in rows] == [2, None]
+    assert rows[0]["prompt"][0] == {"role": "system", "content": TOOL_HINT}
+    assert rows[0]["prompt"][1] == {"role": "user", "content": ""}
+    lake = grpo_rows("MT/FrozenLake-v0", ["4x4"], max_turns=3)
+    assert lake[0]["prompt"][0]["content"].startswith("You play FrozenLake")
+    with pytest.raises(ValueError, match="one entry per task"):
+        grpo_rows(GuessEnv(), ["secret-1"], seeds=[1, 2])
+
+
+# ---------------------------------------------------------------------- one real GRPO step
+@pytest.fixture(scope="module")
+def tool_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random model whose tokenizer fits GuessEnv's tool chats (tool frames = 1 token)."""
+    _require_trl()
+    from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
+    from multiturn_envs.rl.tool_format import tool_chat_messages
+
+    env = GuessEnv(max_turns=4)
+    rng = np.random.default_rng(0)
+    chats = []
+    for i in range(24):
+        env.reset(seed=i, options={"task_id": f"secret-{i % 16}"})
+        while not env.done:
+            env.step(env.random_action(rng))
+        chats.append(tool_chat_messages(env.messages(), TOOL_HINT))
+    return build_tiny_tool_model(
+        tmp_path_factory.mktemp("tool_lm"),
+        chats,
+        tools=[TRLEnvironment(GuessEnv()).act],
+        system=TOOL_HINT,
+        extra_texts=[ENDED, "Done."],
+        vocab_size=1024,
+    )
+
+
+def test_one_grpo_step_steps_the_env_rewards_reach_trainer_and_weights_move(
+    tool_model: Path, tmp_path: Path
+) -> None:
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from multiturn_envs.policies.tiny_lm import load_tiny_chat_model
+    from multiturn_envs.rl.tool_format import warm_start_tool_calls
+
+    model, tokenizer = load_tiny_chat_model(tool_model)
+    probe = TRLEnvironment(GuessEnv())
+    report = warm_start_tool_calls(
+        model,
+        tokenizer,
+        lambda: GuessEnv(max_turns=4),
+        [probe.act],
+        tasks=[f"secret-{i}" for i in range(16)],
+        system=TOOL_HINT,
+        episodes=16,
+        steps=80,
+        lr=5e-3,
+    )
+    assert report.last_loss < report.first_loss
+
+    made: list[TRLEnvironment] = []
+    make = environment_factory(_guess)
+
+    def factory() -> TRLEnvironment:
+        made.append(make())
+        return made[-1]
+
+    rows = grpo_rows(GuessEnv(), ["secret-11", "secret-4"], seeds=[0, 1])
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=160,
+        max_tool_calling_iterations=5,
+        learning_rate=1e-2,
+        beta=0.0,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        shuffle_dataset=False,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        environment_factory=factory,
+    )
+    trainer.train()
+
+    stepped = [env for env in made if env.turns > 0]
+    assert stepped, "no rollout called the act tool"
+    for env in stepped:  # the env saw the row's task and the model's tool-call actions
+        assert env.infos[0]["task_id"] in {"secret-11", "secret-4"}
+        assert any(m["role"] == "assistant" for m in env.messages)
+    logs: dict[str, Any] = {k: v for entry in trainer.state.log_history for k, v in entry.items()}
+    key = "rewards/TRLEnvironment/mean"
+    assert key in logs, sorted(logs)
+    rewards = [env.get_reward() for env in stepped]
+    assert max(rewards) > 0.0  # shaped rewards from the oracle reached the trainer's log
+    assert logs[key] > 0.0
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
+    assert changed, "the GRPO step did not change any weight"
