@@ -241,12 +241,22 @@ class _Episode:
 
 
 class _Slot:
-    """One env instance of the pool, with its wrapper stack cached per budget."""
+    """One env instance of the pool, with its wrapper stack cached per budget.
 
-    def __init__(self, raw: gym.Env[str, str], config: EvalConfig) -> None:
+    ``specs`` (budget -> the stack's ``env_spec`` JSON) is shared by every slot of a run: all
+    instances come from one factory and are interchangeable (which one runs an episode is
+    schedule, not record), and Gymnasium builds a wrapper's ``spec`` by deep-copying the
+    wrapper's constructor arguments, env included, so computing it per slot cost more than
+    a thousand FrozenLake steps per run.
+    """
+
+    def __init__(
+        self, raw: gym.Env[str, str], config: EvalConfig, specs: dict[int, str | None]
+    ) -> None:
         self.raw = raw
         self.base = text_env_of(raw)
         self.config = config
+        self._specs = specs
         self._stacks: dict[int, tuple[gym.Env[str, str], str | None]] = {}
         self.episode: _Episode | None = None
         self.last_task: str | None = None
@@ -256,7 +266,9 @@ class _Slot:
             env: gym.Env[str, str] = TurnBudget(self.raw, budget, self.config.budget_mode)
             if self.config.error_after is not None:
                 env = ErrorInjection(env, after_expert_steps=self.config.error_after)
-            self._stacks[budget] = (env, _spec_json(env))
+            if budget not in self._specs:
+                self._specs[budget] = _spec_json(env)
+            self._stacks[budget] = (env, self._specs[budget])
         return self._stacks[budget]
 
     def close(self) -> None:
@@ -508,8 +520,9 @@ def run_eval(
         }
 
     try:
+        specs: dict[int, str | None] = {}
         for i in range(n_slots):
-            slots.append(_Slot(factory(i == 0), config))
+            slots.append(_Slot(factory(i == 0), config, specs))
         idle = list(slots)
         live: list[_Slot] = []
         while True:
@@ -532,7 +545,7 @@ def run_eval(
             episodes = [slot.episode for slot in live]
             requests = [
                 TurnRequest(
-                    messages=ep.base.messages(),
+                    messages=ep.base.message_view(),
                     env=ep.base,
                     seed=ep.policy_seeds[len(ep.actions)],
                     episode_id=f"{ep.key[0]}/{ep.key[1]}/{ep.key[2]}",

@@ -20,7 +20,12 @@ from multiturn_envs.core import TextEnv
 
 @dataclass(frozen=True)
 class TurnRequest:
-    """One live episode asking for its next action."""
+    """One live episode asking for its next action.
+
+    The dicts in ``messages`` are read-only: the harness passes the env's own message dicts
+    (:meth:`TextEnv.message_view`) instead of copying every message of every episode each
+    turn. A policy that needs to change one copies it first (``build_conversation`` does).
+    """
 
     messages: Sequence[dict[str, str]]
     env: TextEnv

@@ -87,6 +87,19 @@ class LakeDynamics:
                     self.prob[s, a, k] = o.prob
                     self.reward[s, a, k] = o.reward
                     self.terminated[s, a, k] = o.terminated
+        # One dynamics object is shared by every env instance of the same settings
+        # (``env.build_task``): make its arrays read-only so no user can change another's map.
+        for array in (
+            self.is_hole,
+            self.is_goal,
+            self.is_terminal,
+            self.initial_distribution,
+            self.next_state,
+            self.prob,
+            self.reward,
+            self.terminated,
+        ):
+            array.flags.writeable = False
 
     def _move(self, row: int, col: int, direction: int) -> int:
         if direction == LEFT:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from multiturn_envs.envs.frozenlake.render import LakeRenderer, move_feedback
 
 DEFAULT_TASKS: tuple[str, ...] = tuple(random_task_id(4, 0.8, seed) for seed in range(100))
 _MAX_CACHED_TASKS = 256
+GlyphItems = tuple[tuple[str, str], ...] | None
 
 
 class _ScalarInfo(dict):  # type: ignore[type-arg]
@@ -37,14 +38,66 @@ class _ScalarInfo(dict):  # type: ignore[type-arg]
         return dict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Task:
-    """Everything derived from one map under this env's settings (built once, then cached)."""
+    """Everything derived from one map under one set of settings: immutable, shared.
 
+    Built by :func:`build_task`, which memoises it per process, so every env instance with the
+    same settings (the harness holds 64 of them) shares one copy instead of rebuilding ~5 ms
+    of tables per instance. Sharing is safe because nothing here changes what it computes:
+    the arrays of the dynamics and the oracle are read-only, and the memo tables (the
+    oracle's per-horizon values, the renderer's blocks, :attr:`observations`) only ever gain
+    entries that are a pure function of their key. The runner steps envs in threads when
+    ``workers > 1``: two threads filling the same entry compute the same value and either
+    store wins (a ``dict`` store is atomic under the GIL); the oracle guards the one
+    structure that is replaced rather than filled (its finite-horizon table) with a lock.
+    """
+
+    key: tuple[str, bool, float, float, str, GlyphItems]
     lake: LakeMap
     dynamics: LakeDynamics
     oracle: LakeOracle
     renderer: LakeRenderer
+    #: ``(cell, action, direction) -> (observation, event)`` of a move, filled lazily.
+    observations: dict[tuple[int, int, int], tuple[str, str]] = field(default_factory=dict)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Task:
+        return self  # immutable in meaning: a copied env shares it like a new one would
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return build_task, self.key  # pickled by its key, rebuilt (or found) on load
+
+
+@functools.lru_cache(maxsize=_MAX_CACHED_TASKS)
+def build_task(
+    task_id: str,
+    is_slippery: bool,
+    success_rate: float,
+    gamma: float,
+    separator: str,
+    glyph_items: GlyphItems,
+) -> _Task:
+    """The shared :class:`_Task` of ``task_id`` under these settings (memoised, bounded).
+
+    A pure function of its arguments, so a process-wide memo is exact; it is bounded
+    (``_MAX_CACHED_TASKS`` entries, least recently used dropped) so sweeping thousands of
+    random maps does not grow memory without limit. :func:`clear_task_cache` empties it.
+    """
+    lake = parse_task_id(task_id)
+    dynamics = LakeDynamics(lake.desc, is_slippery, success_rate)
+    glyphs = dict(glyph_items) if glyph_items else None
+    return _Task(
+        (task_id, is_slippery, success_rate, gamma, separator, glyph_items),
+        lake,
+        dynamics,
+        LakeOracle(dynamics, gamma),
+        LakeRenderer(lake.desc, separator, glyphs),
+    )
+
+
+def clear_task_cache() -> None:
+    """Forget every shared task (benchmarks measuring a cold start; tests)."""
+    build_task.cache_clear()
 
 
 class FrozenLakeTextEnv(TextEnv):
@@ -118,42 +171,33 @@ class FrozenLakeTextEnv(TextEnv):
         self.separator = separator
         self.glyphs = dict(glyphs) if glyphs else None
         LakeRenderer(("S",), separator, self.glyphs)  # validate the glyph keys now
-        self._tasks: tuple[str, ...] = tuple(DEFAULT_TASKS if tasks is None else tasks)
-        for task_id in self._tasks:
-            validate_task_id(task_id)
-        self._cache: OrderedDict[str, _Task] = OrderedDict()
+        self._tasks: tuple[str, ...] = DEFAULT_TASKS if tasks is None else tuple(tasks)
+        if tasks is not None:  # the defaults are valid by construction (a runner makes 64 envs)
+            for task_id in self._tasks:
+                validate_task_id(task_id)
+        self._glyph_items: GlyphItems = tuple(sorted(self.glyphs.items())) if self.glyphs else None
         self._task: _Task | None = None
         self._cell = 0
         self._event = "start"
-        self._obs_cache: dict[tuple[int, int, int], tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ tasks
     def task_ids(self) -> Sequence[str]:
         return self._tasks
 
     def _task_for(self, task_id: str) -> _Task:
-        task = self._cache.get(task_id)
-        if task is None:
-            lake = parse_task_id(task_id)
-            dynamics = LakeDynamics(lake.desc, self.is_slippery, self.success_rate)
-            task = _Task(
-                lake,
-                dynamics,
-                LakeOracle(dynamics, self.gamma),
-                LakeRenderer(lake.desc, self.separator, self.glyphs),
-            )
-            self._cache[task_id] = task
-            if len(self._cache) > _MAX_CACHED_TASKS:
-                self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(task_id)
-        return task
+        return build_task(
+            task_id,
+            self.is_slippery,
+            self.success_rate,
+            self.gamma,
+            self.separator,
+            self._glyph_items,
+        )
 
     def _activate(self, task_id: str) -> _Task:
-        task = self._task_for(task_id)
-        if task is not self._task:
-            self._task = task
-            self._obs_cache = {}
+        task = self._task
+        if task is None or task.key[0] != task_id:
+            task = self._task = self._task_for(task_id)
         return task
 
     def _load_task(self, task_id: str, options: dict[str, Any]) -> str:
@@ -215,7 +259,7 @@ class FrozenLakeTextEnv(TextEnv):
         score = task.oracle.score_table(h)[s][a]
         outcome = task.dynamics.sample(s, a, self.np_random.random())
         key = (s, a, outcome.direction)
-        cached = self._obs_cache.get(key)
+        cached = task.observations.get(key)
         if cached is None:
             s2 = outcome.next_state
             row, col = divmod(s2, task.lake.ncol)
@@ -223,7 +267,7 @@ class FrozenLakeTextEnv(TextEnv):
                 a, outcome.direction, s2 != s, task.lake.desc[row][col], row, col
             )
             cached = (f"{feedback.text}\n{task.renderer.block(s2)}", feedback.event)
-            self._obs_cache[key] = cached
+            task.observations[key] = cached
         observation, event = cached
         self._cell = outcome.next_state
         self._event = event

@@ -17,13 +17,20 @@ Each Bellman backup is a handful of numpy operations: a dense ``(4n x n)`` matri
 for maps of up to 256 cells, a gather over padded ``(n, 4, 3)`` arrays (at most three outcomes
 per action) beyond, so a 100-step horizon on an 8x8 map takes about a millisecond.
 Results are cached on the :class:`LakeOracle` (one per map and slip setting); the finite-horizon
-table grows to the largest horizon asked for.
+table grows to the largest horizon asked for. One oracle is shared by every env instance of the
+same settings (``env.build_task``), stepped from several threads when the runner has
+``workers > 1``: its arrays are read-only, its memo dicts only gain entries that are pure
+functions of their key (a race computes the same value twice; either store wins), and the
+finite-horizon table, which is *replaced* when it grows, is one ``(q, v)`` tuple read in a
+single attribute load and grown under a lock.
 
 Scores (see ``docs/envs/frozenlake.md``) are normalised at the state: ``Q_h(s, a) / V_h(s)``,
 1.0 when ``V_h(s) = 0``.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -34,6 +41,12 @@ _TOL = 1e-13
 _MAX_ITERATIONS = 20_000
 _DENSE_MAX_STATES = 256
 _SOLVE_MAX_STATES = 1024
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """``array`` made read-only (in place) and returned: shared tables must not be written."""
+    array.flags.writeable = False
+    return array
 
 
 def normalise(q: np.ndarray) -> np.ndarray:
@@ -68,21 +81,25 @@ class LakeOracle:
         hole = (dynamics.terminated & (rew == 0)).astype(float)
         prob = dynamics.prob
         live = ~dynamics.is_terminal
-        self.end_prob = np.where(live[:, None], (prob * (1.0 - cont)).sum(axis=2), 0.0)
-        self.hole_prob = np.where(live[:, None], (prob * hole).sum(axis=2), 0.0)
+        self.end_prob = _frozen(np.where(live[:, None], (prob * (1.0 - cont)).sum(axis=2), 0.0))
+        self.hole_prob = _frozen(np.where(live[:, None], (prob * hole).sum(axis=2), 0.0))
         # Internally action-major, (4, n): a reduction over the 4 actions then runs along
         # contiguous rows, which numpy does several times faster than over a short last axis.
-        self._next = np.ascontiguousarray(dynamics.next_state.transpose(1, 0, 2))
-        self._continue_prob = np.ascontiguousarray((prob * cont).transpose(1, 0, 2))
-        self._expected_reward = np.ascontiguousarray((prob * rew).sum(axis=2).T)
+        self._next = _frozen(np.ascontiguousarray(dynamics.next_state.transpose(1, 0, 2)))
+        self._continue_prob = _frozen(np.ascontiguousarray((prob * cont).transpose(1, 0, 2)))
+        self._expected_reward = _frozen(np.ascontiguousarray((prob * rew).sum(axis=2).T))
         self.exact = True  # False once an infinite-horizon value had to be approximated
         self._dense: np.ndarray | None = None
         if n <= _DENSE_MAX_STATES:
             # Small maps: the backup is one (4n x n) matrix-vector product, several times
             # faster than gathering; large maps keep the O(12 n) padded gather.
-            self._dense = self._dense_matrix()
-        self._q_finite = np.zeros((1, N_ACTIONS, n))
-        self._v_finite = np.zeros((1, n))
+            self._dense = _frozen(self._dense_matrix())
+        # (Q_0..Q_H, V_0..V_H), replaced as one object when it grows (see the module doc).
+        self._finite: tuple[np.ndarray, np.ndarray] = (
+            _frozen(np.zeros((1, N_ACTIONS, n))),
+            _frozen(np.zeros((1, n))),
+        )
+        self._grow_lock = threading.Lock()
         self._score_tables: dict[int | None, list[list[float]]] = {}
         self._q_reach: np.ndarray | None = None
         self._q_discounted: np.ndarray | None = None
@@ -101,35 +118,48 @@ class LakeOracle:
 
     def finite_q(self, h: int) -> np.ndarray:
         """``Q_h`` as an ``(n_states, 4)`` array (a read-only view); ``Q_0 = 0``."""
-        if h < 0:
-            raise ValueError(f"horizon must be >= 0, got {h}")
-        have = self._q_finite.shape[0] - 1
-        if h > have:
-            q = np.empty((h + 1, *self._q_finite.shape[1:]))
-            v = np.empty((h + 1, self._v_finite.shape[1]))
-            q[: have + 1] = self._q_finite
-            v[: have + 1] = self._v_finite
-            if self._dense is not None:
-                # the same backup as _backup, written into preallocated rows
-                flat = q.reshape(h + 1, -1)
-                dense, reward = self._dense, self._expected_reward.reshape(-1)
-                for k in range(have + 1, h + 1):
-                    np.matmul(dense, v[k - 1], out=flat[k])
-                    flat[k] += reward
-                    np.max(q[k], axis=0, out=v[k])
-            else:
-                for k in range(have + 1, h + 1):
-                    q[k] = self._backup(v[k - 1])
-                    np.max(q[k], axis=0, out=v[k])
-            q.flags.writeable = False
-            v.flags.writeable = False
-            self._q_finite, self._v_finite = q, v
-        return self._q_finite[h].T
+        return self._finite_upto(h)[0][h].T
 
     def finite_v(self, h: int) -> np.ndarray:
         """``V_h = max_a Q_h``: the best probability of reaching the goal within ``h`` turns."""
-        self.finite_q(h)
-        return self._v_finite[h]
+        return self._finite_upto(h)[1][h]
+
+    def _finite_upto(self, h: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(Q, V)`` tables through horizon ``h`` at least (grown under the lock)."""
+        if h < 0:
+            raise ValueError(f"horizon must be >= 0, got {h}")
+        tables = self._finite  # one load: q and v always belong together
+        if h < tables[0].shape[0]:
+            return tables
+        with self._grow_lock:
+            tables = self._finite  # another thread may have grown it meanwhile
+            if h >= tables[0].shape[0]:
+                tables = self._grown(tables, h)
+                self._finite = tables
+        return tables
+
+    def _grown(
+        self, tables: tuple[np.ndarray, np.ndarray], h: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        old_q, old_v = tables
+        have = old_q.shape[0] - 1
+        q = np.empty((h + 1, *old_q.shape[1:]))
+        v = np.empty((h + 1, old_v.shape[1]))
+        q[: have + 1] = old_q
+        v[: have + 1] = old_v
+        if self._dense is not None:
+            # the same backup as _backup, written into preallocated rows
+            flat = q.reshape(h + 1, -1)
+            dense, reward = self._dense, self._expected_reward.reshape(-1)
+            for k in range(have + 1, h + 1):
+                np.matmul(dense, v[k - 1], out=flat[k])
+                flat[k] += reward
+                np.max(q[k], axis=0, out=v[k])
+        else:
+            for k in range(have + 1, h + 1):
+                q[k] = self._backup(v[k - 1])
+                np.max(q[k], axis=0, out=v[k])
+        return _frozen(q), _frozen(v)
 
     def _goal_distance(self) -> np.ndarray:
         """Fewest moves from each cell to a goal along positive-probability edges (-1: never)."""
