@@ -18,13 +18,14 @@ from typing import Any, Protocol, runtime_checkable
 from multiturn_envs.core import TextEnv
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TurnRequest:
     """One live episode asking for its next action.
 
     The dicts in ``messages`` are read-only: the harness passes the env's own message dicts
     (:meth:`TextEnv.message_view`) instead of copying every message of every episode each
     turn. A policy that needs to change one copies it first (``build_conversation`` does).
+    ``slots=True``: one request per live episode per turn, so its construction cost counts.
     """
 
     messages: Sequence[dict[str, str]]

@@ -19,7 +19,7 @@ from multiturn_envs.envs.frozenlake.maps import (
 )
 from multiturn_envs.envs.frozenlake.oracle import LakeOracle
 from multiturn_envs.envs.frozenlake.parsing import PARSE_HELP, parse_move
-from multiturn_envs.envs.frozenlake.render import LakeRenderer, move_feedback
+from multiturn_envs.envs.frozenlake.render import LakeRenderer, check_glyph_keys, move_feedback
 
 DEFAULT_TASKS: tuple[str, ...] = tuple(random_task_id(4, 0.8, seed) for seed in range(100))
 _MAX_CACHED_TASKS = 256
@@ -170,7 +170,7 @@ class FrozenLakeTextEnv(TextEnv):
         self.gamma = float(gamma)
         self.separator = separator
         self.glyphs = dict(glyphs) if glyphs else None
-        LakeRenderer(("S",), separator, self.glyphs)  # validate the glyph keys now
+        check_glyph_keys(self.glyphs)  # now, not at the first reset
         self._tasks: tuple[str, ...] = DEFAULT_TASKS if tasks is None else tuple(tasks)
         if tasks is not None:  # the defaults are valid by construction (a runner makes 64 envs)
             for task_id in self._tasks:

@@ -71,6 +71,13 @@ def move_feedback(
     return Feedback(text, event)
 
 
+def check_glyph_keys(glyphs: Mapping[str, str] | None) -> None:
+    """Raise a clear ``ValueError`` for glyph overrides that name no known glyph."""
+    unknown = set(glyphs or {}) - set(RAGEN_GLYPHS)
+    if unknown:
+        raise ValueError(f"unknown glyph keys {sorted(unknown)}; known: {list(RAGEN_GLYPHS)}")
+
+
 class LakeRenderer:
     """Draws one map; ``block(cell)`` is the grid + legend + position with the agent at ``cell``.
 
@@ -83,9 +90,7 @@ class LakeRenderer:
     def __init__(
         self, desc: tuple[str, ...], separator: str = "", glyphs: Mapping[str, str] | None = None
     ) -> None:
-        unknown = set(glyphs or {}) - set(RAGEN_GLYPHS)
-        if unknown:
-            raise ValueError(f"unknown glyph keys {sorted(unknown)}; known: {list(RAGEN_GLYPHS)}")
+        check_glyph_keys(glyphs)
         self.glyphs = {**RAGEN_GLYPHS, **(glyphs or {})}
         self.separator = separator
         self.desc = desc
