@@ -20,7 +20,7 @@ mkdir -p "$out"
 cli=.venv/bin/multiturn-envs
 # 3x3 lakes without slipping: a goal 4 moves away, so a 6-turn budget leaves room for two
 # mistakes, and short prompts keep a 135M model on 2 cores within minutes.
-tasks=$(for i in $(seq 0 $((${TASKS:-6} - 1))); do printf '"random-s3-p0.8-n%d",' "$i"; done)
+tasks=$(for i in $(seq 0 $((${TASKS:-4} - 1))); do printf '"random-s3-p0.8-n%d",' "$i"; done)
 common=(MT/FrozenLake-v0 --env-arg "tasks=[${tasks%,}]" --env-arg is_slippery=false
   --samples "${SAMPLES:-4}" --max-turns "${TURNS:-6}" --seed 0 -q)
 smol="hf:smollm2,max_tokens=12,temperature=1.0,name=SmolLM2-135M-Instruct"
