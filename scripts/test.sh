@@ -8,8 +8,20 @@ bash scripts/setup.sh dev
 
 # Stops only a dockerd that ensure_docker.sh itself started (it keeps that pid).
 trap 'bash scripts/ensure_docker.sh stop || true' EXIT
+apt_install() {  # root only: the offline image bootstrap and the local backend's jail
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || return 0
+  local missing=()
+  for tool in "$@"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+  [ "${#missing[@]}" = 0 ] && return 0
+  local pkgs=("${missing[@]/bwrap/bubblewrap}")
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null 2>&1 || {
+    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null; }
+}
+apt_install debootstrap bwrap
 if bash scripts/ensure_docker.sh; then
-  .venv/bin/multiturn-envs sandbox build --if-missing
+  if ! .venv/bin/python -m multiturn_envs.sandbox.image status >/dev/null 2>&1; then
+    .venv/bin/multiturn-envs sandbox build
+  fi
 elif [ "${CI:-}" = "true" ]; then
   echo "test.sh: CI=true but no Docker engine could be started" >&2
   exit 1
