@@ -1,0 +1,216 @@
+"""The verl adapter at verl's interface: our agent loop, instantiated by verl's own registry
+path, returns an ``AgentLoopOutput`` that validates and converts with verl's ``as_dict``.
+
+The LLM server is the one part that is not verl's: verl's server manager needs Ray and a vLLM
+or SGLang replica. :class:`TinyServer` answers the same ``generate`` call with a real (tiny)
+transformers model. Skips without verl locally; fails under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+from multiturn_envs.adapters.verl import EpisodeTokens, run_episode
+from multiturn_envs.testing import GuessEnv, require
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _require_verl() -> None:
+    for name in ("verl", "torch", "transformers"):
+        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    _require_verl()
+    from multiturn_envs.policies.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
+
+    return load_tiny_chat_model(build_tiny_chat_model(tmp_path_factory.mktemp("tiny")))
+
+
+class TinyServer:
+    """verl's ``server_manager.generate`` contract, answered by a real tiny model."""
+
+    def __init__(self, model: Any, tokenizer: Any, max_tokens: int = 12) -> None:
+        from multiturn_envs.policies.prompting import Sampling
+        from multiturn_envs.policies.transformers_backend import TransformersPolicy
+
+        self.policy = TransformersPolicy(model, tokenizer, Sampling(max_tokens=max_tokens))
+        self.calls: list[dict[str, Any]] = []
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.calls.append({"request_id": request_id, "prompt_ids": list(prompt_ids)})
+        seed = int(sampling_params.get("seed", 0))
+        out = self.policy.generate([prompt_ids], [seed])[0]
+        return TokenOutput(token_ids=out.token_ids, log_probs=out.logprobs, stop_reason="completed")
+
+
+def _gen(server: TinyServer) -> Any:
+    async def generate(prompt_ids: list[int], seed: int) -> tuple[list[int], Any]:
+        out = await server.generate("r", prompt_ids=prompt_ids, sampling_params={"seed": seed})
+        return list(out.token_ids), out.log_probs
+
+    return generate
+
+
+def _check_tokens(tokens: EpisodeTokens, server: TinyServer, tokenizer: Any) -> None:
+    n = len(tokens.response_ids)
+    assert len(tokens.response_mask) == n
+    assert tokens.response_logprobs is not None and len(tokens.response_logprobs) == n
+    # Each generate call saw exactly prompt + response so far: one growing token sequence.
+    full = tokens.prompt_ids + tokens.response_ids
+    for call in server.calls:
+        assert full[: len(call["prompt_ids"])] == call["prompt_ids"]
+    assert server.calls[0]["prompt_ids"] == tokens.prompt_ids
+    # Masked-in spans are the generated ids; masked-out spans are env text, not model output.
+    generated = sum(tokens.response_mask)
+    assert 0 < generated < n or tokens.extra_fields["turns"] == 1
+
+
+def test_run_episode_tokens_masks_and_env_reward(tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+    server = TinyServer(model, tokenizer)
+    env = GuessEnv(max_turns=3)
+    tokens = asyncio.run(run_episode(env, tokenizer, _gen(server), task_id="secret-7", seed=3))
+    assert tokens.extra_fields["turns"] == 3  # junk replies never succeed: the budget ends it
+    assert tokens.extra_fields["stop_reason"] == "budget"
+    assert len(server.calls) == 3
+    assert tokens.num_turns == 1 + 3 + 2
+    _check_tokens(tokens, server, tokenizer)
+    # The env's observations sit in the masked-out spans, verbatim.
+    env_text = tokenizer.decode(
+        [t for t, m in zip(tokens.response_ids, tokens.response_mask) if m == 0]
+    )
+    assert "I need 'guess N'" in env_text or "too" in env_text
+    assert tokens.reward_score == 0.0 and tokens.extra_fields["success"] is False
+
+
+def test_verl_caps_cut_the_episode(tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+    server = TinyServer(model, tokenizer)
+    capped = asyncio.run(
+        run_episode(
+            GuessEnv(max_turns=6),
+            tokenizer,
+            _gen(server),
+            task_id="secret-1",
+            seed=0,
+            max_assistant_turns=2,
+        )
+    )
+    assert capped.extra_fields["turns"] == 2
+    assert capped.extra_fields["stop_reason"] == "max_assistant_turns"
+    short = asyncio.run(
+        run_episode(
+            GuessEnv(max_turns=6),
+            tokenizer,
+            _gen(TinyServer(model, tokenizer)),
+            task_id="secret-1",
+            seed=0,
+            response_length=20,
+        )
+    )
+    assert len(short.response_ids) <= 20
+    assert short.extra_fields["stop_reason"] in {"response_length", "budget"}
+    row_budget = asyncio.run(
+        run_episode(GuessEnv(max_turns=6), tokenizer, _gen(server), task_id="secret-1", max_turns=1)
+    )
+    assert row_budget.extra_fields["turns"] == 1 and row_budget.extra_fields["max_turns"] == 1
+
+
+def test_agent_loop_registered_and_output_validates_against_verl(
+    tiny: tuple[Any, Any], tmp_path: Path
+) -> None:
+    import hydra
+    import torch
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import (
+        AgentLoopOutput,
+        DictConfigWrap,
+        _agent_loop_registry,
+    )
+
+    from multiturn_envs.adapters.verl import MTEnvAgentLoop
+
+    model, tokenizer = tiny
+    assert _agent_loop_registry["mt_env"]["_target_"].endswith("verl.MTEnvAgentLoop")
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {
+                    "prompt_length": 2048,
+                    "response_length": 8192,
+                    "multi_turn": {"max_assistant_turns": 4, "max_user_turns": None},
+                }
+            },
+            "data": {"apply_chat_template_kwargs": {}},
+        }
+    )
+    server = TinyServer(model, tokenizer)
+    loop = hydra.utils.instantiate(  # how verl's AgentLoopWorker builds an agent loop
+        config=_agent_loop_registry["mt_env"],
+        trainer_config=DictConfigWrap(config=config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=None,
+        data_config=DictConfigWrap(config.data),
+    )
+    assert isinstance(loop, MTEnvAgentLoop)
+    row = {
+        "agent_name": "mt_env",
+        "extra_info": {
+            "env_id": "MT/FrozenLake-v0",
+            "env_kwargs": {"max_turns": 6, "is_slippery": False},
+            "task_id": "4x4",
+            "seed": 5,
+        },
+    }
+    output = asyncio.run(loop.run({"temperature": 1.0}, **row))
+    assert isinstance(output, AgentLoopOutput)
+    AgentLoopOutput.model_validate(output.model_dump())  # verl's own schema
+    turns = output.extra_fields["turns"]
+    assert 1 <= turns <= 4  # verl's max_assistant_turns (4) < the env's budget (6)
+    if output.extra_fields["stop_reason"] == "max_assistant_turns":
+        assert turns == 4
+    else:  # a junk reply parsed as a move into a hole (terminal) or onto the goal
+        assert output.extra_fields["stop_reason"] in {"terminal", "success"}
+    assert output.num_turns == 1 + turns + (turns - 1)
+    assert len({c["request_id"] for c in server.calls}) == 1  # one sticky session
+    data = output.as_dict()
+    assert data["prompts"].dtype == torch.int64
+    assert data["responses"].shape == data["response_mask"].shape
+    assert data["rollout_log_probs"].shape == data["responses"].shape
+    assert data["rm_scores"][-1].item() == output.reward_score
+    with pytest.raises(ValueError, match="env_id"):
+        asyncio.run(loop.run({}, extra_info={}))
+
+
+def test_hostile_replies_never_break_the_episode(tiny: tuple[Any, Any]) -> None:
+    _, tokenizer = tiny
+    replies = iter(["\x00\xff", "🤖" * 50, "", "```\n```", "guess 99"])
+
+    async def junk(prompt_ids: list[int], seed: int) -> tuple[list[int], Any]:
+        ids = [*tokenizer.encode(next(replies), add_special_tokens=False), tokenizer.eos_token_id]
+        return ids, None
+
+    env = gym.wrappers.PassiveEnvChecker(GuessEnv(max_turns=5))
+    tokens = asyncio.run(run_episode(env, tokenizer, junk, task_id="secret-2", seed=0))
+    assert tokens.extra_fields["turns"] == 5 and tokens.response_logprobs is None
+    assert len(tokens.response_ids) == len(tokens.response_mask)
