@@ -6,22 +6,13 @@ Docker tests need an engine and the sandbox image; they skip without them, excep
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from multiturn_envs.sandbox.base import Sandbox
 from multiturn_envs.sandbox.local import LocalSandbox
-
-
-def require(condition: bool, what: str) -> None:
-    """Skip when a real part is missing, except under CI (``CI=true``), where it fails."""
-    if condition:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {what} is missing", pytrace=False)
-    pytest.skip(f"{what} is missing")
+from multiturn_envs.testing import require
 
 
 def docker_problem() -> str | None:

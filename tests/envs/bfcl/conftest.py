@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from multiturn_envs.envs.bfcl.data import bfcl_eval_available
+from multiturn_envs.testing import require
 
 
 def require_bfcl_eval() -> None:
     """Skip without bfcl-eval, except under CI=true, where the real-data tests must run."""
-    if bfcl_eval_available():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI=true but bfcl-eval is not installed", pytrace=False)
-    pytest.skip("bfcl-eval is not installed")
+    require(bfcl_eval_available(), "the bfcl-eval package")
 
 
 @pytest.fixture

@@ -6,21 +6,12 @@ fail (``.ci/run`` starts the engine and builds the image).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from multiturn_envs.envs.deepcoder.env import DeepCoderEnv
-
-
-def require_part(condition: bool, what: str) -> None:
-    """Skip when a real part is missing, except under CI (``CI=true``), where it fails."""
-    if condition:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {what} is missing", pytrace=False)
-    pytest.skip(f"{what} is missing")
+from multiturn_envs.testing import require as require_part
 
 
 def docker_problem() -> str | None:
