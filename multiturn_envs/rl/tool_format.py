@@ -173,3 +173,33 @@ def warm_start_tool_calls(
         losses.append(float(loss.detach()))
     model.eval()
     return WarmStartReport(len(rows), steps, losses[0], losses[-1])
+
+
+ACTION_PATTERN = r'"action"\s*:\s*"((?:[^"\\]|\\.)*)"'
+"""Pulls the ``action`` argument out of a tool call (for ``ActionExtractor(pattern=...)``)."""
+
+
+class ToolLayoutTokenizer:
+    """A tokenizer view that renders the env's plain chat in TRL's tool layout, with ``tools``.
+
+    For evaluating a model trained through :mod:`multiturn_envs.adapters.trl` with the harness:
+    give it to :class:`~multiturn_envs.policies.transformers_backend.TransformersPolicy` (with
+    ``extractor=ActionExtractor(ACTION_PATTERN)``) and the model sees each turn exactly as in
+    training (actions as tool calls, observations as tool results, the tool schema in the system
+    block). Everything but ``apply_chat_template`` is the wrapped tokenizer's.
+    """
+
+    def __init__(
+        self, tokenizer: Any, tools: Sequence[Callable[..., Any]], tool_name: str = "act"
+    ) -> None:
+        self._tokenizer = tokenizer
+        self._tools = list(tools)
+        self._tool_name = tool_name
+
+    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("tools", self._tools)
+        chat = tool_chat_messages(conversation, None, self._tool_name)
+        return self._tokenizer.apply_chat_template(chat, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
