@@ -26,8 +26,11 @@ LLR refuses two scoring models that do not share engine and dtype
 
 What is scored is the action text the env received (the record's ``actions``): after
 the policy's action extraction (``<think>`` blocks and surrounding whitespace removed), not
-the raw completion, because the records keep the former only. For a model without a thinking
-block the two differ at most in whitespace. Our operationalisation; docs/analyses.md.
+the raw completion, because only the text is common to two models with different tokenisers.
+For a model without a thinking block the two differ at most in whitespace. Our
+operationalisation; docs/analyses.md. :func:`score_generated` scores instead the exact ids an
+LLM policy generated, which records keep per turn (``turn_tokens``): under the generating model
+it gives back the log-probs recorded at generation.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from multiturn_envs.policies.prompting import (
     ChatPrompter,
     ScoringSequence,
     build_conversation,
+    replies_from_tokens,
+    trajectory_sequences,
 )
 from multiturn_envs.policies.scoring import Scorer
 from multiturn_envs.wrappers import ErrorInjection, TurnBudget, text_env_of
@@ -335,6 +340,44 @@ def score_run(
     texts = replay_trajectories(factory, run.records)
     scored = model.score(texts)
     return [ScoredTrajectory(t.task_id, t.sample, t.success, s) for t, s in zip(texts, scored)]
+
+
+def score_generated(model: ScoringModel, run: RunFile) -> list[ScoredTrajectory]:
+    """Score every trajectory of ``run`` on the exact token ids its policy generated.
+
+    Where :func:`score_run` re-tokenises the action texts (so that two models score the same
+    thing), this rebuilds each trajectory's sequences from the record's ``turn_tokens``
+    (:func:`~multiturn_envs.policies.prompting.replies_from_tokens`), raw completions and
+    template tokens included, with no replay. Under the model that generated the run it gives
+    back the recorded ``turn_tokens[t]["logprobs"]`` (the check that what is scored is exactly
+    what was generated); a record without token ids is a ``ValueError`` naming it.
+    """
+    sequences: list[ScoringSequence] = []
+    counts: list[int] = []
+    for number, record in enumerate(run.records):
+        tokens = record.get("turn_tokens")
+        if tokens is None:
+            raise ValueError(
+                f"record {number} ({record.get('task_id')}) has no turn_tokens: its policy gave "
+                "no token ids; score its action texts with score_run"
+            )
+        seqs = trajectory_sequences(replies_from_tokens(record["actions"], tokens))
+        sequences.extend(seqs)
+        counts.append(len(seqs))
+    scored = model.scorer.score(sequences) if sequences else []
+    out: list[ScoredTrajectory] = []
+    position = 0
+    for record, n in zip(run.records, counts):
+        per_action = [
+            [float(x) for x in span] for seq in scored[position : position + n] for span in seq
+        ]
+        position += n
+        out.append(
+            ScoredTrajectory(
+                str(record["task_id"]), int(record["sample"]), bool(record["success"]), per_action
+            )
+        )
+    return out
 
 
 def env_factory_of(run: RunFile) -> EnvFactory:

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -54,6 +54,7 @@ from multiturn_envs.harness.records import (
     make_header,
 )
 from multiturn_envs.policies.base import AsyncPolicy, Policy, Reply, TurnRequest
+from multiturn_envs.policies.prompting import reply_tokens
 from multiturn_envs.wrappers import ErrorInjection, TurnBudget, text_env_of
 
 if TYPE_CHECKING:
@@ -231,6 +232,7 @@ class _Episode:
     step_scores: list[float | None] = field(default_factory=list)
     parse_errors: list[bool] = field(default_factory=list)
     logprobs: list[float | None] = field(default_factory=list)
+    tokens: list[dict[str, Any] | None] = field(default_factory=list)
     env_s: list[float] = field(default_factory=list)
     policy_s: list[float] = field(default_factory=list)
     first_success: int | None = None
@@ -346,14 +348,22 @@ def _call_policy(
     return list(replies)
 
 
-def _reply_text(policy_name: str, reply: Reply | str) -> tuple[str, float | None]:
+class _Turn(NamedTuple):
+    """What the runner keeps of one reply: the action and what an LLM backend knew of it."""
+
+    text: str
+    logprob: float | None
+    tokens: dict[str, Any] | None
+
+
+def _reply_turn(policy_name: str, reply: Reply | str) -> _Turn:
     if isinstance(reply, str):  # tolerate policies that return bare strings
-        return reply, None
+        return _Turn(reply, None, None)
     text = reply.text
     if not isinstance(text, str):
         raise TypeError(f"policy {policy_name!r} replied {type(text).__name__}, not str")
     logprob = None if reply.logprobs is None else float(sum(reply.logprobs))
-    return text, logprob
+    return _Turn(text, logprob, reply_tokens(reply))
 
 
 def run_eval(
@@ -475,10 +485,11 @@ def run_eval(
             f"{task_id}/{sample}/{budget}",
         )
 
-    def step(ep: _Episode, text: str, logprob: float | None, policy_s: float) -> None:
+    def step(ep: _Episode, turn: _Turn, policy_s: float) -> None:
         # Runs once per live episode per turn: every line here is paid ~10^5 times a run.
         clock = time.perf_counter
         t0 = clock()
+        text = turn.text
         _, reward, terminated, truncated, info = ep.env.step(text)
         ep.env_s.append(round(clock() - t0, 6))  # microseconds: what the record keeps
         ep.policy_s.append(policy_s)
@@ -487,7 +498,8 @@ def run_eval(
         score = info.get("step_score")
         ep.step_scores.append(None if score is None else float(score))
         ep.parse_errors.append(bool(info.get("parse_error")))
-        ep.logprobs.append(logprob)
+        ep.logprobs.append(turn.logprob)
+        ep.tokens.append(turn.tokens)
         if ep.first_success is None and info.get("success"):
             ep.first_success = len(ep.actions)
         if terminated or truncated:
@@ -522,6 +534,7 @@ def run_eval(
             "actions": ep.actions,
             "parse_errors": ep.parse_errors,
             "action_logprobs": ep.logprobs if any(x is not None for x in ep.logprobs) else None,
+            "turn_tokens": ep.tokens if any(x is not None for x in ep.tokens) else None,
             "error_injection": ep.injection,
             "timings": {  # microsecond resolution: smaller lines, cheaper to encode
                 "reset_s": round(ep.reset_s, 6),
@@ -565,17 +578,17 @@ def run_eval(
             replies = _call_policy(policy, requests, loop)
             policy_s = round(time.perf_counter() - t0, 6)  # once per tick, not per episode
             calls += 1
-            texts = [_reply_text(policy.name, r) for r in replies]
+            turns = [_reply_turn(policy.name, r) for r in replies]
             if pool is not None and len(episodes) > 1:
                 list(
                     pool.map(
-                        lambda et, ps=policy_s: step(et[0], et[1][0], et[1][1], ps),
-                        zip(episodes, texts),
+                        lambda et, ps=policy_s: step(et[0], et[1], ps),
+                        zip(episodes, turns),
                     )
                 )
             else:
-                for ep, (text, logprob) in zip(episodes, texts):
-                    step(ep, text, logprob, policy_s)  # type: ignore[arg-type]
+                for ep, turn in zip(episodes, turns):
+                    step(ep, turn, policy_s)  # type: ignore[arg-type]
             steps += len(episodes)
             still: list[_Slot] = []
             finished = 0

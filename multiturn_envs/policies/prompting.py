@@ -442,3 +442,60 @@ def trajectory_sequences(replies: Sequence[Reply]) -> list[ScoringSequence]:
     for seq in sequences:
         seq.__post_init__()
     return sequences
+
+
+# ---------------------------------------------------------------------------------- records
+TOKEN_META_KEYS = (
+    "prompt_delta_ids",
+    "prompt_continued",
+    "prompt_len",
+    "finish_reason",
+    "raw_text",
+)
+"""The :class:`Reply` ``meta`` keys a trajectory record keeps per turn (``turn_tokens``): with
+the generated ids they rebuild the exact token sequence (:func:`trajectory_sequences`)."""
+
+
+def reply_tokens(reply: Reply) -> dict[str, Any] | None:
+    """What a record keeps of ``reply``'s tokens (``None`` when the policy gave no ids).
+
+    ``ids`` and ``logprobs`` are the generated ids and their log-probs; the other keys are
+    :data:`TOKEN_META_KEYS` as far as the backend set them.
+    """
+    if reply.token_ids is None:
+        return None
+    tokens: dict[str, Any] = {
+        "ids": [int(t) for t in reply.token_ids],
+        "logprobs": None if reply.logprobs is None else [float(x) for x in reply.logprobs],
+    }
+    for key in TOKEN_META_KEYS:
+        if key in reply.meta:
+            tokens[key] = reply.meta[key]
+    return tokens
+
+
+def replies_from_tokens(
+    actions: Sequence[str], turn_tokens: Sequence[Mapping[str, Any] | None]
+) -> list[Reply]:
+    """The replies of a recorded trajectory, rebuilt from its ``actions`` and ``turn_tokens``.
+
+    The inverse of :func:`reply_tokens`, so that ``trajectory_sequences(replies_from_tokens(...))``
+    gives the exact sequences the model generated. A turn without ids is a ``ValueError``: it
+    cannot be scored exactly (score its text with ``ChatPrompter.sequence_of`` instead).
+    """
+    if len(actions) != len(turn_tokens):
+        raise ValueError(f"{len(actions)} actions but {len(turn_tokens)} turn_tokens entries")
+    replies = []
+    for t, (action, tokens) in enumerate(zip(actions, turn_tokens), start=1):
+        if tokens is None or "ids" not in tokens:
+            raise ValueError(f"turn {t} has no recorded token ids")
+        logprobs = tokens.get("logprobs")
+        replies.append(
+            Reply(
+                text=str(action),
+                token_ids=[int(x) for x in tokens["ids"]],
+                logprobs=None if logprobs is None else [float(x) for x in logprobs],
+                meta={k: tokens[k] for k in TOKEN_META_KEYS if k in tokens},
+            )
+        )
+    return replies

@@ -29,6 +29,7 @@ from multiturn_envs.harness.mechanism import (
     pair_llr,
     ratio_interval,
     replay_trajectories,
+    score_generated,
     score_run,
     scoring_model_from_spec,
     trajectory_llr,
@@ -274,7 +275,7 @@ def test_eval_runs_an_hf_policy_spec_and_records_its_logprobs(
     tiny_dirs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "tiny.jsonl"
-    spec = f"hf:{tiny_dirs[0]},max_tokens=6,temperature=1.0"
+    spec = f"hf:{tiny_dirs[0]},max_tokens=6,temperature=0.7,top_p=0.9"
     args = ["eval", FROZEN, "--policy", spec, "--tasks", "2", "--samples", "2", "-t", "3", "-q"]
     assert main([*args, "--out", str(out)]) == 0
     run = read_run(out)
@@ -283,8 +284,25 @@ def test_eval_runs_an_hf_policy_spec_and_records_its_logprobs(
         assert rec["action_logprobs"] is not None and len(rec["action_logprobs"]) == rec["turns"]
         assert all(lp is not None and lp <= 0 for lp in rec["action_logprobs"])
     # the junk the tiny model writes is scored like any other recorded action
-    scored = score_run(scoring_model_from_spec(f"hf:{tiny_dirs[0]}"), run)
+    model = scoring_model_from_spec(f"hf:{tiny_dirs[0]}")
+    scored = score_run(model, run)
     assert all(len(s.token_logprobs) == r["turns"] for s, r in zip(scored, run.records))
+    # the record keeps each turn's generated ids: scoring them gives back what was recorded
+    exact = score_generated(model, run)
+    for got, rec in zip(exact, run.records):
+        recorded = [t["logprobs"] for t in rec["turn_tokens"]]
+        assert [len(t["ids"]) for t in rec["turn_tokens"]] == [len(x) for x in recorded]
+        assert got.token_logprobs == [pytest.approx(x, abs=2e-4) for x in recorded]
+        assert got.action_logprobs == pytest.approx(rec["action_logprobs"], abs=1e-3)
+        assert all(t["finish_reason"] in ("stop", "length") for t in rec["turn_tokens"])
+    random_run = tmp_path / "random.jsonl"
+    assert (
+        main(["eval", FROZEN, "--policy", "random", "--tasks", "1", "-q", "--out", str(random_run)])
+        == 0
+    )
+    assert read_run(random_run).records[0]["turn_tokens"] is None
+    with pytest.raises(ValueError, match="no turn_tokens"):
+        score_generated(model, read_run(random_run))
     capsys.readouterr()
     assert main(["eval", FROZEN, "--policy", "hf:/no/such/folder", "-q"]) == 2
     assert "hf:/no/such/folder" in capsys.readouterr().err
