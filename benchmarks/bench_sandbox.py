@@ -6,8 +6,10 @@ A submission is a trivial stdin program against 10 tests. Measured in the same r
 
 * the anchor: a fresh hardened ``docker run --rm`` per submission running the same runner
   (the cost a pool avoids);
-* the pool (``DockerSandbox``, one exec per submission): latency median / p90 with one client,
-  throughput (submissions/s) with ``--workers`` clients;
+* the pool (``DockerSandbox``: one runner session per container, one job per submission):
+  latency median / p90 with one client, throughput (submissions/s) with ``--workers`` clients;
+* for reference, one ``docker exec`` of the runner per submission into warm hardened
+  containers (what the pool did before sessions: the engine's exec floor, ~50 ms);
 * the local backend alongside.
 
 It prints the ratios the issue asks for (pool throughput / fresh-run throughput >= 4, pool
@@ -19,12 +21,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from multiturn_envs.sandbox.base import Limits, RunResult, TestCase
 from multiturn_envs.sandbox.docker_pool import IMAGE, DockerSandbox, docker_unavailable
@@ -82,6 +88,75 @@ def fresh_docker_run(program: str, tests: list[TestCase], limits: Limits) -> Run
     return parse_report(done.stdout.decode(), tests, "docker-run", None)
 
 
+class ExecPerSubmission:
+    """Warm hardened containers, one ``docker exec`` of the runner per submission."""
+
+    def __init__(self, n: int) -> None:
+        import docker
+
+        self.client = docker.from_env()
+        self.idle: queue.Queue[Any] = queue.Queue()
+        for _ in range(n):
+            self.idle.put(
+                self.client.containers.run(
+                    IMAGE,
+                    ["sleep", "infinity"],
+                    detach=True,
+                    init=True,
+                    user="65533:65533",
+                    network_mode="none",
+                    read_only=True,
+                    tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"},
+                    volumes={str(RUNNER_PATH): {"bind": "/opt/runner.py", "mode": "ro"}},
+                    cap_drop=["ALL"],
+                    security_opt=["no-new-privileges"],
+                    pids_limit=64,
+                    mem_limit="512m",
+                    memswap_limit="512m",
+                    nano_cpus=10**9,
+                    labels={"multiturn-envs.sandbox": "bench"},
+                )
+            )
+
+    def run(self, program: str, tests: list[TestCase], limits: Limits) -> RunResult:
+        job = b"".join(
+            job_bytes(
+                "/tmp/program.py",
+                "/tmp/scratch",
+                tests,
+                limits,
+                kill_all=True,
+                program_source=program,
+            )
+        )
+        container = self.idle.get()
+        try:
+            api = self.client.api
+            command = ["python3", "-I", "/opt/runner.py", "-"]
+            exec_id = api.exec_create(container.id, command, stdin=True, user="65534:65534")["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+            raw = getattr(sock, "_sock", sock)
+            raw.sendall(job)
+            raw.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := raw.recv(65536):
+                chunks.append(chunk)
+            sock.close()
+        finally:
+            self.idle.put(container)
+        data, out, pos = b"".join(chunks), bytearray(), 0
+        while pos + 8 <= len(data):  # the engine's multiplexed stream: keep stdout frames
+            kind, size = struct.unpack(">BxxxL", data[pos : pos + 8])
+            if kind == 1:
+                out.extend(data[pos + 8 : pos + 8 + size])
+            pos += 8 + size
+        return parse_report(out.decode(), tests, "docker-exec", None)
+
+    def close(self) -> None:
+        while not self.idle.empty():
+            self.idle.get().remove(force=True)
+
+
 def measure(run: Callable[[], RunResult], n: int, workers: int) -> tuple[list[float], float]:
     """Per-submission latencies (s) and throughput (submissions/s) with ``workers`` clients."""
     run()  # warm-up (starts pool containers, caches)
@@ -129,6 +204,13 @@ def main() -> int:
         rows["pool (1 client)"] = (lat1, thr1)
         rows[f"pool ({args.workers} clients)"] = (latw, thr)
         sizes = pool.footprint()
+    execs = ExecPerSubmission(args.workers)
+    try:
+        rows[f"exec/submission ({args.workers} cl.)"] = measure(
+            lambda: execs.run(PROGRAM, TESTS, LIMITS), args.n, args.workers
+        )
+    finally:
+        execs.close()
     fresh_lat, fresh_thr = measure(
         lambda: fresh_docker_run(PROGRAM, TESTS, LIMITS), max(args.n // 2, 10), args.workers
     )

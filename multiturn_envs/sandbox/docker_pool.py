@@ -1,9 +1,20 @@
-"""DockerSandbox: a pool of warm, hardened, labelled containers; one exec per submission.
+"""DockerSandbox: a pool of warm, hardened, labelled containers, each with one runner session.
 
-Why a pool: creating a container costs ~250 ms, an exec into a warm one ~60 ms, and one exec
-per *test* caps throughput at ~30 tests/s on two cores (measured, docs/sandbox.md). So each
-submission is ONE exec of the runner (:mod:`multiturn_envs.sandbox.runner`) over all its tests
-in a container started earlier and kept alive by ``sleep infinity``.
+Why a pool: creating a container costs ~250 ms. Why a session: an exec into a warm container
+costs ~50 ms of latency and ~48 ms of host CPU (dockerd, containerd, the shim, runc), the
+engine's floor, which alone caps a two-core machine at ~40 submissions/s and kept a 10-test
+submission at ~110 ms. So each container runs ONE long-lived exec of the runner
+(:mod:`multiturn_envs.sandbox.runner`, ``--serve``) and each submission is one job written to
+that exec's stdin; the runner runs ALL its tests and answers with one report line per test and
+``{"done": true}`` (docs/sandbox.md has the measurements). The container itself is kept alive
+by ``sleep infinity``.
+
+What a session keeps from one exec per submission: every job starts a fresh zygote from a new
+interpreter (no test can find an earlier job's tests in its memory), every process of the
+code's uid is killed after every job (``kill(-1)``) and everything the code can write (``/tmp``,
+``/dev/shm``) is wiped, so nothing a submission leaves reaches a later one. A session that dies
+(the code killed it: it shares the code's uid), stops answering within the job's guard, or
+reports garbage takes its container with it: the container is removed and replaced lazily.
 
 Hardening of every container: no network (``network_mode=none``), read-only root, all
 capabilities dropped, ``no-new-privileges``, an init process (``--init``: orphans are reaped,
@@ -11,15 +22,16 @@ never zombies), pids / memory (no swap) / CPU limits, ``nofile`` ulimit, a 64 Mi
 tmpfs at ``/tmp`` as the only writable scratch, and two uids: the keep-alive runs as 65533, the
 runner and the code as 65534, so ``kill -9 -1`` by the code can never stop the container.
 
-Transport: the job (header, program, tests) is streamed on the exec's stdin, so no test ever
-lands on a disk the code can read, and no extra API call is spent (``transport="stdin"``,
-default). ``transport="archive"`` delivers it with ``put_archive`` into the container's
-anonymous ``/job`` volume instead (the engine refuses ``put_archive`` on a read-only root but
-accepts it on a volume); the runner deletes the tests file before any code runs. The runner
-itself arrives by ``put_archive`` once per container.
+Transport: the job (header, program, tests) is streamed on the session's stdin, so no test ever
+lands on a disk the code can read (``transport="stdin"``, default). ``transport="archive"``
+delivers it as a file with ``put_archive`` into the container's anonymous ``/job`` volume
+instead (the engine refuses ``put_archive`` on a read-only root but accepts it on a volume) and
+sends the session its path; the runner reads and deletes the file before any code runs. The
+runner itself arrives by ``put_archive`` once per container, and is byte-compiled there by root
+(a ``.pyc`` the code cannot rewrite) so that no zygote pays for compiling it.
 
-Recycling: a container whose run hit the overall guard, whose runner died or reported garbage,
-that was OOM-killed, or that has served ``max_uses`` runs is removed and replaced lazily.
+Recycling: a container whose session hit the job's guard, died or reported garbage, that was
+OOM-killed, or that has served ``max_uses`` runs is removed and replaced lazily.
 Orphans: every container carries the owner's host, pid and process start time as labels; at
 start-up (and from ``python -m multiturn_envs.sandbox.image reap``) containers whose owner
 process is gone are removed by id. Nothing unlabelled is ever touched.
@@ -30,6 +42,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import io
+import json
 import os
 import queue
 import socket
@@ -52,6 +65,8 @@ ENGINE_HINT = "scripts/ensure_docker.sh"
 KEEPALIVE_UID = 65533
 CODE_UID = 65534
 SCRATCH = "/tmp/scratch"
+WIPE = ("/tmp", "/dev/shm")
+"""Where the code can write: emptied after every job."""
 
 
 def _process_start(pid: int) -> str | None:
@@ -140,16 +155,11 @@ def _job_archive(program: str, job: bytes) -> bytes:
     return buf.getvalue()
 
 
-def _demux(raw: bytes) -> tuple[bytes, bytes]:
-    """Split the engine's multiplexed exec stream into stdout and stderr."""
-    out, err = bytearray(), bytearray()
-    pos = 0
-    while pos + 8 <= len(raw):
-        kind, size = struct.unpack(">BxxxL", raw[pos : pos + 8])
-        chunk = raw[pos + 8 : pos + 8 + size]
-        (err if kind == 2 else out).extend(chunk)
-        pos += 8 + size
-    return bytes(out), bytes(err)
+DONE_LINE = b'{"done": true}\n'
+STDERR_CAP = 1 << 16
+COMPILE_RUNNER = (
+    "import py_compile; py_compile.compile('/job/runner.py', cfile='/job/runner.pyc', doraise=True)"
+)
 
 
 def _exit_code(api: Any, exec_id: str) -> int | None:
@@ -162,10 +172,72 @@ def _exit_code(api: Any, exec_id: str) -> int | None:
     return None
 
 
+class _Session:
+    """The attached stream of a container's runner session (``runner.py --serve``).
+
+    The engine multiplexes the exec's stdout and stderr on one socket in frames (an 8-byte
+    header: stream id, 3 zero bytes, big-endian length); :meth:`read_report` splits them as
+    they arrive and stops at the report's last line, leaving the stream open for the next job.
+    """
+
+    def __init__(self, api: Any, container_id: str) -> None:
+        self.api = api
+        command = ["python3", "-I", "/job/runner.pyc", "--serve"]
+        self.exec_id: str = api.exec_create(
+            container_id, command, stdin=True, user=f"{CODE_UID}:{CODE_UID}", workdir="/tmp"
+        )["Id"]
+        self.sock = api.exec_start(self.exec_id, socket=True)
+        self.raw: socket.socket = getattr(self.sock, "_sock", self.sock)
+        self.frames = bytearray()
+
+    def send(self, data: bytes) -> None:
+        self.raw.settimeout(30)
+        self.raw.sendall(data)
+
+    def read_report(self, guard_s: float) -> tuple[bytes, bytes, str | None]:
+        """(stdout, stderr, why it ended early or ``None``) of the job in flight.
+
+        ``"eof"``: the session ended (its exit code says why); ``"hung"``: no report within
+        ``guard_s`` (the runner's own alarm should have fired long before).
+        """
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + guard_s
+        frames = self.frames
+        while True:
+            while len(frames) >= 8:
+                kind, size = struct.unpack(">BxxxL", frames[:8])
+                if len(frames) < 8 + size:
+                    break
+                target = err if kind == 2 else out
+                if target is out or len(err) < STDERR_CAP:
+                    target.extend(frames[8 : 8 + size])
+                del frames[: 8 + size]
+                if out.endswith(DONE_LINE):
+                    return bytes(out), bytes(err), None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(out), bytes(err), "hung"
+            self.raw.settimeout(left)
+            try:
+                data = self.raw.recv(1 << 16)
+            except TimeoutError:
+                return bytes(out), bytes(err), "hung"
+            except OSError:
+                data = b""
+            if not data:
+                return bytes(out), bytes(err), "eof"
+            frames.extend(data)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.sock.close()
+
+
 @dataclass
 class _Worker:
     container: Any
     uses: int = 0
+    session: _Session | None = None
 
 
 class DockerSandbox(Sandbox):
@@ -180,8 +252,8 @@ class DockerSandbox(Sandbox):
         pids_limit: each container's process limit (fork bombs stop here).
         tmpfs_mb: size of the writable ``/tmp``.
         max_uses: runs after which a container is replaced anyway.
-        transport: ``"stdin"`` (stream the job on the exec's stdin) or ``"archive"``
-            (``put_archive`` into the ``/job`` volume).
+        transport: ``"stdin"`` (stream the job on the session's stdin) or ``"archive"``
+            (``put_archive`` into the ``/job`` volume, the session is sent its path).
         client: a ``docker.DockerClient`` to use (default: ``docker.from_env``).
     """
 
@@ -276,6 +348,10 @@ class DockerSandbox(Sandbox):
         try:
             if not container.put_archive("/job", _runner_archive()):
                 raise RuntimeError("put_archive of the runner failed")
+            code, output = container.exec_run(["python3", "-I", "-c", COMPILE_RUNNER], user="0:0")
+            if code != 0:
+                raise RuntimeError(f"compiling the runner failed: {output[-500:]!r}")
+            worker.session = _Session(self._client.api, container.id)
         except Exception:
             self._discard(worker)
             raise
@@ -312,6 +388,8 @@ class DockerSandbox(Sandbox):
     def _discard(self, worker: _Worker) -> None:
         with self._lock:
             self._all.pop(worker.container.id, None)
+        if worker.session is not None:
+            worker.session.close()
         with contextlib.suppress(Exception):
             worker.container.remove(force=True, v=True)
 
@@ -371,7 +449,9 @@ class DockerSandbox(Sandbox):
     def _execute(
         self, worker: _Worker, program: str, tests: Sequence[TestCase], limits: Limits
     ) -> tuple[RunResult, bool]:
-        api = self._client.api
+        session = worker.session
+        if session is None:
+            raise RuntimeError("the container has no runner session")
         guard = guard_seconds(limits, len(tests))
         stdin = self.transport == "stdin"
         program_path = "/tmp/program.py" if stdin else "/job/work/program.py"
@@ -384,54 +464,34 @@ class DockerSandbox(Sandbox):
                 kill_all=True,
                 guard_s=guard,
                 program_source=program if stdin else None,
+                wipe=WIPE,
             )
         )
-        if not stdin and not worker.container.put_archive("/job", _job_archive(program, job)):
-            raise RuntimeError("put_archive of the job failed")
-        job_arg = "-" if stdin else "/job/work/job.jsonl"
-        # the runner's own alarm is the in-container guard: a `timeout` wrapper would run as the
-        # code's uid and die by the runner's final kill(-1)
-        command = ["python3", "-I", "/job/runner.py", job_arg]
-        exec_id = api.exec_create(
-            worker.container.id, command, stdin=stdin, user=f"{CODE_UID}:{CODE_UID}", workdir="/tmp"
-        )["Id"]
-        sock = api.exec_start(exec_id, socket=True)
-        raw_sock = getattr(sock, "_sock", sock)
-        raw_sock.settimeout(guard + 15)  # host-side guard: the SDK has no exec timeout
-        chunks: list[bytes] = []
-        hung = False
-        try:
-            if stdin:
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    raw_sock.sendall(job)
-                raw_sock.shutdown(socket.SHUT_WR)
-            while True:
-                chunk = raw_sock.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        except TimeoutError:
-            hung = True
-        finally:
-            with contextlib.suppress(Exception):
-                sock.close()
-        stdout, stderr = _demux(b"".join(chunks))
+        if stdin:
+            request = job
+        else:
+            if not worker.container.put_archive("/job", _job_archive(program, job)):
+                raise RuntimeError("put_archive of the job failed")
+            pointer = json.dumps({"job_file": "/job/work/job.jsonl"}).encode("utf-8")
+            request = b"%d\n" % len(pointer) + pointer + b"\n"
+        with contextlib.suppress(OSError):  # a session that died since: read_report sees it
+            session.send(request)
+        # host-side guard: the runner's own alarm (guard_s) should end a runaway job first
+        stdout, stderr, ended = session.read_report(guard + 15)
         report = stdout.decode("utf-8", "replace")
-        finished = report.rstrip().endswith('{"done": true}')
-        # a finished report is the runner's last act; only an unfinished one needs the exit
-        # code (one more API call, ~10-30 ms, saved on the common path)
-        exit_code = 0 if finished else None if hung else _exit_code(api, exec_id)
         died: str | None = None
-        if hung:
+        if ended == "hung":
             died = "the sandbox did not answer within its time guard"
-        elif exit_code in (137, 142):
-            died = "the runner was killed (its overall time guard, memory, or the program)"
-        elif exit_code != 0:
-            tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-            died = f"the runner exited with status {exit_code} {tail[0]}".strip()
+        elif ended == "eof":
+            exit_code = _exit_code(self._client.api, session.exec_id)
+            if exit_code in (137, 142, -9, None):
+                died = "the runner was killed (its overall time guard, memory, or the program)"
+            else:
+                tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+                died = f"the runner exited with status {exit_code} {tail[0]}".strip()
         result = parse_report(report, tests, self.name, died)
-        healthy = died is None and finished
-        if not healthy and not hung:
+        healthy = died is None
+        if not healthy and ended != "hung":
             with contextlib.suppress(Exception):
                 worker.container.reload()
                 if worker.container.attrs.get("State", {}).get("OOMKilled"):

@@ -44,11 +44,15 @@ def job_bytes(
     kill_all: bool = False,
     program_source: str | None = None,
     guard_s: float | None = None,
+    wipe: Sequence[str] = (),
 ) -> Iterator[bytes]:
     """The job's bytes: the header's length, the header, then one JSON line per test.
 
     ``program_source``: when given, the runner writes it to ``program_path`` itself (the job
-    then travels on the runner's stdin and nothing is written from outside).
+    then travels on the runner's stdin and nothing is written from outside). ``wipe``: folders
+    the runner empties after the job (everything the code could write to, so that nothing it
+    leaves reaches a later job in the same container). ``n_tests`` in the header lets a
+    runner session (``runner.py --serve``) read several jobs from one stream.
     """
     header: dict[str, Any] = {
         "program": program_path,
@@ -61,6 +65,8 @@ def job_bytes(
         "env": {**CODE_ENV, "HOME": scratch, "TMPDIR": scratch},
         "program_source": program_source,
         "guard_s": guard_s,
+        "n_tests": len(tests),
+        "wipe": list(wipe),
     }
     encoded = json.dumps(header).encode("utf-8")
     yield b"%d\n" % len(encoded) + encoded + b"\n"

@@ -94,3 +94,59 @@ def test_default_sandbox_is_docker(docker_ready: None) -> None:
         sandbox.close()
     with pytest.raises(RuntimeError, match="image build"):
         default_sandbox(image="multiturn-envs-sandbox:does-not-exist")
+
+
+# A program that looks for a secret in its own memory: every readable mapping, searched for
+# 32-hex-digit words whose sha256 is the input. The secret itself never appears in the source.
+MEMORY_SCAN = (
+    "import hashlib, re, sys\n"
+    "want = sys.stdin.read().strip()\n"
+    "found = 0\n"
+    "with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:\n"
+    "    for line in maps:\n"
+    "        span, perms = line.split()[:2]\n"
+    "        if 'r' not in perms or '[vvar]' in line or '[vsyscall]' in line:\n"
+    "            continue\n"
+    "        a, b = (int(x, 16) for x in span.split('-'))\n"
+    "        try:\n"
+    "            mem.seek(a)\n"
+    "            data = mem.read(b - a)\n"
+    "        except (OSError, ValueError, OverflowError):\n"
+    "            continue\n"
+    "        for word in set(re.findall(rb'[0-9a-f]{32}', data)):\n"
+    "            found += hashlib.sha256(word).hexdigest() == want\n"
+    "print('LEAK' if found else 'clean')\n"
+)
+
+
+def test_a_job_leaves_nothing_for_the_next(docker_ready: None) -> None:
+    """One container, one runner session, many jobs: nothing of one job reaches the next."""
+    import hashlib
+    import uuid
+
+    secret = uuid.uuid4().hex  # 32 hex digits: the expected output of the first job
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    with DockerSandbox(size=1) as sandbox:
+        first = sandbox.run(
+            "import os, subprocess\n"
+            "open('/tmp/left-behind', 'w').write('x')\n"
+            "open('/dev/shm/left-behind', 'w').write('x')\n"
+            "os.makedirs('/tmp/nested/dir', exist_ok=True)\n"
+            "print(input())\n",
+            [TestCase("stdio", secret, secret)],
+        )
+        assert first.all_passed, first.results[0].error
+        session = sandbox._all[sandbox.container_ids()[0]].session
+        assert session is not None
+        look = "import os\nprint(sorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm')))\n"
+        seen = sandbox.run(look, [TestCase("stdio", "", "")])
+        assert seen.results[0].actual.strip() == "['program.py', 'scratch'] []"
+        # the same secret-holding session runs the scan: its zygote is a fresh interpreter
+        scan = sandbox.run(MEMORY_SCAN, [TestCase("stdio", digest, "clean")], Limits(timeout_s=10))
+        assert scan.all_passed, (scan.results[0].actual, scan.results[0].stderr[-500:])
+        assert sandbox._all[sandbox.container_ids()[0]].session is session  # one session
+        # the scan does find a secret that is in its own memory (it can fail)
+        mine = sandbox.run(
+            f"SECRET = {secret!r}\n" + MEMORY_SCAN, [TestCase("stdio", digest, "LEAK")]
+        )
+        assert mine.all_passed, mine.results[0].actual
