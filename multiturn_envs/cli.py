@@ -140,8 +140,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _executor_of(args: argparse.Namespace, load_policy: Any) -> Any:
-    """``--executor``: ``None`` (this process) or a ``RayExecutor`` (docs/scale-out.md)."""
+def _executor_of(args: argparse.Namespace, load_policy: Any, policy_spec: str) -> Any:
+    """``--executor``: ``None`` (this process) or a ``RayExecutor`` running ``policy_spec``
+    (docs/scale-out.md)."""
     if args.executor == "local":
         for flag in ("ray_address", "ray_workers", "policy_placement", "policy_actors"):
             if getattr(args, flag) is not None:
@@ -160,7 +161,7 @@ def _executor_of(args: argparse.Namespace, load_policy: Any) -> Any:
         num_workers=args.ray_workers,
         policy_placement=args.policy_placement or "worker",
         policy_actors=args.policy_actors or 1,
-        policy_factory=functools.partial(load_policy, args.policy),
+        policy_factory=functools.partial(load_policy, policy_spec),
     )
 
 
@@ -214,7 +215,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             resume=args.resume,
             overwrite=args.overwrite,
             progress=False if args.quiet else None,
-            executor=_executor_of(args, load_policy),
+            executor=_executor_of(args, load_policy, args.policy),
         )
     except RecordFileError as exc:
         raise UsageError(str(exc)) from None
@@ -295,6 +296,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         error_after=args.error_after,
         seed=args.seed,
         out=args.out,
+        executors=(
+            _executor_of(args, load_policy, args.policy_a),
+            _executor_of(args, load_policy, args.policy_b),
+        ),
     )
     print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))
     return 0
@@ -466,35 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="threads stepping envs (raise for slow envs: sandboxes, databases)",
     )
-    p.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        help="local: this process; ray: shard over Ray workers (docs/scale-out.md)",
-    )
-    p.add_argument(
-        "--ray-address",
-        default=None,
-        help="Ray cluster to join (auto | host:port); default RAY_ADDRESS, else a local Ray",
-    )
-    p.add_argument(
-        "--ray-workers",
-        type=int,
-        default=None,
-        help="rollout workers (default: cluster CPUs); --in-flight/--workers are per worker",
-    )
-    p.add_argument(
-        "--policy-placement",
-        choices=("worker", "actor-pool"),
-        default=None,
-        help="worker: a policy per rollout worker (default); actor-pool: shared policy actors",
-    )
-    p.add_argument(
-        "--policy-actors",
-        type=int,
-        default=None,
-        help="actor-pool size (default 1)",
-    )
+    _add_executor_args(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
     p.set_defaults(func=cmd_eval)
 
@@ -568,6 +545,39 @@ def _add_analysis_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_dynamics)
 
 
+def _add_executor_args(p: argparse.ArgumentParser) -> None:
+    """Where episodes run (``eval`` and ``compare``): this process or Ray workers."""
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this process; ray: shard over Ray workers (docs/scale-out.md)",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster to join (auto | host:port); default RAY_ADDRESS, else a local Ray",
+    )
+    p.add_argument(
+        "--ray-workers",
+        type=int,
+        default=None,
+        help="rollout workers (default: cluster CPUs); --in-flight/--workers are per worker",
+    )
+    p.add_argument(
+        "--policy-placement",
+        choices=("worker", "actor-pool"),
+        default=None,
+        help="worker: a policy per rollout worker (default); actor-pool: shared policy actors",
+    )
+    p.add_argument(
+        "--policy-actors",
+        type=int,
+        default=None,
+        help="actor-pool size (default 1)",
+    )
+
+
 def _add_compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("env_id", help="e.g. MT/FrozenLake-v0")
     p.add_argument(
@@ -599,6 +609,7 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="write the comparison as JSON here")
+    _add_executor_args(p)  # the episodes compare runs (states, continuations)
 
 
 def _positive(args: argparse.Namespace) -> None:

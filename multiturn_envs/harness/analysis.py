@@ -586,6 +586,7 @@ def error_state_continuation(
     alpha: float = 0.05,
     out: str | Path | None = None,
     in_flight: int = 64,
+    executor: Any = None,
 ) -> ContinuationResult:
     """Run ``samples`` episodes per task from an injected error state; report the success rate.
 
@@ -605,6 +606,8 @@ def error_state_continuation(
         n_boot, alpha: the bootstrap over tasks.
         out: keep the trajectory records in this JSONL file (resumable); default a temp file.
         in_flight: episodes in flight (the largest policy batch).
+        executor: where the episodes run, as for ``run_eval`` (``None``: here; a
+            ``RayExecutor``: sharded over Ray workers, the same records).
     """
     from multiturn_envs.harness.records import read_run
     from multiturn_envs.harness.rollout import EvalConfig, run_eval
@@ -637,8 +640,21 @@ def error_state_continuation(
     )
     with tempfile.TemporaryDirectory(prefix="mt-continuation-") as tmp:
         path = Path(out) if out is not None else Path(tmp) / "continuation.jsonl"
-        run_eval(config, pol, str(path), in_flight=in_flight, progress=False, make_env=make_env)
+        run_eval(
+            config,
+            pol,
+            str(path),
+            in_flight=in_flight,
+            progress=False,
+            make_env=make_env,
+            executor=executor,
+        )
         records = read_run(path).records
+    # task then sample order, whatever order the episodes finished in (an executor's shards)
+    order = {t: i for i, t in enumerate(usable)}
+    records.sort(
+        key=lambda r: (order.get(r["task_id"], len(order)), int(r["sample"]), int(r["max_turns"]))
+    )
     by_task: dict[str, list[bool]] = {t: [] for t in usable}
     episodes = []
     for rec in records:
@@ -707,6 +723,7 @@ def run_compare_cli(
     error_after: int,
     seed: int,
     out: str | None,
+    executors: tuple[Any, Any] = (None, None),
 ) -> str:
     """What ``multiturn-envs compare`` runs; returns the text to print, writes JSON to ``out``.
 
@@ -714,7 +731,9 @@ def run_compare_cli(
     or, without a record file, every state that policy A visits in ``samples`` hidden-budget
     episodes per task (our default: A is the reference whose states are probed).
     ``continuation``: both policies from the same injected error states, with the paired
-    difference over tasks. User mistakes become the CLI's one-line errors.
+    difference over tasks. User mistakes become the CLI's one-line errors. ``executors``: where
+    policy A's and policy B's episodes run (``run_eval``'s ``executor``); the oracle scoring of
+    same-state actions runs here.
     """
     import json
 
@@ -747,9 +766,27 @@ def run_compare_cli(
                 )
                 with tempfile.TemporaryDirectory(prefix="mt-states-") as tmp:
                     path = Path(tmp) / "states.jsonl"
-                    run_eval(config, pol, str(path), progress=False, make_env=make_env)
+                    run_eval(
+                        config,
+                        pol,
+                        str(path),
+                        progress=False,
+                        make_env=make_env,
+                        executor=executors[0],
+                    )
                     records = read_run(path).records
                 source = f"states visited by {pol.name} ({samples} episodes per task)"
+            # the states in task, sample order: a record file's line order is schedule (an
+            # executor's shards, a resume), and each state's action seeds follow its position
+            order = {t: i for i, t in enumerate(tasks)}
+            records = sorted(
+                records,
+                key=lambda r: (
+                    order.get(r["task_id"], len(order)),
+                    int(r["sample"]),
+                    int(r["max_turns"]),
+                ),
+            )
             states = states_from_records(make_env, records)
             result = same_state_comparison(
                 make_env, states, policy_a, policy_b, n_actions=n_actions, seed=seed
@@ -759,9 +796,9 @@ def run_compare_cli(
         elif mode == "continuation":
             res = [
                 error_state_continuation(
-                    make_env, p, tasks, error_after, samples, max_turns, seed=seed
+                    make_env, p, tasks, error_after, samples, max_turns, seed=seed, executor=ex
                 )
-                for p in (policy_a, policy_b)
+                for p, ex in zip((policy_a, policy_b), executors)
             ]
             diff = continuation_difference(res[0], res[1], seed=seed)
             text = "\n".join(

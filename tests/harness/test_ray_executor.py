@@ -304,3 +304,22 @@ def test_cli_ray_flags_are_checked_in_one_line(
     err = capsys.readouterr().err
     assert code == EXIT_USAGE and message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize("mode", ["continuation", "same-state"])
+def test_cli_compare_on_ray_equals_the_local_comparison(
+    mode: str, ray_cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from multiturn_envs.cli import main
+
+    common = ["compare", ENV_ID, "--mode", mode, "--policy-a", "noisy-expert:0.3"]
+    common += ["--policy-b", "random", "--tasks", "3", "-k", "2", "-t", "6", "--actions", "4"]
+    results = []
+    for extra in ([], ["--executor", "ray", "--ray-workers", "2"]):
+        out = tmp_path / f"cmp{len(extra)}.json"
+        assert main([*common, "--out", str(out), *extra]) == 0, capsys.readouterr().err
+        results.append(json.loads(out.read_text()))
+    assert results[0] == results[1]
+    capsys.readouterr()
