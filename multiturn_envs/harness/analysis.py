@@ -54,6 +54,9 @@ class Interval:
     def format(self, percent: bool = True) -> str:
         if math.isnan(self.estimate):
             return "n/a"
+        if math.isnan(self.low) or math.isnan(self.high):  # e.g. a group with one task
+            point = f"{100 * self.estimate:.1f}%" if percent else f"{self.estimate:.3f}"
+            return f"{point} [no interval]"
         if percent:
             return f"{100 * self.estimate:.1f}% [{100 * self.low:.1f}, {100 * self.high:.1f}]"
         return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
