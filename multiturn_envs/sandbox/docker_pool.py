@@ -190,6 +190,27 @@ class _Session:
         self.raw: socket.socket = getattr(self.sock, "_sock", self.sock)
         self.frames = bytearray()
 
+    def idle_and_alive(self) -> bool:
+        """Whether the session is still there and has nothing unread, checked without a call.
+
+        A session can end between jobs (the engine restarted, someone killed it): the socket
+        then reads as closed. Anything readable between jobs is garbage. Either way the
+        container is replaced before a job is lost to it.
+        """
+        try:
+            self.raw.setblocking(False)
+            try:
+                self.raw.recv(1, socket.MSG_PEEK)
+            finally:
+                self.raw.setblocking(True)
+        except BlockingIOError:  # nothing to read: alive and idle
+            return not self.frames
+        except ValueError:  # a TLS socket takes no flags: cannot tell, let the job find out
+            return not self.frames
+        except OSError:
+            return False
+        return False  # closed (b"") or unexpected output
+
     def send(self, data: bytes) -> None:
         self.raw.settimeout(30)
         self.raw.sendall(data)
@@ -450,8 +471,8 @@ class DockerSandbox(Sandbox):
         self, worker: _Worker, program: str, tests: Sequence[TestCase], limits: Limits
     ) -> tuple[RunResult, bool]:
         session = worker.session
-        if session is None:
-            raise RuntimeError("the container has no runner session")
+        if session is None or not session.idle_and_alive():
+            raise RuntimeError("the container's runner session ended while idle")
         guard = guard_seconds(limits, len(tests))
         stdin = self.transport == "stdin"
         program_path = "/tmp/program.py" if stdin else "/job/work/program.py"

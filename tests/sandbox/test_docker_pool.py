@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 
 import pytest
 
@@ -150,3 +151,25 @@ def test_a_job_leaves_nothing_for_the_next(docker_ready: None) -> None:
             f"SECRET = {secret!r}\n" + MEMORY_SCAN, [TestCase("stdio", digest, "LEAK")]
         )
         assert mine.all_passed, mine.results[0].actual
+
+
+def test_a_session_that_died_while_idle_is_replaced_before_the_next_job(
+    docker_ready: None,
+) -> None:
+    import os
+    import signal
+
+    with DockerSandbox(size=1) as sandbox:
+        assert sandbox.run("print(1)", [TestCase("stdio", "", "1")]).all_passed
+        (cid,) = sandbox.container_ids()
+        session = sandbox._all[cid].session
+        assert session is not None and session.idle_and_alive()
+        pid = sandbox._client.api.exec_inspect(session.exec_id)["Pid"]
+        os.kill(pid, signal.SIGKILL)  # from the host, between two jobs
+        for _ in range(100):
+            if not session.idle_and_alive():
+                break
+            time.sleep(0.02)
+        result = sandbox.run("print(2)", [TestCase("stdio", "", "2")])
+        assert result.all_passed, (result.error, [r.error for r in result.results])
+        assert sandbox.container_ids() != [cid]
