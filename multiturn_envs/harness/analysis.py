@@ -577,6 +577,22 @@ def _probe_injection(
     return skipped
 
 
+def in_task_order(
+    records: Iterable[Mapping[str, Any]], tasks: Sequence[str]
+) -> list[Mapping[str, Any]]:
+    """``records`` by task (in ``tasks``' order, unknown tasks last), sample, then budget.
+
+    A record file's line order is schedule (an executor's shards, a resume), not meaning;
+    analyses whose numbers follow a record's position (seeds, paired lists) take this order so
+    that the same episodes give the same result however they were run.
+    """
+    order = {t: i for i, t in enumerate(tasks)}
+    return sorted(
+        records,
+        key=lambda r: (order.get(r["task_id"], len(order)), int(r["sample"]), int(r["max_turns"])),
+    )
+
+
 def error_state_continuation(
     make_env: EnvFactory,
     policy: Any,
@@ -653,11 +669,7 @@ def error_state_continuation(
             executor=executor,
         )
         records = read_run(path).records
-    # task then sample order, whatever order the episodes finished in (an executor's shards)
-    order = {t: i for i, t in enumerate(usable)}
-    records.sort(
-        key=lambda r: (order.get(r["task_id"], len(order)), int(r["sample"]), int(r["max_turns"]))
-    )
+    records = in_task_order(records, usable)
     by_task: dict[str, list[bool]] = {t: [] for t in usable}
     episodes = []
     for rec in records:
@@ -779,17 +791,7 @@ def run_compare_cli(
                     )
                     records = read_run(path).records
                 source = f"states visited by {pol.name} ({samples} episodes per task)"
-            # the states in task, sample order: a record file's line order is schedule (an
-            # executor's shards, a resume), and each state's action seeds follow its position
-            order = {t: i for i, t in enumerate(tasks)}
-            records = sorted(
-                records,
-                key=lambda r: (
-                    order.get(r["task_id"], len(order)),
-                    int(r["sample"]),
-                    int(r["max_turns"]),
-                ),
-            )
+            records = in_task_order(records, tasks)  # each state's seeds follow its position
             states = states_from_records(make_env, records)
             result = same_state_comparison(
                 make_env, states, policy_a, policy_b, n_actions=n_actions, seed=seed
