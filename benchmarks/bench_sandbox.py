@@ -8,8 +8,8 @@ A submission is a trivial stdin program against 10 tests. Measured in the same r
   (the cost a pool avoids);
 * the pool (``DockerSandbox``: one runner session per container, one job per submission):
   latency median / p90 with one client, throughput (submissions/s) with ``--workers`` clients;
-* for reference, one ``docker exec`` of the runner per submission into warm hardened
-  containers (what the pool did before sessions: the engine's exec floor, ~50 ms);
+* for reference, one ``docker exec`` of the runner per submission into the pool's own
+  hardened containers (what the pool did before sessions: the engine's exec floor, ~50 ms);
 * the local backend alongside.
 
 It prints the ratios the issue asks for (pool throughput / fresh-run throughput >= 4, pool
@@ -24,7 +24,6 @@ import os
 import queue
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -33,7 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from multiturn_envs.sandbox.base import Limits, RunResult, TestCase
-from multiturn_envs.sandbox.docker_pool import IMAGE, DockerSandbox, docker_unavailable
+from multiturn_envs.sandbox.docker_pool import (
+    CODE_UID,
+    IMAGE,
+    DockerSandbox,
+    docker_unavailable,
+    pop_frames,
+)
 from multiturn_envs.sandbox.jobs import RUNNER_PATH, job_bytes, parse_report
 from multiturn_envs.sandbox.local import LocalSandbox
 
@@ -89,34 +94,13 @@ def fresh_docker_run(program: str, tests: list[TestCase], limits: Limits) -> Run
 
 
 class ExecPerSubmission:
-    """Warm hardened containers, one ``docker exec`` of the runner per submission."""
+    """The pool's own hardened containers, but one ``docker exec`` of the runner per submission."""
 
     def __init__(self, n: int) -> None:
-        import docker
-
-        self.client = docker.from_env()
+        self.pool = DockerSandbox(size=n)  # its settings, client and labels; no session starts
         self.idle: queue.Queue[Any] = queue.Queue()
         for _ in range(n):
-            self.idle.put(
-                self.client.containers.run(
-                    IMAGE,
-                    ["sleep", "infinity"],
-                    detach=True,
-                    init=True,
-                    user="65533:65533",
-                    network_mode="none",
-                    read_only=True,
-                    tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"},
-                    volumes={str(RUNNER_PATH): {"bind": "/opt/runner.py", "mode": "ro"}},
-                    cap_drop=["ALL"],
-                    security_opt=["no-new-privileges"],
-                    pids_limit=64,
-                    mem_limit="512m",
-                    memswap_limit="512m",
-                    nano_cpus=10**9,
-                    labels={"multiturn-envs.sandbox": "bench"},
-                )
-            )
+            self.idle.put(self.pool.hardened_container())
 
     def run(self, program: str, tests: list[TestCase], limits: Limits) -> RunResult:
         job = b"".join(
@@ -131,30 +115,27 @@ class ExecPerSubmission:
         )
         container = self.idle.get()
         try:
-            api = self.client.api
-            command = ["python3", "-I", "/opt/runner.py", "-"]
-            exec_id = api.exec_create(container.id, command, stdin=True, user="65534:65534")["Id"]
+            api = self.pool._client.api
+            command = ["python3", "-I", "/job/runner.pyc", "-"]
+            user = f"{CODE_UID}:{CODE_UID}"
+            exec_id = api.exec_create(container.id, command, stdin=True, user=user)["Id"]
             sock = api.exec_start(exec_id, socket=True)
             raw = getattr(sock, "_sock", sock)
             raw.sendall(job)
             raw.shutdown(socket.SHUT_WR)
-            chunks = []
+            frames = bytearray()
             while chunk := raw.recv(65536):
-                chunks.append(chunk)
+                frames.extend(chunk)
             sock.close()
         finally:
             self.idle.put(container)
-        data, out, pos = b"".join(chunks), bytearray(), 0
-        while pos + 8 <= len(data):  # the engine's multiplexed stream: keep stdout frames
-            kind, size = struct.unpack(">BxxxL", data[pos : pos + 8])
-            if kind == 1:
-                out.extend(data[pos + 8 : pos + 8 + size])
-            pos += 8 + size
+        out = b"".join(chunk for kind, chunk in pop_frames(frames) if kind == 1)
         return parse_report(out.decode(), tests, "docker-exec", None)
 
     def close(self) -> None:
         while not self.idle.empty():
-            self.idle.get().remove(force=True)
+            self.idle.get().remove(force=True, v=True)
+        self.pool.close()
 
 
 def measure(run: Callable[[], RunResult], n: int, workers: int) -> tuple[list[float], float]:

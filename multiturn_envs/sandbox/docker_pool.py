@@ -50,7 +50,7 @@ import struct
 import tarfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +155,22 @@ def _job_archive(program: str, job: bytes) -> bytes:
     return buf.getvalue()
 
 
+def pop_frames(buf: bytearray) -> Iterator[tuple[int, bytes]]:
+    """The complete frames at the head of ``buf``, each removed as it is yielded.
+
+    The engine multiplexes an exec's stdout (stream 1) and stderr (2) on one socket, each
+    frame an 8-byte header (stream id, 3 zero bytes, big-endian length) and its bytes. A frame
+    not wholly in ``buf`` yet stays there for the next call.
+    """
+    while len(buf) >= 8:
+        kind, size = struct.unpack(">BxxxL", buf[:8])
+        if len(buf) < 8 + size:
+            return
+        chunk = bytes(buf[8 : 8 + size])
+        del buf[: 8 + size]
+        yield kind, chunk
+
+
 DONE_LINE = b'{"done": true}\n'
 STDERR_CAP = 1 << 16
 COMPILE_RUNNER = (
@@ -175,9 +191,8 @@ def _exit_code(api: Any, exec_id: str) -> int | None:
 class _Session:
     """The attached stream of a container's runner session (``runner.py --serve``).
 
-    The engine multiplexes the exec's stdout and stderr on one socket in frames (an 8-byte
-    header: stream id, 3 zero bytes, big-endian length); :meth:`read_report` splits them as
-    they arrive and stops at the report's last line, leaving the stream open for the next job.
+    :meth:`read_report` splits the exec's multiplexed stream (:func:`pop_frames`) as it arrives
+    and stops at the report's last line, leaving the stream open for the next job.
     """
 
     def __init__(self, api: Any, container_id: str) -> None:
@@ -223,16 +238,13 @@ class _Session:
         """
         out, err = bytearray(), bytearray()
         deadline = time.monotonic() + guard_s
-        frames = self.frames
         while True:
-            while len(frames) >= 8:
-                kind, size = struct.unpack(">BxxxL", frames[:8])
-                if len(frames) < 8 + size:
-                    break
-                target = err if kind == 2 else out
-                if target is out or len(err) < STDERR_CAP:
-                    target.extend(frames[8 : 8 + size])
-                del frames[: 8 + size]
+            for kind, chunk in pop_frames(self.frames):
+                if kind == 2:
+                    if len(err) < STDERR_CAP:
+                        err.extend(chunk)
+                    continue
+                out.extend(chunk)
                 if out.endswith(DONE_LINE):
                     return bytes(out), bytes(err), None
             left = deadline - time.monotonic()
@@ -247,7 +259,7 @@ class _Session:
                 data = b""
             if not data:
                 return bytes(out), bytes(err), "eof"
-            frames.extend(data)
+            self.frames.extend(data)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -339,9 +351,13 @@ class DockerSandbox(Sandbox):
             atexit.register(self.close)
             self._started = True
 
-    def _create(self) -> _Worker:
+    def hardened_container(self) -> Any:
+        """A new container with this pool's hardening, limits and labels, and the runner in
+        ``/job`` (byte-compiled by root); no session, not part of the pool (the caller removes
+        it). The pool's own containers are made here, and so are the benchmark's."""
         from docker.types import Mount, Ulimit
 
+        self._start()
         container = self._client.containers.run(
             self.image,
             ["sleep", "infinity"],
@@ -363,16 +379,24 @@ class DockerSandbox(Sandbox):
             environment={"LANG": "C.UTF-8"},
             working_dir="/tmp",
         )
-        worker = _Worker(container)
-        with self._lock:
-            self._all[container.id] = worker
         try:
             if not container.put_archive("/job", _runner_archive()):
                 raise RuntimeError("put_archive of the runner failed")
             code, output = container.exec_run(["python3", "-I", "-c", COMPILE_RUNNER], user="0:0")
             if code != 0:
                 raise RuntimeError(f"compiling the runner failed: {output[-500:]!r}")
-            worker.session = _Session(self._client.api, container.id)
+        except Exception:
+            with contextlib.suppress(Exception):
+                container.remove(force=True, v=True)
+            raise
+        return container
+
+    def _create(self) -> _Worker:
+        worker = _Worker(self.hardened_container())
+        with self._lock:
+            self._all[worker.container.id] = worker
+        try:
+            worker.session = _Session(self._client.api, worker.container.id)
         except Exception:
             self._discard(worker)
             raise
