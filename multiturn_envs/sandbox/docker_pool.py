@@ -188,6 +188,15 @@ def _exit_code(api: Any, exec_id: str) -> int | None:
     return None
 
 
+def _oom_killed(container: Any) -> bool:
+    """Whether the engine recorded an out-of-memory kill in the container (one API call)."""
+    try:
+        container.reload()
+    except Exception:
+        return False
+    return bool(container.attrs.get("State", {}).get("OOMKilled"))
+
+
 class _Session:
     """The attached stream of a container's runner session (``runner.py --serve``).
 
@@ -529,16 +538,11 @@ class DockerSandbox(Sandbox):
             died = "the sandbox did not answer within its time guard"
         elif ended == "eof":
             exit_code = _exit_code(self._client.api, session.exec_id)
-            if exit_code in (137, 142, -9, None):
+            if _oom_killed(worker.container):
+                died = "the container ran out of memory"
+            elif exit_code in (137, 142, -9, None):
                 died = "the runner was killed (its overall time guard, memory, or the program)"
             else:
                 tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
                 died = f"the runner exited with status {exit_code} {tail[0]}".strip()
-        result = parse_report(report, tests, self.name, died)
-        healthy = died is None
-        if not healthy and ended != "hung":
-            with contextlib.suppress(Exception):
-                worker.container.reload()
-                if worker.container.attrs.get("State", {}).get("OOMKilled"):
-                    died = "the container ran out of memory"
-        return result, healthy
+        return parse_report(report, tests, self.name, died), died is None
