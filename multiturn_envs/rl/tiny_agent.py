@@ -78,6 +78,8 @@ def build_tiny_tool_model(
         seed: the weights' seed.
         **model_kwargs: passed to :func:`~multiturn_envs.policies.tiny_lm.build_tiny_chat_model`.
     """
+    import torch
+
     from multiturn_envs.policies.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
 
     out = build_tiny_chat_model(directory, seed=seed, **model_kwargs)
@@ -96,7 +98,9 @@ def build_tiny_tool_model(
     fitted.chat_template = tool_chat_template()
     fitted.pad_token = tokenizer.pad_token
     fitted.eos_token = tokenizer.eos_token
-    model.resize_token_embeddings(len(fitted), mean_resizing=False)
+    with torch.random.fork_rng():  # the new rows come from the global RNG: seed it, restore it
+        torch.manual_seed(seed)
+        model.resize_token_embeddings(len(fitted), mean_resizing=False)
     for name in ("eos_token_id", "pad_token_id"):
         setattr(model.config, name, getattr(fitted, name))
         setattr(model.generation_config, name, getattr(fitted, name))

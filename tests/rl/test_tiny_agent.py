@@ -1,0 +1,58 @@
+"""The tiny tool model is a pure function of its inputs and seed.
+
+A test that trains it (the TRL GRPO step) is only as reproducible as its weights: the embedding
+rows that the re-fitted tokenizer adds once came from torch's global RNG, so about one run in
+twelve warm-started into a model that never called the tool.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from multiturn_envs.adapters.trl import TOOL_HINT, TRLEnvironment
+from multiturn_envs.rl.tool_format import tool_chat_messages
+from multiturn_envs.testing import GuessEnv, require
+
+
+def _build(directory: Path, seed: int) -> dict[str, Any]:
+    for name in ("torch", "transformers", "tokenizers", "safetensors"):
+        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    import torch
+    from safetensors.torch import load_file
+
+    from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
+
+    env = GuessEnv(max_turns=3)
+    rng = np.random.default_rng(0)
+    chats = []
+    for i in range(6):
+        env.reset(seed=i, options={"task_id": f"secret-{i}"})
+        while not env.done:
+            env.step(env.random_action(rng))
+        chats.append(tool_chat_messages(env.messages(), TOOL_HINT))
+    torch.manual_seed(1000 + len(list(directory.parent.iterdir())))  # a different global state
+    out = build_tiny_tool_model(
+        directory,
+        chats,
+        tools=[TRLEnvironment(GuessEnv()).act],
+        system=TOOL_HINT,
+        vocab_size=512,
+        seed=seed,
+    )
+    return load_file(str(out / "model.safetensors"))
+
+
+def test_same_seed_same_weights_whatever_the_global_rng(tmp_path: Path) -> None:
+    import torch
+
+    weights = _build(tmp_path / "a", seed=3)
+    twin = _build(tmp_path / "b", seed=3)
+    other = _build(tmp_path / "c", seed=4)
+    assert weights.keys() == twin.keys()
+    for name, tensor in weights.items():
+        assert torch.equal(tensor, twin[name]), name
+    assert not torch.equal(weights["model.embed_tokens.weight"], other["model.embed_tokens.weight"])
