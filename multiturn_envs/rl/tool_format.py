@@ -61,6 +61,33 @@ def tool_chat_messages(
     return out
 
 
+def random_tool_chats(
+    env: gym.Env[str, str],
+    tasks: Sequence[str],
+    *,
+    episodes: int,
+    system: str = "",
+    seed: int = 0,
+    tool_name: str = "act",
+) -> list[list[dict[str, Any]]]:
+    """Whole episodes of uniformly random actions, each in TRL's tool layout.
+
+    Sample text for :func:`~multiturn_envs.rl.tiny_agent.build_tiny_tool_model` to fit its
+    tokenizer to. Episode ``i`` plays ``tasks[i % len(tasks)]`` from reset seed ``i``.
+    """
+    rng = np.random.default_rng(seed)
+    base = text_env_of(env)
+    chats: list[list[dict[str, Any]]] = []
+    for i in range(episodes):
+        env.reset(seed=i, options={"task_id": tasks[i % len(tasks)]})
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(base.random_action(rng))
+            done = terminated or truncated
+        chats.append(tool_chat_messages(base.messages(), system, tool_name))
+    return chats
+
+
 @dataclass
 class WarmStartReport:
     """What :func:`warm_start_tool_calls` did: examples, optimiser steps, first and last loss."""

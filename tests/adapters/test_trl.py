@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import pytest
 
 from multiturn_envs.adapters.trl import (
@@ -130,19 +129,12 @@ def tool_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random model whose tokenizer fits GuessEnv's tool chats (tool frames = 1 token)."""
     _require_trl()
     from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
-    from multiturn_envs.rl.tool_format import tool_chat_messages
+    from multiturn_envs.rl.tool_format import random_tool_chats
 
-    env = GuessEnv(max_turns=4)
-    rng = np.random.default_rng(0)
-    chats = []
-    for i in range(24):
-        env.reset(seed=i, options={"task_id": f"secret-{i % 16}"})
-        while not env.done:
-            env.step(env.random_action(rng))
-        chats.append(tool_chat_messages(env.messages(), TOOL_HINT))
+    tasks = [f"secret-{i}" for i in range(16)]
     return build_tiny_tool_model(
         tmp_path_factory.mktemp("tool_lm"),
-        chats,
+        random_tool_chats(GuessEnv(max_turns=4), tasks, episodes=24, system=TOOL_HINT),
         tools=[TRLEnvironment(GuessEnv()).act],
         system=TOOL_HINT,
         extra_texts=[ENDED, "Done."],

@@ -11,10 +11,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from multiturn_envs.adapters.trl import TOOL_HINT, TRLEnvironment
-from multiturn_envs.rl.tool_format import tool_chat_messages
+from multiturn_envs.rl.tool_format import random_tool_chats
 from multiturn_envs.testing import GuessEnv, require
 
 
@@ -26,14 +24,8 @@ def _build(directory: Path, seed: int) -> dict[str, Any]:
 
     from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
 
-    env = GuessEnv(max_turns=3)
-    rng = np.random.default_rng(0)
-    chats = []
-    for i in range(6):
-        env.reset(seed=i, options={"task_id": f"secret-{i}"})
-        while not env.done:
-            env.step(env.random_action(rng))
-        chats.append(tool_chat_messages(env.messages(), TOOL_HINT))
+    tasks = [f"secret-{i}" for i in range(6)]
+    chats = random_tool_chats(GuessEnv(max_turns=3), tasks, episodes=6, system=TOOL_HINT)
     torch.manual_seed(1000 + len(list(directory.parent.iterdir())))  # a different global state
     out = build_tiny_tool_model(
         directory,
@@ -56,3 +48,21 @@ def test_same_seed_same_weights_whatever_the_global_rng(tmp_path: Path) -> None:
     for name, tensor in weights.items():
         assert torch.equal(tensor, twin[name]), name
     assert not torch.equal(weights["model.embed_tokens.weight"], other["model.embed_tokens.weight"])
+
+
+def test_random_tool_chats_are_whole_episodes_in_the_tool_layout() -> None:
+    chats = random_tool_chats(
+        GuessEnv(max_turns=3), ["secret-1", "secret-2"], episodes=4, system="S"
+    )
+    assert len(chats) == 4
+    for chat in chats:
+        roles = [m["role"] for m in chat]
+        assert roles[:2] == ["system", "user"] and chat[0]["content"] == "S"
+        assert roles[2:] == ["assistant", "tool"] * ((len(roles) - 2) // 2)
+        assert 1 <= (len(roles) - 2) // 2 <= 3  # at most the budget of actions
+        for message in chat[2::2]:
+            action = message["tool_calls"][0]["function"]["arguments"]["action"]
+            assert action.startswith("guess ")
+    assert chats == random_tool_chats(
+        GuessEnv(max_turns=3), ["secret-1", "secret-2"], episodes=4, system="S"
+    )
