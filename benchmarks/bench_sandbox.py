@@ -103,16 +103,7 @@ class ExecPerSubmission:
             self.idle.put(self.pool.hardened_container())
 
     def run(self, program: str, tests: list[TestCase], limits: Limits) -> RunResult:
-        job = b"".join(
-            job_bytes(
-                "/tmp/program.py",
-                "/tmp/scratch",
-                tests,
-                limits,
-                kill_all=True,
-                program_source=program,
-            )
-        )
+        job = self.pool.submission_job(program, tests, limits)  # the pool's own job, guard, wipe
         container = self.idle.get()
         try:
             api = self.pool._client.api

@@ -42,7 +42,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import io
-import json
 import os
 import queue
 import socket
@@ -55,7 +54,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
-from multiturn_envs.sandbox.jobs import RUNNER_PATH, guard_seconds, job_bytes, parse_report
+from multiturn_envs.sandbox.jobs import (
+    RUNNER_PATH,
+    guard_seconds,
+    header_frame,
+    job_bytes,
+    parse_report,
+)
 
 IMAGE = "multiturn-envs-sandbox:latest"
 LABEL = "multiturn-envs.sandbox"
@@ -500,6 +505,26 @@ class DockerSandbox(Sandbox):
             return result
         return RunResult(results=(), backend=self.name, error=last_error)
 
+    def submission_job(self, program: str, tests: Sequence[TestCase], limits: Limits) -> bytes:
+        """The job this pool's runner gets for one submission (the benchmark sends it too).
+
+        With ``transport="stdin"`` the program travels inside the job; with ``"archive"`` it is
+        a file beside the job in ``/job/work``.
+        """
+        stdin = self.transport == "stdin"
+        return b"".join(
+            job_bytes(
+                "/tmp/program.py" if stdin else "/job/work/program.py",
+                SCRATCH,
+                tests,
+                limits,
+                kill_all=True,
+                guard_s=guard_seconds(limits, len(tests)),
+                program_source=program if stdin else None,
+                wipe=WIPE,
+            )
+        )
+
     def _execute(
         self, worker: _Worker, program: str, tests: Sequence[TestCase], limits: Limits
     ) -> tuple[RunResult, bool]:
@@ -507,27 +532,13 @@ class DockerSandbox(Sandbox):
         if session is None or not session.idle_and_alive():
             raise RuntimeError("the container's runner session ended while idle")
         guard = guard_seconds(limits, len(tests))
-        stdin = self.transport == "stdin"
-        program_path = "/tmp/program.py" if stdin else "/job/work/program.py"
-        job = b"".join(
-            job_bytes(
-                program_path,
-                SCRATCH,
-                tests,
-                limits,
-                kill_all=True,
-                guard_s=guard,
-                program_source=program if stdin else None,
-                wipe=WIPE,
-            )
-        )
-        if stdin:
+        job = self.submission_job(program, tests, limits)
+        if self.transport == "stdin":
             request = job
         else:
             if not worker.container.put_archive("/job", _job_archive(program, job)):
                 raise RuntimeError("put_archive of the job failed")
-            pointer = json.dumps({"job_file": "/job/work/job.jsonl"}).encode("utf-8")
-            request = b"%d\n" % len(pointer) + pointer + b"\n"
+            request = header_frame({"job_file": "/job/work/job.jsonl"})
         with contextlib.suppress(OSError):  # a session that died since: read_report sees it
             session.send(request)
         # host-side guard: the runner's own alarm (guard_s) should end a runaway job first

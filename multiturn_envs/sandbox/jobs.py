@@ -10,7 +10,7 @@ in a failed result for every test the runner never reported (it was killed halfw
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,12 @@ CODE_ENV: dict[str, str] = {
     "PYTHONIOENCODING": "utf-8",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
+
+
+def header_frame(header: Mapping[str, Any]) -> bytes:
+    """A header as the runner reads it: its byte length and a newline, the JSON, a newline."""
+    encoded = json.dumps(header).encode("utf-8")
+    return b"%d\n" % len(encoded) + encoded + b"\n"
 
 
 def job_bytes(
@@ -68,8 +74,7 @@ def job_bytes(
         "n_tests": len(tests),
         "wipe": list(wipe),
     }
-    encoded = json.dumps(header).encode("utf-8")
-    yield b"%d\n" % len(encoded) + encoded + b"\n"
+    yield header_frame(header)
     for test in tests:
         yield (
             json.dumps(
