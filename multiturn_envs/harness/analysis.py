@@ -54,12 +54,11 @@ class Interval:
     def format(self, percent: bool = True) -> str:
         if math.isnan(self.estimate):
             return "n/a"
+        scale, spec, unit = (100.0, ".1f", "%") if percent else (1.0, ".3f", "")
+        point = f"{scale * self.estimate:{spec}}{unit}"
         if math.isnan(self.low) or math.isnan(self.high):  # e.g. a group with one task
-            point = f"{100 * self.estimate:.1f}%" if percent else f"{self.estimate:.3f}"
             return f"{point} [no interval]"
-        if percent:
-            return f"{100 * self.estimate:.1f}% [{100 * self.low:.1f}, {100 * self.high:.1f}]"
-        return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
+        return f"{point} [{scale * self.low:{spec}}, {scale * self.high:{spec}}]"
 
 
 def _intervals(
