@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from multiturn_envs.core import StepOutcome, TextEnv
 from multiturn_envs.harness.analysis import (
+    Interval,
     StateSnapshot,
     continuation_difference,
     error_state_continuation,
@@ -467,3 +468,12 @@ def test_the_toy_env_honours_the_contract() -> None:
     from multiturn_envs.testing import check_text_env
 
     check_text_env(lambda: WalkEnv(slip=0.3), task_ids=["len-3", "len-4"])
+
+
+def test_interval_format_says_when_there_is_no_interval() -> None:
+    nan = float("nan")
+    assert Interval(0.5, 0.25, 0.75).format() == "50.0% [25.0, 75.0]"
+    assert Interval(0.5, 0.25, 0.75).format(percent=False) == "0.500 [0.250, 0.750]"
+    assert Interval(1 / 3, nan, nan).format() == "33.3% [no interval]"  # e.g. one task
+    assert Interval(1 / 3, nan, nan).format(percent=False) == "0.333 [no interval]"
+    assert Interval(nan, nan, nan).format() == "n/a"
