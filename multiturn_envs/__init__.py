@@ -8,11 +8,11 @@
     env = gym.make("MT/FrozenLake-v0", max_turns=8)
 """
 
-from multiturn_envs.core import EpisodeOver, StepOutcome, TextEnv
+from multiturn_envs.core import StepOutcome, TextEnv
+from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.registration import env_ids, register_envs
 from multiturn_envs.spaces import UnicodeText
-
-__version__ = "0.1.0"
+from multiturn_envs.version import __version__
 
 register_envs()
 

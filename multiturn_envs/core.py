@@ -34,14 +34,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.error import ResetNeeded
 
+from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.spaces import UnicodeText
 
 BudgetMode = Literal["hidden", "announced"]
 BUDGET_MODES: tuple[str, ...] = ("hidden", "announced")
-
-
-class EpisodeOver(ResetNeeded):
-    """Raised by ``step`` after the episode has terminated or been truncated."""
 
 
 @dataclass

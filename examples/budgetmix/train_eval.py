@@ -78,8 +78,8 @@ def tool_chats(config: dict[str, Any], system: str, n: int, seed: int) -> list[l
 
 def start_model(config: dict[str, Any], out: Path, system: str) -> Path:
     """The folder every arm starts from (built and warm-started for ``model: "tiny"``)."""
-    from multiturn_envs.policies.tiny_lm import load_tiny_chat_model
-    from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
+    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
+    from multiturn_envs.testing.tiny_agent import build_tiny_tool_model
     from multiturn_envs.rl.tool_format import warm_start_tool_calls
 
     probe = TRLEnvironment(make_env(config, budget_mix=False))
@@ -120,7 +120,7 @@ def train_arm(config: dict[str, Any], start: Path, out: Path, budget: int | None
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from multiturn_envs.policies.tiny_lm import load_tiny_chat_model
+    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
 
     grpo = config["grpo"]
     model, tokenizer = load_tiny_chat_model(start)
@@ -181,7 +181,7 @@ def evaluate(config: dict[str, Any], folder: Path, out: Path, name: str) -> dict
     from multiturn_envs.harness.report import surface_of_run
     from multiturn_envs.harness.rollout import EvalConfig, run_eval
     from multiturn_envs.policies.prompting import ActionExtractor, Sampling
-    from multiturn_envs.policies.tiny_lm import load_tiny_chat_model
+    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
     from multiturn_envs.policies.transformers_backend import TransformersPolicy
     from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer
 

@@ -15,6 +15,8 @@ mean then ignores them, weighted by how often each remaining unit was drawn.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,3 +243,69 @@ def paired_surface_ci(
     order = {task: i for i, task in enumerate(surface_b.task_ids)}
     b_rows = surface_b.per_task[[order[task] for task in surface_a.task_ids]]
     return paired_bootstrap_ci(surface_a.per_task, b_rows, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+# ------------------------------------------------------------------------- scalar intervals
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a percentile bootstrap interval (``NaN`` when undefined)."""
+
+    estimate: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {k: (None if math.isnan(v) else v) for k, v in self.__dict__.items()}
+
+    def format(self, percent: bool = True) -> str:
+        if math.isnan(self.estimate):
+            return "n/a"
+        scale, spec, unit = (100.0, ".1f", "%") if percent else (1.0, ".3f", "")
+        point = f"{scale * self.estimate:{spec}}{unit}"
+        if math.isnan(self.low) or math.isnan(self.high):  # e.g. a group with one task
+            return f"{point} [no interval]"
+        return f"{point} [{scale * self.low:{spec}}, {scale * self.high:{spec}}]"
+
+
+def intervals(
+    columns: Mapping[str, np.ndarray], n_boot: int, alpha: float, seed: int | None
+) -> dict[str, Interval]:
+    """One interval per column, all from ONE index set over the units (rows)."""
+    names = list(columns)
+    matrix = np.stack([np.asarray(columns[n], dtype=np.float64) for n in names], axis=1)
+    indices = bootstrap_indices(matrix.shape[0], n_boot, seed)
+    ci = bootstrap_ci(matrix, alpha=alpha, seed=seed, indices=indices)
+    return {
+        name: Interval(float(ci.estimate[i]), float(ci.low[i]), float(ci.high[i]))
+        for i, name in enumerate(names)
+    }
+
+
+def ratio_interval(
+    numerators: np.ndarray,
+    denominators: np.ndarray,
+    n_boot: int = DEFAULT_N_BOOT,
+    alpha: float = 0.05,
+    seed: int | None = 0,
+) -> Interval:
+    """``sum(num) / sum(den)`` with a percentile interval from resampling units (tasks).
+
+    A pooled mean (all tokens, actions or trajectories weigh the same) whose uncertainty comes
+    from the tasks they belong to. Replicates whose resampled denominator is 0 are dropped.
+    """
+    num = np.asarray(numerators, dtype=np.float64)
+    den = np.asarray(denominators, dtype=np.float64)
+    if num.shape != den.shape or num.ndim != 1:
+        raise ValueError("numerators and denominators are one value per unit each")
+    total = float(den.sum())
+    if num.size == 0 or total <= 0:
+        return Interval(math.nan, math.nan, math.nan)
+    estimate = float(num.sum()) / total
+    if n_boot <= 0 or num.size < 2:
+        return Interval(estimate, math.nan, math.nan)
+    idx = bootstrap_indices(num.size, n_boot, seed)
+    nums, dens = num[idx].sum(axis=1), den[idx].sum(axis=1)
+    keep = dens > 0
+    reps = nums[keep] / dens[keep]
+    low, high = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
+    return Interval(estimate, float(low), float(high))

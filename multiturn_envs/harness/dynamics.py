@@ -29,9 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from multiturn_envs.harness.analysis import Interval
-from multiturn_envs.harness.bootstrap import DEFAULT_N_BOOT, bootstrap_ci, bootstrap_indices
-from multiturn_envs.harness.records import RunFile, read_run
+from multiturn_envs.harness.bootstrap import (
+    DEFAULT_N_BOOT,
+    Interval,
+    bootstrap_ci,
+    bootstrap_indices,
+)
 
 REWARD_KINDS: tuple[str, ...] = ("success", "return")
 
@@ -258,38 +261,3 @@ def plot_dynamics(result: DynamicsResult, path: str | Path) -> Path:
     fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
-
-
-def run_dynamics_cli(
-    files: Sequence[str],
-    *,
-    labels: Sequence[str] | None = None,
-    steps: Sequence[int] | None = None,
-    trajectory_reward: str = "success",
-    n_boot: int = DEFAULT_N_BOOT,
-    alpha: float = 0.05,
-    seed: int = 0,
-    plot: str | None = None,
-    out: str | None = None,
-) -> str:
-    """What ``multiturn-envs dynamics`` runs: one record file per checkpoint, in order."""
-    import json
-
-    runs: list[RunFile] = [read_run(f) for f in files]
-    names = list(labels) if labels else [Path(r.path).stem for r in runs]
-    result = training_dynamics(
-        [r.records for r in runs],
-        names,
-        steps=steps,
-        kind=trajectory_reward,
-        n_boot=n_boot,
-        alpha=alpha,
-        seed=seed,
-    )
-    text = result.format()
-    if plot is not None:
-        text += f"\nPlot: {plot_dynamics(result, plot)}"
-    if out is not None:
-        Path(out).write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
-        text += f"\nwritten: {out}"
-    return text

@@ -7,9 +7,10 @@ on one machine or a cluster; docs/scale-out.md shows how to run it. Ray is an op
 
 Design (what a study at scale needs, and why it is built this way):
 
-* **Each worker is a full local runner.** A worker actor calls the very same ``run_eval`` on its
-  shard, so it owns its env pool, its wrapper stacks and, for sandboxed envs, its own sandbox
-  pool on its own machine: no env, container or database crosses a machine boundary. Records
+* **Each worker is a full local runner.** A worker actor calls the very same local runner
+  (:func:`~multiturn_envs.harness.runner.run_local`) on its shard, so it owns its env pool,
+  its wrapper stacks and, for sandboxed envs, its own sandbox pool on its own machine: no
+  env, container or database crosses a machine boundary. Records
   are therefore the local executor's records, key for key: seeds depend only on (run seed,
   task id, sample, budget), never on which worker ran an episode or in what order.
 * **Shards.** The pending episodes, task-major, are cut into ``num_workers * shards_per_worker``
@@ -43,7 +44,6 @@ Design (what a study at scale needs, and why it is built this way):
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import math
@@ -54,20 +54,32 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timezone
 from typing import Any, Protocol
 
-import gymnasium as gym
-
-from multiturn_envs.harness.records import RecordKey, RecordWriter, make_header, record_key
-from multiturn_envs.harness.rollout import (
-    EvalConfig,
-    RunSummary,
-    _package_version,
-    _Progress,
-    run_eval,
+from multiturn_envs.harness.config import EvalConfig, RunSummary
+from multiturn_envs.harness.progress import Progress
+from multiturn_envs.harness.records import (
+    RecordKey,
+    RecordWriter,
+    RunHeader,
+    TrajectoryRecord,
+    record_key,
 )
-from multiturn_envs.policies.base import AsyncPolicy, Policy, Reply, TurnRequest
+from multiturn_envs.harness.runner import EnvFactory, run_header, run_local
+from multiturn_envs.policies.base import AsyncPolicy, Policy, PolicyCaller, Reply, TurnRequest
+
+__all__ = [
+    "PLACEMENTS",
+    "ClusterRunSummary",
+    "Executor",
+    "LocalExecutor",
+    "PolicyServer",
+    "RayExecutor",
+    "RolloutWorker",
+    "default_workers",
+    "resolve_executor",
+    "shard_keys",
+]
 
 PLACEMENTS: tuple[str, ...] = ("worker", "actor-pool")
 
@@ -87,26 +99,49 @@ class Executor(Protocol):
         overwrite: bool,
         progress: bool | None,
         fsync_interval_s: float,
-        make_env: Callable[[], gym.Env[str, str]] | None,
+        make_env: EnvFactory | None,
     ) -> RunSummary: ...
 
 
 class LocalExecutor:
-    """This process (the default): ``run_eval`` as it is."""
+    """This process (the default): the local runner writing ``out``."""
 
     def run(
         self,
         config: EvalConfig,
         policy: Policy | AsyncPolicy,
         out: str,
-        **kwargs: Any,
+        *,
+        in_flight: int = 64,
+        workers: int = 1,
+        resume: bool = True,
+        overwrite: bool = False,
+        progress: bool | None = None,
+        fsync_interval_s: float = 1.0,
+        make_env: EnvFactory | None = None,
     ) -> RunSummary:
-        return run_eval(config, policy, out, **kwargs)
+        writer = RecordWriter(
+            out,
+            run_header(config),
+            resume=resume,
+            overwrite=overwrite,
+            fsync_interval_s=fsync_interval_s,
+        )
+        return run_local(
+            config,
+            policy,
+            writer,
+            in_flight=in_flight,
+            workers=workers,
+            progress=sys.stderr.isatty() if progress is None else progress,
+            make_env=make_env,
+        )
 
 
-def resolve_executor(executor: Executor | str) -> Executor:
-    """``"local"`` or ``"ray"`` (defaults: ``RAY_ADDRESS`` or a local Ray), or an executor."""
-    if executor == "local":
+def resolve_executor(executor: Executor | str | None) -> Executor:
+    """``None``/``"local"``, ``"ray"`` (defaults: ``RAY_ADDRESS`` or a local Ray), or an
+    executor object."""
+    if executor is None or executor == "local":
         return LocalExecutor()
     if executor == "ray":
         return RayExecutor()
@@ -158,7 +193,7 @@ class _QueueSink(RecordWriter):
     """A :class:`RecordWriter` that hands each record to a queue instead of a file."""
 
     def __init__(
-        self, header: dict[str, Any], done: set[RecordKey], out: queue.SimpleQueue[Any]
+        self, header: RunHeader, done: set[RecordKey], out: queue.SimpleQueue[Any]
     ) -> None:
         super().__init__(path="<driver>", header=header)
         self.done = set(done)
@@ -167,7 +202,7 @@ class _QueueSink(RecordWriter):
     def open(self) -> _QueueSink:
         return self
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: TrajectoryRecord) -> None:
         self._out.put(("record", record))
         self.done.add(record_key(record))
 
@@ -190,32 +225,21 @@ class _PooledPolicy:
 
 
 class PolicyServer:
-    """A Ray actor holding one policy (e.g. a GPU engine) for :class:`RayExecutor`'s pool."""
+    """A Ray actor holding one policy (e.g. a GPU engine) for :class:`RayExecutor`'s pool.
+
+    Requests arrive without their env (it lives in the rollout worker): a policy that reads
+    ``request.live_env()`` gets a :class:`~multiturn_envs.errors.PolicyError` saying so.
+    """
 
     def __init__(self, make_policy: Callable[[], Policy | AsyncPolicy]) -> None:
         self.policy = make_policy()
-        self._loop = None if hasattr(self.policy, "act") else asyncio.new_event_loop()
-        self._loop_lock = threading.Lock()  # one event loop, even with max_concurrency > 1
+        self._caller = PolicyCaller(self.policy)
+        self._lock = threading.Lock()  # one caller (one event loop), even with max_concurrency
 
     def act(self, payload: list[tuple[list[dict[str, str]], int, str]]) -> list[Reply]:
-        requests = [
-            TurnRequest(messages=m, env=None, seed=s, episode_id=e)  # type: ignore[arg-type]
-            for m, s, e in payload
-        ]
-        try:
-            if self._loop is not None:
-                with self._loop_lock:
-                    coro = self.policy.aact(requests)  # type: ignore[union-attr]
-                    return list(self._loop.run_until_complete(coro))
-            return list(self.policy.act(requests))  # type: ignore[union-attr]
-        except AttributeError as exc:
-            if "NoneType" not in str(exc):
-                raise
-            raise RuntimeError(
-                f"policy {self.policy.name!r} reads request.env, but with "
-                "policy_placement='actor-pool' requests carry no env (it lives in the rollout "
-                "worker); use policy_placement='worker' for oracle and env-aware baselines"
-            ) from exc
+        requests = [TurnRequest(messages=m, env=None, seed=s, episode_id=e) for m, s, e in payload]
+        with self._lock:
+            return self._caller(requests)
 
 
 class RolloutWorker:
@@ -224,13 +248,13 @@ class RolloutWorker:
     def __init__(
         self,
         config: EvalConfig,
-        header: dict[str, Any],
+        header: RunHeader,
         make_policy: Callable[[], Policy | AsyncPolicy] | None,
         policy_name: str,
         server: Any,
         in_flight: int,
         threads: int,
-        make_env: Callable[[], gym.Env[str, str]] | None,
+        make_env: EnvFactory | None,
     ) -> None:
         import multiturn_envs  # noqa: F401  (registers the MT/* ids in this process)
 
@@ -263,15 +287,14 @@ class RolloutWorker:
 
         def target() -> None:
             try:
-                s = run_eval(
+                s = run_local(
                     shard,
                     self.policy,
-                    "<driver>",
+                    sink,
                     in_flight=self.in_flight,
                     workers=self.threads,
                     progress=False,
                     make_env=self.make_env,
-                    writer=sink,
                 )
                 items.put(("summary", {"policy_calls": s.policy_calls, "steps": s.steps}))
             except BaseException as exc:  # handed to the generator, which re-raises it
@@ -371,17 +394,16 @@ class RayExecutor:
         overwrite: bool = False,
         progress: bool | None = None,
         fsync_interval_s: float = 1.0,
-        make_env: Callable[[], gym.Env[str, str]] | None = None,
+        make_env: EnvFactory | None = None,
     ) -> ClusterRunSummary:
         """Like ``run_eval``, with ``in_flight`` and ``workers`` per rollout actor."""
         t_start = time.perf_counter()
-        header = make_header(
-            config.to_dict(),
-            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            package_version=_package_version(),
-        )
         writer = RecordWriter(
-            out, header, resume=resume, overwrite=overwrite, fsync_interval_s=fsync_interval_s
+            out,
+            run_header(config),
+            resume=resume,
+            overwrite=overwrite,
+            fsync_interval_s=fsync_interval_s,
         )
         writer.open()  # a file of another run fails here, before any cluster work
         try:
@@ -399,7 +421,7 @@ class RayExecutor:
         in_flight: int,
         threads: int,
         progress: bool | None,
-        make_env: Callable[[], gym.Env[str, str]] | None,
+        make_env: EnvFactory | None,
         t_start: float,
     ) -> ClusterRunSummary:
         try:
@@ -445,7 +467,7 @@ class RayExecutor:
             ray.init(address=self.address, **self.init_kwargs)
             started_ray = True
         show = sys.stderr.isatty() if progress is None else progress
-        bar = _Progress(total, skipped, show)
+        bar = Progress(total, skipped, show)
         servers: list[Any] = []
         jobs: dict[Any, _Job] = {}
         idle: list[Any] = []

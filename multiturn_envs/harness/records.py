@@ -25,23 +25,148 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
+
+from multiturn_envs.errors import RecordFileError, RunMismatch
+from multiturn_envs.policies.base import TurnTokens
+from multiturn_envs.version import __version__
 
 SCHEMA_VERSION = 1
 
 RecordKey = tuple[str, int, int]
 """(task_id, sample index, max_turns): what identifies a trajectory within a run."""
 
+__all__ = [
+    "SCHEMA_VERSION",
+    "ErrorInjectionInfo",
+    "RecordFileError",
+    "RecordKey",
+    "RecordWriter",
+    "RunConfig",
+    "RunFile",
+    "RunHeader",
+    "RunMismatch",
+    "Timings",
+    "TrajectoryRecord",
+    "TurnTokens",
+    "canonical",
+    "dumps_line",
+    "in_task_order",
+    "iter_lines",
+    "make_header",
+    "read_header",
+    "read_run",
+    "record_key",
+    "repair_truncated_tail",
+    "run_id_of",
+]
 
-class RecordFileError(ValueError):
-    """A record file that cannot be read or resumed (the message says why and what to do)."""
+
+# ------------------------------------------------------------------------------ the schema
+class RunConfig(TypedDict):
+    """The header's ``config``: everything that determines the records (``EvalConfig``)."""
+
+    schema: int
+    env_id: str
+    policy: str
+    tasks: list[str]
+    samples: int
+    max_turns: int
+    budget_mode: str
+    turn_grid: list[int] | None
+    error_after: int | None
+    seed: int
+    env_kwargs: dict[str, Any]
 
 
-class RunMismatch(RecordFileError):
-    """The file's header describes a different run than the one asked for."""
+class RunHeader(TypedDict):
+    """Line 1 of a record file."""
+
+    schema: int
+    kind: str  # "header"
+    run_id: str
+    config: RunConfig
+    created: str
+    package_version: str
+
+
+class ErrorInjectionInfo(TypedDict):
+    """What :class:`~multiturn_envs.wrappers.ErrorInjection` played before the policy's turns."""
+
+    after_expert_steps: int
+    injected_actions: list[str]
+    error_action: str | None
+    prefix_turns: int | None
+
+
+class Timings(TypedDict):
+    """Seconds, microsecond resolution: env reset, each env step, each policy batch, the episode."""
+
+    reset_s: float
+    env_step_s: list[float]
+    policy_batch_s: list[float]
+    wall_s: float
+
+
+# ``return`` is a keyword, hence the functional form.
+TrajectoryRecord = TypedDict(
+    "TrajectoryRecord",
+    {
+        "schema": int,
+        "kind": str,  # "trajectory"
+        "run_id": str,
+        "env_id": str,
+        "env_spec": str | None,
+        "policy": str,
+        "task_id": str,
+        "sample": int,
+        "seed": int,
+        "budget_mode": str,
+        "max_turns": int,
+        "turns": int,
+        "success": bool,
+        "first_success_turn": int | None,
+        "terminated": bool,
+        "truncated": bool,
+        "truncation_reason": str | None,
+        "return": float,
+        "rewards": list[float],
+        "step_scores": list[float | None],
+        "actions": list[str],
+        "parse_errors": list[bool],
+        "action_logprobs": list[float | None] | None,
+        "turn_tokens": list[TurnTokens | None] | None,
+        "error_injection": ErrorInjectionInfo | None,
+        "timings": Timings,
+    },
+)
+"""One finished trajectory (docs/harness.md describes every field)."""
+
+# What every trajectory line must hold: its key (files of schema 1, from any version of this
+# package, have every field of TrajectoryRecord; the analyses check what they read, so that a
+# hand-made file of keys and outcomes still reports).
+_REQUIRED: dict[str, type] = {"task_id": str, "sample": int, "max_turns": int}
+
+
+def check_trajectory(obj: Mapping[str, Any], where: str) -> TrajectoryRecord:
+    """``obj`` as a :class:`TrajectoryRecord`, or a :class:`RecordFileError` naming ``where``
+    and the first missing or mistyped field."""
+    for name, kind in _REQUIRED.items():
+        if name not in obj:
+            raise RecordFileError(f"{where}: trajectory lacks {name!r}")
+        value = obj[name]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise RecordFileError(
+                f"{where}: {name!r} is {type(value).__name__}, expected {kind.__name__}"
+            )
+    actions, rewards = obj.get("actions"), obj.get("rewards")
+    if isinstance(actions, list) and isinstance(rewards, list) and len(actions) != len(rewards):
+        raise RecordFileError(f"{where}: {len(actions)} actions but {len(rewards)} rewards")
+    return cast(TrajectoryRecord, obj)
 
 
 def canonical(obj: Any) -> Any:
@@ -49,24 +174,28 @@ def canonical(obj: Any) -> Any:
     return json.loads(json.dumps(obj, sort_keys=True, ensure_ascii=False))
 
 
-def run_id_of(config: dict[str, Any]) -> str:
+def run_id_of(config: Mapping[str, Any]) -> str:
     """A stable id of *what* ran: a hash of the canonical config (equal configs, equal ids)."""
-    text = json.dumps(canonical(config), sort_keys=True, ensure_ascii=False)
+    text = json.dumps(canonical(dict(config)), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def make_header(config: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """The header line of a run with ``config`` (``extra``: informational fields)."""
+def make_header(
+    config: Mapping[str, Any], *, created: str | None = None, package_version: str = __version__
+) -> RunHeader:
+    """The header line of a run with ``config`` (``created`` defaults to now, UTC)."""
+    stamp = created or datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {
         "schema": SCHEMA_VERSION,
         "kind": "header",
         "run_id": run_id_of(config),
-        "config": canonical(config),
-        **extra,
+        "config": cast(RunConfig, canonical(dict(config))),
+        "created": stamp,
+        "package_version": package_version,
     }
 
 
-def record_key(record: dict[str, Any]) -> RecordKey:
+def record_key(record: Mapping[str, Any]) -> RecordKey:
     """The resume key of a trajectory record."""
     return (str(record["task_id"]), int(record["sample"]), int(record["max_turns"]))
 
@@ -77,7 +206,7 @@ def record_key(record: dict[str, Any]) -> RecordKey:
 _LINE_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def dumps_line(obj: dict[str, Any]) -> bytes:
+def dumps_line(obj: Mapping[str, Any]) -> bytes:
     """One JSON line, UTF-8, newline-terminated (lone surrogates escaped, not fatal)."""
     return (_LINE_ENCODER.encode(obj) + "\n").encode("utf-8", "backslashreplace")
 
@@ -128,7 +257,7 @@ def iter_lines(
             yield obj
 
 
-def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_header(path: str | os.PathLike[str]) -> RunHeader:
     """The header line of a record file, or a clear :class:`RecordFileError`."""
     for obj in iter_lines(path):
         if obj.get("kind") != "header":
@@ -137,7 +266,9 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise RecordFileError(
                 f"{path}: record schema {obj.get('schema')!r}, this version reads {SCHEMA_VERSION}"
             )
-        return obj
+        if not isinstance(obj.get("config"), dict):
+            raise RecordFileError(f"{path}: the header line has no 'config' object")
+        return cast(RunHeader, obj)
     raise RecordFileError(f"{path}: not a multiturn-envs record file (no header line)")
 
 
@@ -146,12 +277,12 @@ class RunFile:
     """A record file read into memory: its header and its trajectories (first copy per key)."""
 
     path: str
-    header: dict[str, Any]
-    records: list[dict[str, Any]]
+    header: RunHeader
+    records: list[TrajectoryRecord]
     duplicates: int = 0
 
     @property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> RunConfig:
         return self.header["config"]
 
 
@@ -159,21 +290,38 @@ def read_run(path: str | os.PathLike[str]) -> RunFile:
     """Read a whole record file (for reports and analyses; the runner never calls this)."""
     header = read_header(path)
     seen: set[RecordKey] = set()
-    records: list[dict[str, Any]] = []
+    records: list[TrajectoryRecord] = []
     duplicates = 0
-    for obj in iter_lines(path):
+    for lineno, obj in enumerate(iter_lines(path), start=1):
         if obj.get("kind") != "trajectory":
             continue
-        key = record_key(obj)
+        record = check_trajectory(obj, f"{path}: line {lineno}")
+        key = record_key(record)
         if key in seen:
             duplicates += 1
             continue
         seen.add(key)
-        records.append(obj)
+        records.append(record)
     return RunFile(str(path), header, records, duplicates)
 
 
-def _config_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+def in_task_order(
+    records: Iterable[TrajectoryRecord], tasks: Sequence[str]
+) -> list[TrajectoryRecord]:
+    """``records`` by task (in ``tasks``' order, unknown tasks last), sample, then budget.
+
+    A record file's line order is schedule (an executor's shards, a resume), not meaning;
+    analyses whose numbers follow a record's position (seeds, paired lists) take this order so
+    that the same episodes give the same result however they were run.
+    """
+    order = {t: i for i, t in enumerate(tasks)}
+    return sorted(
+        records,
+        key=lambda r: (order.get(r["task_id"], len(order)), int(r["sample"]), int(r["max_turns"])),
+    )
+
+
+def _config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     keys = sorted(set(old) | set(new))
     parts = []
     for key in keys:
@@ -199,7 +347,7 @@ class RecordWriter:
     """
 
     path: str | os.PathLike[str]
-    header: dict[str, Any]
+    header: RunHeader
     resume: bool = True
     overwrite: bool = False
     fsync_interval_s: float = 1.0
@@ -252,7 +400,7 @@ class RecordWriter:
             written = os.write(self._fd, view)
             view = view[written:]
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: TrajectoryRecord) -> None:
         """Append one finished trajectory (one line, one write)."""
         self._write(dumps_line(record))
         self.done.add(record_key(record))

@@ -121,7 +121,7 @@ def summarise(
     run: RunFile,
     ks: Sequence[int] | None,
     ts: Sequence[int] | None,
-    bootstrap: int,
+    n_boot: int,
     alpha: float,
     seed: int,
     tasks: Sequence[str] | None = None,
@@ -129,7 +129,7 @@ def summarise(
     from multiturn_envs.harness.bootstrap import surface_ci
 
     surface = surface_of_run(run, ks=ks, ts=ts, tasks=tasks)
-    ci = surface_ci(surface, n_boot=bootstrap, alpha=alpha, seed=seed) if bootstrap > 0 else None
+    ci = surface_ci(surface, n_boot=n_boot, alpha=alpha, seed=seed) if n_boot > 0 else None
     return RunSummaryTable(_label(run), run, surface, ci)
 
 
@@ -166,7 +166,7 @@ def compare_runs(
     b: RunFile,
     ks: Sequence[int] | None,
     ts: Sequence[int] | None,
-    bootstrap: int,
+    n_boot: int,
     alpha: float,
     seed: int,
 ) -> tuple[PassSurface, PassSurface, PairedBootstrapCI | None]:
@@ -192,9 +192,7 @@ def compare_runs(
     sa = surface_of_run(a, ks=ks, ts=ts, tasks=common)
     sb = surface_of_run(b, ks=ks, ts=ts, tasks=common)
     paired = (
-        paired_surface_ci(sa, sb, n_boot=bootstrap, alpha=alpha, seed=seed)
-        if bootstrap > 0
-        else None
+        paired_surface_ci(sa, sb, n_boot=n_boot, alpha=alpha, seed=seed) if n_boot > 0 else None
     )
     return sa, sb, paired
 
@@ -317,28 +315,28 @@ def main_report(
     out_dir: str | None = None,
     ks: Sequence[int] | None = None,
     ts: Sequence[int] | None = None,
-    bootstrap: int = 2000,
+    n_boot: int = 2000,
     alpha: float = 0.05,
     seed: int = 0,
     plots: bool = True,
 ) -> str:
     """What ``multiturn-envs report`` prints (and the PNGs it writes); returns the text."""
-    if bootstrap < 0:
+    if n_boot < 0:
         raise ValueError("--bootstrap must be >= 0")
     runs = [read_run(f) for f in files]
     parts: list[str] = []
     tables: list[RunSummaryTable] = []
     for run in runs:
-        table = summarise(run, ks, ts, bootstrap, alpha, seed)
+        table = summarise(run, ks, ts, n_boot, alpha, seed)
         tables.append(table)
         note = f"\n({run.duplicates} duplicate records ignored)" if run.duplicates else ""
         parts.append(format_run(table, alpha) + note)
     diffs: list[tuple[str, PassSurface, PassSurface]] = []
     for other in runs[1:]:
-        sa, sb, paired = compare_runs(runs[0], other, ks, ts, bootstrap, alpha, seed)
+        sa, sb, paired = compare_runs(runs[0], other, ks, ts, n_boot, alpha, seed)
         title = f"{_label(runs[0])} - {_label(other)}"
         diffs.append((title, sa, sb))
-        ci_text = f", paired {100 * (1 - alpha):g}% CI over tasks (B={bootstrap})" if paired else ""
+        ci_text = f", paired {100 * (1 - alpha):g}% CI over tasks (B={n_boot})" if paired else ""
         parts.append(
             format_table(
                 sa.ks,

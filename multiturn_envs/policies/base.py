@@ -10,12 +10,14 @@ step or reset the env it is given.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from multiturn_envs.core import TextEnv
+from multiturn_envs.errors import PolicyError
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,13 +31,24 @@ class TurnRequest:
     """
 
     messages: Sequence[dict[str, str]]
-    env: TextEnv
+    env: TextEnv | None
     seed: int
     episode_id: str = ""
 
     @property
     def observation(self) -> str:
         return self.messages[-1]["content"] if self.messages else ""
+
+    def live_env(self) -> TextEnv:
+        """The episode's env, for oracle and env-aware policies; a clear :class:`PolicyError`
+        where the request crossed a process boundary without it (a Ray policy actor)."""
+        if self.env is None:
+            raise PolicyError(
+                "this policy reads request.env, but with policy_placement='actor-pool' requests "
+                "carry no env (it lives in the rollout worker); use policy_placement='worker' "
+                "for oracle and env-aware baselines"
+            )
+        return self.env
 
 
 @dataclass
@@ -46,6 +59,22 @@ class Reply:
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+class TurnTokens(TypedDict, total=False):
+    """What a record keeps of one LLM turn (:func:`.prompting.reply_tokens`).
+
+    ``ids`` and ``logprobs`` are the generated ids and their log-probs; the other keys are set
+    as far as the backend knows them (``raw_text``: the completion before action extraction).
+    """
+
+    ids: list[int]
+    logprobs: list[float] | None
+    prompt_delta_ids: list[int]
+    prompt_continued: bool
+    prompt_len: int
+    finish_reason: str | None
+    raw_text: str
 
 
 @runtime_checkable
@@ -92,6 +121,63 @@ class CallablePolicy:
                 raise TypeError(f"policy {self.name!r} returned {type(text).__name__}, not str")
             replies.append(Reply(text=text))
         return replies
+
+
+class PolicyCaller:
+    """The one way the library calls a policy: rollouts, analyses and Ray policy actors.
+
+    Sync policies are called directly (a policy with both ``act`` and ``aact`` is called
+    through ``act``); an async policy runs on ONE event loop that this object owns for its
+    lifetime (``close`` or ``with``), so that HTTP clients keep their connections between
+    calls. Every call checks the protocol: one reply per request, each a :class:`Reply` or a
+    plain ``str`` (adapted), with ``str`` text; a breach is a :class:`PolicyError` naming the
+    policy. Not thread-safe: one caller per thread (a Ray actor serialises its calls).
+    """
+
+    def __init__(self, policy: Policy | AsyncPolicy) -> None:
+        if not isinstance(policy, Policy | AsyncPolicy):
+            raise TypeError(f"{policy!r} is not a Policy or AsyncPolicy (see policies/base.py)")
+        self.policy = policy
+        self._sync = policy if isinstance(policy, Policy) else None
+        self._async = policy if self._sync is None and isinstance(policy, AsyncPolicy) else None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def name(self) -> str:
+        return self.policy.name
+
+    def __call__(self, requests: Sequence[TurnRequest]) -> list[Reply]:
+        if self._sync is not None:
+            raw: Sequence[Reply | str] = self._sync.act(requests)
+        else:
+            assert self._async is not None
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            raw = self._loop.run_until_complete(self._async.aact(requests))
+        if len(raw) != len(requests):
+            raise PolicyError(
+                f"policy {self.name!r} returned {len(raw)} replies for {len(requests)} requests"
+            )
+        replies = []
+        for reply in raw:
+            if isinstance(reply, str):  # tolerate policies that return bare strings
+                reply = Reply(reply)
+            if not isinstance(reply, Reply) or not isinstance(reply.text, str):
+                what = type(reply.text if isinstance(reply, Reply) else reply).__name__
+                raise PolicyError(f"policy {self.name!r} replied {what}, not str")
+            replies.append(reply)
+        return replies
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+    def __enter__(self) -> PolicyCaller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def as_policy(obj: Any) -> Policy | AsyncPolicy:

@@ -66,7 +66,7 @@ class RandomPolicy:
     name = "random"
 
     def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
-        return [Reply(text=random_action(req.env, req.seed)) for req in requests]
+        return [Reply(text=random_action(req.live_env(), req.seed)) for req in requests]
 
 
 class ExpertPolicy:
@@ -75,7 +75,7 @@ class ExpertPolicy:
     name = "expert"
 
     def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
-        return [Reply(text=req.env.expert_action()) for req in requests]
+        return [Reply(text=req.live_env().expert_action()) for req in requests]
 
 
 class NoisyExpertPolicy:
@@ -97,9 +97,11 @@ class NoisyExpertPolicy:
         for req in requests:
             coin, action_seed = seed_words(req.seed, 2)
             if _uniform(coin) < self.epsilon:
-                replies.append(Reply(text=random_action(req.env, action_seed), meta={"noise": 1}))
+                replies.append(
+                    Reply(text=random_action(req.live_env(), action_seed), meta={"noise": 1})
+                )
             else:
-                replies.append(Reply(text=req.env.expert_action(), meta={"noise": 0}))
+                replies.append(Reply(text=req.live_env().expert_action(), meta={"noise": 0}))
         return replies
 
 

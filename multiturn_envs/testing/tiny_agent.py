@@ -1,6 +1,6 @@
 """A tiny offline model ready for TRL's tool-calling env interface, for tests and toy recipes.
 
-:func:`multiturn_envs.policies.tiny_lm.build_tiny_chat_model` gives a random Qwen2 model with a
+:func:`multiturn_envs.testing.tiny_lm.build_tiny_chat_model` gives a random Qwen2 model with a
 512-token BPE trained on generic lines; on a FrozenLake prompt with a tool schema that tokenizer
 spends about one token per character (~1,300 tokens a prompt), which makes CPU training crawl.
 This re-fits the tokenizer to the text the agent will actually see (the env's observations, the
@@ -76,11 +76,11 @@ def build_tiny_tool_model(
         extra_texts: more sample text (replies, messages).
         vocab_size: the re-fitted tokenizer's size (special tokens and all 256 bytes included).
         seed: the weights' seed.
-        **model_kwargs: passed to :func:`~multiturn_envs.policies.tiny_lm.build_tiny_chat_model`.
+        **model_kwargs: passed to :func:`~multiturn_envs.testing.tiny_lm.build_tiny_chat_model`.
     """
     import torch
 
-    from multiturn_envs.policies.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
+    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
 
     out = build_tiny_chat_model(directory, seed=seed, **model_kwargs)
     model, tokenizer = load_tiny_chat_model(out)

@@ -1,0 +1,10 @@
+"""The ``multiturn-envs`` console script: a thin layer that parses arguments, calls the library
+and prints. One module per command (``list``, ``eval``, ``report``, ``compare``, ``nll``/``llr``,
+``dynamics``, ``sandbox``); :mod:`.common` holds what they share. Nothing in the library imports
+this package. docs/cli.md documents every option.
+"""
+
+from multiturn_envs.cli.app import build_parser, main
+from multiturn_envs.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, UsageError, parse_env_args
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "UsageError", "build_parser", "main", "parse_env_args"]

@@ -1,0 +1,99 @@
+"""``multiturn-envs nll`` and ``llr``: action NLL and cumulative LLR of record files' actions.
+
+docs/analyses.md defines every number they print.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from multiturn_envs.cli.common import add_ci_args, user_errors, write_json
+
+_MODEL_HELP = (
+    "scoring model: hf:<folder or smollm2>[,gguf=F][,dtype=..] | vllm:<model> | "
+    "openai:<base_url>,model=<id>,tokenizer=<folder>"
+)
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("nll", help="mean action NLL of record files' actions under a model")
+    p.add_argument("files", nargs="+", help="record files (.jsonl), one per policy")
+    p.add_argument("--model", required=True, help=_MODEL_HELP)
+    p.add_argument("--system-prompt", default=None, help="override the env's system prompt")
+    add_ci_args(p)
+    p.set_defaults(func=run_nll)
+
+    p = sub.add_parser("llr", help="cumulative LLR log p_A - log p_B per trajectory, by success")
+    p.add_argument("files", nargs="+", help="record files (.jsonl)")
+    p.add_argument("--model-a", required=True, help="the numerator model, e.g. the RL one")
+    p.add_argument("--model-b", required=True, help="the reference model, e.g. the base one")
+    p.add_argument("--system-prompt", default=None, help="override the env's system prompt")
+    add_ci_args(p)
+    p.set_defaults(func=run_llr)
+
+
+def _identity(model: Any) -> dict[str, str]:
+    return {"name": model.name, "engine": model.engine, "dtype": model.dtype}
+
+
+def run_nll(args: argparse.Namespace) -> int:
+    """Mean action NLL of each record file's actions under one scoring model."""
+    from multiturn_envs.harness import action_nll, format_nll, read_run, run_label, score_run
+    from multiturn_envs.policies import load_scoring_model
+
+    with user_errors():
+        runs = [read_run(f) for f in args.files]
+        model = load_scoring_model(args.model, args.system_prompt)
+        summaries = [
+            action_nll(
+                score_run(model, run),
+                run_label(run),
+                model.name,
+                args.bootstrap,
+                args.alpha,
+                args.seed,
+            )
+            for run in runs
+        ]
+    payload = {
+        "model": _identity(model),
+        "runs": [{g: s.to_dict() for g, s in per.items()} for per in summaries],
+    }
+    text = format_nll(summaries, model, args.alpha, args.bootstrap)
+    print(text + write_json(args.out, payload))
+    return 0
+
+
+def run_llr(args: argparse.Namespace) -> int:
+    """Cumulative LLR log p_A - log p_B of each trajectory, split by success."""
+    from multiturn_envs.harness import format_llr, llr_pairs, read_run, run_label, trajectory_llr
+    from multiturn_envs.policies import load_scoring_model
+
+    with user_errors():
+        runs = [read_run(f) for f in args.files]
+        a = load_scoring_model(args.model_a, args.system_prompt)
+        b = (
+            a
+            if args.model_b == args.model_a
+            else load_scoring_model(args.model_b, args.system_prompt)
+        )
+        summaries = [
+            trajectory_llr(
+                llr_pairs(a, b, run),
+                run_label(run),
+                a.name,
+                b.name,
+                args.bootstrap,
+                args.alpha,
+                args.seed,
+            )
+            for run in runs
+        ]
+    payload = {
+        "model_a": _identity(a),
+        "model_b": _identity(b),
+        "runs": [{g: s.to_dict() for g, s in per.items()} for per in summaries],
+    }
+    print(format_llr(summaries, a, b, args.alpha, args.bootstrap) + write_json(args.out, payload))
+    return 0

@@ -1,0 +1,36 @@
+"""Every exception type the library raises on purpose (a leaf: it imports nothing of ours).
+
+Like Gymnasium's ``gymnasium.error``, one module that every layer may import, so that an
+exception's home never forces an import between layers (the CLI maps these to one-line
+messages; the library never imports the CLI). All derive from built-in types, so existing
+``except ValueError`` / ``except RuntimeError`` code keeps catching them.
+"""
+
+from __future__ import annotations
+
+from gymnasium.error import ResetNeeded
+
+
+class EpisodeOver(ResetNeeded):
+    """Raised by ``step`` after the episode has terminated or been truncated."""
+
+
+class RecordFileError(ValueError):
+    """A record file that cannot be read or resumed (the message says why and what to do)."""
+
+
+class RunMismatch(RecordFileError):
+    """The file's header describes a different run than the one asked for."""
+
+
+class ReplayError(ValueError):
+    """Replaying a record did not reproduce it (another env, options or seed, or a bad record)."""
+
+
+class PolicyError(RuntimeError):
+    """A policy broke the protocol: wrong number of replies, a reply that is not text, or a
+    request field it may not use where it runs (``request.env`` on a remote policy actor)."""
+
+
+class SpecError(ValueError):
+    """A policy or scoring-model spec string that cannot be parsed or built."""

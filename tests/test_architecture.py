@@ -1,0 +1,141 @@
+"""The package's layering, checked on its source: no import cycles, imports only point down.
+
+docs/architecture.md draws the layers. Every ``import`` counts, also one inside a function (a
+lazy import is still a dependency); only ``if TYPE_CHECKING:`` blocks are exempt, since they
+never run. A module may import its own layer or a lower one.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "multiturn_envs"
+
+LAYERS: dict[str, int] = {
+    "errors": 0,
+    "version": 0,
+    "spaces": 1,
+    "core": 1,
+    "wrappers": 2,
+    "sandbox": 2,
+    "envs": 3,
+    "registration": 4,
+    "policies": 5,
+    "harness": 6,
+    "rl": 7,
+    "adapters": 7,
+    "server": 7,
+    "testing": 8,
+    "cli": 9,
+}
+"""Top-level module or subpackage -> layer (``multiturn_envs/__init__`` is the API surface)."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path) -> list[tuple[str, list[str], int]]:
+    """``(module, names, line)`` of every import in ``path`` that can run."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[tuple[str, list[str], int]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found.append((alias.name, [], node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join([*base, module] if module else base)
+            found.append((module, [a.name for a in node.names], node.lineno))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        for target, names, _ in _imports(path):
+            if not target.startswith("multiturn_envs"):
+                continue
+            # ``from pkg import sub`` imports the submodule ``pkg.sub`` when there is one
+            subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in modules]
+            graph[name].update(subs or [target] if target in modules else subs)
+    return graph
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def test_there_is_no_import_cycle() -> None:
+    graph = _graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                walk(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node)
+    assert cycles == []
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    unknown = sorted({m.split(".")[1] for m in _graph() if "." in m} - set(LAYERS))
+    assert unknown == [], f"add {unknown} to LAYERS and docs/architecture.md"
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.rglob("*.py")), ids=lambda p: _module_name(p))
+def test_imports_point_down_and_names_are_public(path: Path) -> None:
+    name = _module_name(path)
+    own = _layer(name)
+    bad: list[str] = []
+    for target, names, line in _imports(path):
+        if not target.startswith("multiturn_envs."):
+            continue
+        theirs = _layer(target)
+        if own is not None and theirs is not None and theirs > own:
+            bad.append(f"line {line}: layer {own} imports {target} (layer {theirs})")
+        if target != name:
+            private = [n for n in names if n.startswith("_") and not n.endswith("__")]
+            if private:
+                bad.append(f"line {line}: private {private} from {target}")
+    assert bad == []
