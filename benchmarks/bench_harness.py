@@ -30,7 +30,7 @@ import gymnasium as gym
 
 import multiturn_envs  # noqa: F401
 from multiturn_envs.envs.frozenlake.env import clear_task_cache
-from multiturn_envs.harness.rollout import EvalConfig, episode_seeds, run_eval
+from multiturn_envs.harness import EvalConfig, episode_seeds, run_eval
 from multiturn_envs.policies.baselines import RandomPolicy, random_action
 from multiturn_envs.wrappers import TurnBudget, text_env_of
 

@@ -26,9 +26,8 @@ from typing import Any
 import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers MT/*)
+from multiturn_envs.harness import EvalConfig, read_run, run_eval
 from multiturn_envs.harness.executors import RayExecutor
-from multiturn_envs.harness.records import read_run
-from multiturn_envs.harness.rollout import EvalConfig, run_eval
 from multiturn_envs.policies.baselines import RandomPolicy
 from multiturn_envs.wrappers import text_env_of
 

@@ -42,7 +42,7 @@ def main() -> None:
     import gymnasium as gym
 
     import multiturn_envs  # noqa: F401 (registers MT/*)
-    from multiturn_envs.harness.rollout import EvalConfig, run_eval
+    from multiturn_envs.harness import EvalConfig, run_eval
     from multiturn_envs.policies.scoring import VLLMScorer
     from multiturn_envs.policies.vllm_backend import VLLMPolicy, import_vllm, sampling_params
 

@@ -78,9 +78,9 @@ def tool_chats(config: dict[str, Any], system: str, n: int, seed: int) -> list[l
 
 def start_model(config: dict[str, Any], out: Path, system: str) -> Path:
     """The folder every arm starts from (built and warm-started for ``model: "tiny"``)."""
-    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
-    from multiturn_envs.testing.tiny_agent import build_tiny_tool_model
     from multiturn_envs.rl.tool_format import warm_start_tool_calls
+    from multiturn_envs.testing.tiny_agent import build_tiny_tool_model
+    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
 
     probe = TRLEnvironment(make_env(config, budget_mix=False))
     folder = Path(config["model"]) if config["model"] != "tiny" else out / "start"
@@ -177,13 +177,13 @@ def _cuda() -> bool:
 
 def evaluate(config: dict[str, Any], folder: Path, out: Path, name: str) -> dict[str, Any]:
     """The harness's Pass@(K,T) surface of one model (hidden budget, one run at T_max)."""
+    from multiturn_envs.harness import EvalConfig, run_eval
     from multiturn_envs.harness.records import read_run
     from multiturn_envs.harness.report import surface_of_run
-    from multiturn_envs.harness.rollout import EvalConfig, run_eval
     from multiturn_envs.policies.prompting import ActionExtractor, Sampling
-    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
     from multiturn_envs.policies.transformers_backend import TransformersPolicy
     from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer
+    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
 
     ev = config["eval"]
     model, tokenizer = load_tiny_chat_model(folder)

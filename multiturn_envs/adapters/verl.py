@@ -198,7 +198,7 @@ else:
     VERL_AVAILABLE = True
 
     @register("mt_env")
-    class MTEnvAgentLoop(AgentLoopBase):  # type: ignore[misc]
+    class MTEnvAgentLoop(AgentLoopBase):
         """verl agent loop playing an MT/* env; rows name it with ``agent_name: "mt_env"``.
 
         Row fields (top level or in ``extra_info``): ``env_id`` (required), ``env_kwargs``

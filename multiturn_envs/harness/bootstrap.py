@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from multiturn_envs.harness.passk import PassSurface
+from multiturn_envs.harness.passk import PassSurface, json_ready
 
 DEFAULT_N_BOOT = 2_000
 _CHUNK_CELLS = 4_000_000  # replicate-rows x units per chunk: bounds the weight matrix's memory
@@ -50,8 +50,7 @@ class BootstrapCI:
 
     def to_dict(self) -> dict[str, Any]:
         def clean(a: np.ndarray) -> Any:
-            a = np.asarray(a, dtype=np.float64)
-            return np.where(np.isnan(a), None, a).tolist()
+            return json_ready(np.asarray(a, dtype=np.float64))
 
         return {
             "estimate": clean(self.estimate),

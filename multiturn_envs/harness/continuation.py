@@ -194,7 +194,7 @@ def error_state_continuation(
         if rec["task_id"] not in by_task:
             continue
         by_task[rec["task_id"]].append(bool(rec["success"]))
-        injection = rec.get("error_injection") or {}
+        injection = rec.get("error_injection")
         episodes.append(
             {
                 "task_id": rec["task_id"],
@@ -203,7 +203,7 @@ def error_state_continuation(
                 "success": bool(rec["success"]),
                 "first_success_turn": rec["first_success_turn"],
                 "turns": rec["turns"],
-                "injected_actions": injection.get("injected_actions"),
+                "injected_actions": None if injection is None else injection["injected_actions"],
                 "actions": rec["actions"],
             }
         )

@@ -31,6 +31,7 @@ import numpy as np
 
 from multiturn_envs.harness.bootstrap import (
     DEFAULT_N_BOOT,
+    BootstrapCI,
     Interval,
     bootstrap_ci,
     bootstrap_indices,
@@ -195,12 +196,12 @@ def training_dynamics(
     # (n_tasks, n_checkpoints, 2): trajectory reward, step reward
     values = np.stack([per_task_means(run, tasks, kind) for run in kept], axis=1)
     deltas = values - values[:, :1, :]
+    ci_v: BootstrapCI | None = None
+    ci_d: BootstrapCI | None = None
     if n_boot > 0:
         indices = bootstrap_indices(len(tasks), n_boot, seed)
         ci_v = bootstrap_ci(values, alpha=alpha, seed=seed, indices=indices)
         ci_d = bootstrap_ci(deltas, alpha=alpha, seed=seed, indices=indices)
-    else:
-        ci_v = ci_d = None
     points = []
     for c, label in enumerate(labels):
         intervals = []

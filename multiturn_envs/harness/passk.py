@@ -24,6 +24,7 @@ trick is valid.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -39,6 +40,17 @@ def _exact_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     return int(value)
+
+
+def json_ready(array: np.ndarray) -> Any:
+    """``array.tolist()`` with every float ``NaN`` as ``None`` (JSON has no NaN)."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return None if isinstance(value, float) and math.isnan(value) else value
+
+    return clean(np.asarray(array).tolist())
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -142,17 +154,14 @@ class PassSurface:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready lists (``NaN`` becomes ``None``)."""
 
-        def clean(a: np.ndarray) -> Any:
-            return np.where(np.isnan(a), None, a).tolist() if a.dtype.kind == "f" else a.tolist()
-
         return {
             "budget_mode": self.budget_mode,
             "ks": self.ks.tolist(),
             "ts": self.ts.tolist(),
-            "values": clean(self.values),
+            "values": json_ready(self.values),
             "task_ids": list(self.task_ids),
             "n_per_task": self.n_per_task.tolist(),
-            "per_task": clean(self.per_task),
+            "per_task": json_ready(self.per_task),
         }
 
 

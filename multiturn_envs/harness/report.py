@@ -199,7 +199,7 @@ def compare_runs(
 
 def _select(values: np.ndarray, at_most: int) -> list[int]:
     """Up to ``at_most`` values spread over ``values``, always including the first and last."""
-    vals = values.tolist()
+    vals: list[int] = values.tolist()
     if len(vals) <= at_most:
         return vals
     picks = np.unique(np.round(np.linspace(0, len(vals) - 1, at_most)).astype(int))

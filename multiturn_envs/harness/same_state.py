@@ -342,17 +342,17 @@ def same_state_comparison(
             caller.close()
         if owned:
             live.close()
-    outcome = np.array([s.outcome for s in results])
+    outcomes = np.array([s.outcome for s in results])
     pairs = np.array([s.pairs for s in results], dtype=np.float64)
     columns = {
         "mean_score_a": np.array([s.mean_a for s in results]),
         "mean_score_b": np.array([s.mean_b for s in results]),
         "mean_score_diff": np.array([s.mean_a - s.mean_b for s in results]),
-        "win_rate": (outcome == "win").astype(float),
-        "tie_rate": (outcome == "tie").astype(float),
-        "loss_rate": (outcome == "loss").astype(float),
+        "win_rate": (outcomes == "win").astype(float),
+        "tie_rate": (outcomes == "tie").astype(float),
+        "loss_rate": (outcomes == "loss").astype(float),
         # NaN at tied states: the NaN-ignoring bootstrap mean is then wins / (wins + losses).
-        "better_rate_excluding_ties": np.where(outcome == "tie", np.nan, outcome == "win"),
+        "better_rate_excluding_ties": np.where(outcomes == "tie", np.nan, outcomes == "win"),
         "pair_score": np.array([s.pair_score for s in results]),
         "pair_win_rate": np.array([s.pair_wins for s in results]) / pairs,
         "pair_tie_rate": np.array([s.pair_ties for s in results]) / pairs,

@@ -110,7 +110,7 @@ class CallablePolicy:
             raise TypeError("wrap an async function in an AsyncPolicy, not CallablePolicy")
         self.fn = fn
         self.on = on
-        self.name = name or getattr(fn, "__name__", "callable")
+        self.name: str = name or str(getattr(fn, "__name__", "callable"))
 
     def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
         replies = []
@@ -159,12 +159,11 @@ class PolicyCaller:
                 f"policy {self.name!r} returned {len(raw)} replies for {len(requests)} requests"
             )
         replies = []
-        for reply in raw:
-            if isinstance(reply, str):  # tolerate policies that return bare strings
-                reply = Reply(reply)
-            if not isinstance(reply, Reply) or not isinstance(reply.text, str):
-                what = type(reply.text if isinstance(reply, Reply) else reply).__name__
-                raise PolicyError(f"policy {self.name!r} replied {what}, not str")
+        for item in raw:
+            reply: object = Reply(item) if isinstance(item, str) else item  # bare strings: fine
+            text = reply.text if isinstance(reply, Reply) else reply
+            if not isinstance(reply, Reply) or not isinstance(text, str):
+                raise PolicyError(f"policy {self.name!r} replied {type(text).__name__}, not str")
             replies.append(reply)
         return replies
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -61,12 +61,12 @@ class ServerError(RuntimeError):
     """The server answered with an error that retrying will not fix (or retries ran out)."""
 
 
-def run_sync(coro: Awaitable[T]) -> T:
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion from synchronous code (refuses inside a running loop)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
+        return asyncio.run(coro)
     close = getattr(coro, "close", None)
     if close is not None:
         close()  # never awaited: close it so Python does not warn

@@ -31,11 +31,11 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 
-from multiturn_envs.policies.base import Reply, TurnRequest
+from multiturn_envs.policies.base import Reply, TurnRequest, TurnTokens
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent acting in a multi-turn text environment. Each user message is the "
@@ -139,7 +139,7 @@ def system_prompt_for(request: TurnRequest, override: str | None = None) -> str:
     """``override`` if given, else the env's ``system_prompt()``, else the default."""
     if override is not None:
         return override
-    env = getattr(request.env, "unwrapped", request.env)
+    env: Any = getattr(request.env, "unwrapped", request.env)  # None on a remote policy actor
     own = env.system_prompt() if hasattr(env, "system_prompt") else ""
     return own or DEFAULT_SYSTEM_PROMPT
 
@@ -456,7 +456,7 @@ TOKEN_META_KEYS = (
 the generated ids they rebuild the exact token sequence (:func:`trajectory_sequences`)."""
 
 
-def reply_tokens(reply: Reply) -> dict[str, Any] | None:
+def reply_tokens(reply: Reply) -> TurnTokens | None:
     """What a record keeps of ``reply``'s tokens (``None`` when the policy gave no ids).
 
     ``ids`` and ``logprobs`` are the generated ids and their log-probs; the other keys are
@@ -471,7 +471,7 @@ def reply_tokens(reply: Reply) -> dict[str, Any] | None:
     for key in TOKEN_META_KEYS:
         if key in reply.meta:
             tokens[key] = reply.meta[key]
-    return tokens
+    return cast(TurnTokens, tokens)
 
 
 def replies_from_tokens(

@@ -55,11 +55,12 @@ _MODES = ("mean_norm", "mean_std_norm")
 
 
 def _normalise(values: np.ndarray, mode: str, eps: float) -> np.ndarray:
-    centred = values - values.mean()
+    centred: np.ndarray = values - values.mean()
     if mode == "mean_norm":
         return centred
     if mode == "mean_std_norm":
-        return centred / (values.std() + eps)
+        scaled: np.ndarray = centred / (values.std() + eps)
+        return scaled
     raise ValueError(f"mode must be 'mean_norm' or 'mean_std_norm', got {mode!r}")
 
 

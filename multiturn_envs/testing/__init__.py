@@ -38,7 +38,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
-from multiturn_envs.core import StepOutcome, TextEnv
+from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 
 HOSTILE_ACTIONS: tuple[str, ...] = (
     "",
@@ -210,8 +210,8 @@ def _check_snapshot(
     rng: np.random.Generator,
 ) -> None:
     base.reset(seed=seed, options={"task_id": task_id})
-    base.step(base.random_action(rng))
-    if base.done:
+    _, _, terminated, truncated, _ = base.step(base.random_action(rng))
+    if terminated or truncated:
         return
     snapshot = copy.deepcopy(base.get_state())
     actions = _probe_actions(base, rng, n_steps)
@@ -301,7 +301,7 @@ class GuessEnv(TextEnv):
     test the base class, the wrappers and the conformance check without any real env.
     """
 
-    def __init__(self, max_turns: int | None = 6, budget_mode: str = "hidden") -> None:
+    def __init__(self, max_turns: int | None = 6, budget_mode: BudgetMode = "hidden") -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode)
         self._secret = 0
         self._lo, self._hi = 0, 15

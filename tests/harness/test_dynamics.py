@@ -13,14 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from multiturn_envs.cli import main
+from multiturn_envs.harness import EvalConfig, read_run, run_eval
 from multiturn_envs.harness.dynamics import (
     per_task_means,
     step_reward,
     training_dynamics,
     trajectory_reward,
 )
-from multiturn_envs.harness.records import read_run
-from multiturn_envs.harness.rollout import EvalConfig, run_eval
 from multiturn_envs.policies.baselines import NoisyExpertPolicy
 
 FROZEN = "MT/FrozenLake-v0"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from harness_toy import ENV_ID
 
+from multiturn_envs.harness import EvalConfig, run_eval
 from multiturn_envs.harness.records import (
     RecordFileError,
     RecordWriter,
@@ -23,7 +24,6 @@ from multiturn_envs.harness.records import (
     read_run,
     repair_truncated_tail,
 )
-from multiturn_envs.harness.rollout import EvalConfig, run_eval
 from multiturn_envs.policies.baselines import RandomPolicy
 
 HERE = Path(__file__).parent

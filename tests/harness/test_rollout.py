@@ -13,8 +13,7 @@ from harness_toy import ENV_ID, LineEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from multiturn_envs.harness.records import read_run
-from multiturn_envs.harness.rollout import EvalConfig, episode_seeds, run_eval
+from multiturn_envs.harness import EvalConfig, episode_seeds, read_run, run_eval
 from multiturn_envs.policies.base import Reply, TurnRequest
 from multiturn_envs.policies.baselines import ExpertPolicy, RandomPolicy
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from multiturn_envs.envs.bfcl.calls import Call
 
@@ -228,7 +228,7 @@ def _type_check(
         for option in options:
             ok = True
             if type(option) is list:
-                for item in value:
+                for item in cast(list[Any], value):  # type(value) is expected: a list here
                     if not _type_check(param, item, option, str(nested), nested, None).valid:
                         ok = False
                         break

@@ -103,7 +103,10 @@ def backend_class(class_name: str) -> type:
     """Import and return a backend class (``KeyError``/``ImportError`` when unavailable)."""
     spec = BACKENDS[class_name]
     module = importlib.import_module(spec.module)
-    return getattr(module, spec.class_name)
+    cls = getattr(module, spec.class_name)
+    if not isinstance(cls, type):
+        raise ImportError(f"{spec.module}.{spec.class_name} is not a class")
+    return cls
 
 
 class BackendSet:

@@ -273,23 +273,24 @@ def _literal(node: ast.expr, where: str) -> Any:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         operand = node.operand
         if isinstance(operand, ast.Constant) and type(operand.value) in (int, float):
-            value = operand.value
-            if isinstance(value, int):
-                _check_int(value, where)
-            return -value if isinstance(node.op, ast.USub) else value
+            number = operand.value
+            assert isinstance(number, int | float)
+            if isinstance(number, int):
+                _check_int(number, where)
+            return -number if isinstance(node.op, ast.USub) else number
     if isinstance(node, ast.List):
         return [_literal(e, where) for e in node.elts]
     if isinstance(node, ast.Tuple):
         return tuple(_literal(e, where) for e in node.elts)
     if isinstance(node, ast.Dict):
         out: dict[Any, Any] = {}
-        for key, value in zip(node.keys, node.values):
+        for key, item in zip(node.keys, node.values):
             if key is None:
                 raise CallParseError(f"{where}: ** unpacking inside a dict is not allowed")
             k = _literal(key, where)
             if not isinstance(k, str | int | float | bool) and k is not None:
                 raise CallParseError(f"{where}: dict keys must be strings or numbers")
-            out[k] = _literal(value, where)
+            out[k] = _literal(item, where)
         return out
     kind = _describe(node)
     raise CallParseError(

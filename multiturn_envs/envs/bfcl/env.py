@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from multiturn_envs.core import StepOutcome, TextEnv
+from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.bfcl import single_turn
 from multiturn_envs.envs.bfcl.ast_checker import check_single_turn
 from multiturn_envs.envs.bfcl.calls import CallParseError, decode
@@ -70,7 +70,7 @@ class BFCLEnv(TextEnv):
     ``source`` (``"auto"``, ``"bfcl-eval"``, ``"bundled"`` or a data directory), ``task_ids``
     (restrict to these ids), ``docs_in_observation`` (repeat the function docs in the first
     observation), ``max_steps_per_turn`` (BFCL's limit, ``None`` for none), ``max_turns``,
-    ``budget_mode``.
+    ``budget_mode``, ``render_mode`` (``None`` or ``"ansi"``).
 
     ## Turn Budget
     One turn = one agent reply (calls or a turn-ending message). User turns are not budget turns:
@@ -97,7 +97,7 @@ class BFCLEnv(TextEnv):
         docs_in_observation: bool = True,
         max_steps_per_turn: int | None = BFCL_STEP_LIMIT,
         max_turns: int | None = 20,
-        budget_mode: str = "hidden",
+        budget_mode: BudgetMode = "hidden",
         render_mode: str | None = None,
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
@@ -153,6 +153,7 @@ class BFCLEnv(TextEnv):
         if self._episode is not None:
             functions = self._episode.available_docs()
         else:
+            assert isinstance(self._entry, SingleTurnEntry)
             functions = self._entry.functions
         return (
             f"{_INSTRUCTIONS}\n\nHere is a list of functions in JSON format that you can "

@@ -275,7 +275,7 @@ class MultiTurnEpisode:
             }
         )
         candidates: list[Call] = []
-        order = rng.permutation(len(pool)) if pool else []
+        order: list[int] = rng.permutation(len(pool)).tolist() if pool else []
         for index in order:
             base = pool[int(index)]
             candidates.extend(_mutations(base, strings, rng))

@@ -154,6 +154,9 @@ class DeepCoderEnv(TextEnv):
       (failures shown may be any test) or ``"public"`` (only tests whose input appears in the
       statement, else the first two, are shown in detail; the others are only counted).
     * ``max_program_chars`` (100000), ``max_statement_chars`` (20000).
+    * ``reward``: ``"binary"`` (default) or ``"pass_rate"`` (see Rewards).
+    * ``max_error_tries`` (12): mutants of the reference tried by ``error_action`` before it
+      falls back to a program that answers nothing.
     * ``cache_size`` (256): results of recently run programs, per task; a program submitted
       twice is run once (this also makes nondeterministic programs score consistently).
     * ``verify_timeout_s`` (0.5): per-test limit while ``error_action`` verifies a mutant.

@@ -79,11 +79,11 @@ class InterCodeSQLEnv(TextEnv):
     ``success``: the submitted (or last) result scores 1.
 
     ## Arguments
-    ``max_turns`` (default 10, InterCode's), ``budget_mode``, ``tasks`` (``"bundled"``,
-    ``"intercode"``, ``"all"``, a task file, or a list of :class:`SQLTask`), ``scoring``,
-    ``end_on_success``, ``db_dir`` (extra SQLite databases), ``transpile`` (MySQL fallback),
-    ``max_rows_shown``, ``max_cell_chars``, ``vm_instructions`` and ``query_seconds`` (the
-    runaway-query budget), ``hardness`` (keep only these levels).
+    ``max_turns`` (default 10, InterCode's), ``budget_mode``, ``render_mode``, ``tasks``
+    (``"bundled"``, ``"intercode"``, ``"all"``, a task file, or a list of :class:`SQLTask`),
+    ``scoring``, ``end_on_success``, ``db_dir`` (extra SQLite databases), ``transpile``
+    (MySQL fallback), ``max_rows_shown``, ``max_cell_chars``, ``vm_instructions`` and
+    ``query_seconds`` (the runaway-query budget), ``hardness`` (keep only these levels).
 
     ## Turn Budget
     Owned by :class:`~multiturn_envs.core.TextEnv`: every reply is a turn, parse errors

@@ -12,19 +12,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-LIBRARY_BOOKS = {
+LIBRARY_BOOKS: dict[str, dict[str, Any]] = {
     "978-0441": {"title": "Dune", "author": "Frank Herbert", "copies": 2, "available": 2},
     "978-0553": {"title": "Foundation", "author": "Isaac Asimov", "copies": 3, "available": 1},
     "978-0345": {"title": "Hyperion", "author": "Dan Simmons", "copies": 1, "available": 1},
     "978-0765": {"title": "Mistborn", "author": "Brandon Sanderson", "copies": 2, "available": 2},
     "978-0316": {"title": "Leviathan Wakes", "author": "James Corey", "copies": 1, "available": 1},
 }
-MEMBERS = {
+MEMBERS: dict[str, dict[str, Any]] = {
     "M100": {"name": "Ada", "loans": [], "fines": 0.0},
     "M200": {"name": "Grace", "loans": ["978-0553"], "fines": 0.0},
     "M300": {"name": "Linus", "loans": [], "fines": 1.5},
 }
-ROOMS = {
+ROOMS: dict[str, dict[str, Any]] = {
     "kitchen": {"light_on": False, "brightness": 0, "temperature": 20.0},
     "bedroom": {"light_on": True, "brightness": 40, "temperature": 19.0},
     "office": {"light_on": False, "brightness": 0, "temperature": 21.0},
@@ -35,7 +35,9 @@ def _s(param_type: str, description: str, **extra: Any) -> dict[str, Any]:
     return {"type": param_type, "description": description, **extra}
 
 
-def _doc(prefix: str, name: str, what: str, props: dict[str, Any], required: list[str]) -> dict:
+def _doc(
+    prefix: str, name: str, what: str, props: dict[str, Any], required: list[str]
+) -> dict[str, Any]:
     return {
         "name": name,
         "description": f"{prefix} Tool description: {what}",
@@ -182,7 +184,7 @@ def _home_config() -> dict[str, Any]:
     return {"SmartHomeAPI": {"rooms": ROOMS, "energy_wh": 10}}
 
 
-def library_base(i: int) -> tuple[list, list, dict]:
+def library_base(i: int) -> tuple[list[Any], list[Any], dict[str, Any]]:
     isbns = list(LIBRARY_BOOKS)
     isbn = isbns[i % len(isbns)]
     book = LIBRARY_BOOKS[isbn]
@@ -207,7 +209,7 @@ def library_base(i: int) -> tuple[list, list, dict]:
     return question, gt, _library_config()
 
 
-def home_base(i: int) -> tuple[list, list, dict]:
+def home_base(i: int) -> tuple[list[Any], list[Any], dict[str, Any]]:
     room = list(ROOMS)[i % len(ROOMS)]
     brightness = 30 + 10 * (i % 6)
     celsius = 18.0 + (i % 5)
@@ -231,7 +233,7 @@ def home_base(i: int) -> tuple[list, list, dict]:
     return question, gt, _home_config()
 
 
-def mixed_base(i: int) -> tuple[list, list, dict]:
+def mixed_base(i: int) -> tuple[list[Any], list[Any], dict[str, Any]]:
     room = list(ROOMS)[i % len(ROOMS)]
     isbn = list(LIBRARY_BOOKS)[(i + 2) % len(LIBRARY_BOOKS)]
     title = LIBRARY_BOOKS[isbn]["title"]
@@ -252,7 +254,7 @@ def mixed_base(i: int) -> tuple[list, list, dict]:
     return question, gt, config
 
 
-def miss_func(i: int) -> tuple[list, list, dict, dict]:
+def miss_func(i: int) -> tuple[list[Any], list[Any], dict[str, Any], dict[str, Any]]:
     question, gt, config = library_base(i)
     # The lend turn is asked before checkout_book exists; BFCL's pattern: that turn's ground
     # truth is empty, the next (question-less) turn releases the function.
@@ -261,7 +263,7 @@ def miss_func(i: int) -> tuple[list, list, dict, dict]:
     return question, gt, config, {"2": ["checkout_book"]}
 
 
-def miss_param(i: int) -> tuple[list, list, dict]:
+def miss_param(i: int) -> tuple[list[Any], list[Any], dict[str, Any]]:
     question, gt, config = home_base(i)
     room = list(ROOMS)[i % len(ROOMS)]
     celsius = 18.0 + (i % 5)
@@ -275,8 +277,8 @@ def miss_param(i: int) -> tuple[list, list, dict]:
     return question, gt, config
 
 
-def multi_turn_entries() -> dict[str, list[tuple[dict, dict]]]:
-    out: dict[str, list[tuple[dict, dict]]] = {
+def multi_turn_entries() -> dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]]:
+    out: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {
         "multi_turn_base": [],
         "multi_turn_miss_func": [],
         "multi_turn_miss_param": [],
@@ -299,7 +301,14 @@ def multi_turn_entries() -> dict[str, list[tuple[dict, dict]]]:
     return out
 
 
-def _mt(category: str, n: int, question: list, gt: list, config: dict, classes: list) -> tuple:
+def _mt(
+    category: str,
+    n: int,
+    question: list[Any],
+    gt: list[Any],
+    config: dict[str, Any],
+    classes: list[str],
+) -> tuple[Any, ...]:
     entry_id = f"bundled_{category}_{n}"
     row = {
         "id": entry_id,
@@ -373,10 +382,12 @@ TRANSLATE = _fn(
 CITIES = ["Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Perth"]
 
 
-def single_turn_entries() -> dict[str, list[tuple[dict, dict | None]]]:
-    out: dict[str, list[tuple[dict, dict | None]]] = {}
+def single_turn_entries() -> dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]]:
+    out: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
 
-    def add(category: str, n: int, text: str, functions: list, answer: list | None) -> None:
+    def add(
+        category: str, n: int, text: str, functions: list[Any], answer: list[Any] | None
+    ) -> None:
         entry_id = f"bundled_{category}_{n}"
         row = {"id": entry_id, "question": [_user(text)], "function": functions}
         out.setdefault(category, []).append(
@@ -447,15 +458,15 @@ def single_turn_entries() -> dict[str, list[tuple[dict, dict | None]]]:
             ],
         )
     for n in range(8):
-        a, b = CITIES[n % 6], CITIES[(n + 1) % 6]
+        city_a, city_b = CITIES[n % 6], CITIES[(n + 1) % 6]
         add(
             "parallel",
             n,
-            f"What's the weather in {a} and in {b}?",
+            f"What's the weather in {city_a} and in {city_b}?",
             [WEATHER],
             [
-                {"get_weather": {"city": [a], "unit": ["", "celsius"]}},
-                {"get_weather": {"city": [b], "unit": ["", "celsius"]}},
+                {"get_weather": {"city": [city_a], "unit": ["", "celsius"]}},
+                {"get_weather": {"city": [city_b], "unit": ["", "celsius"]}},
             ],
         )
     for n in range(6):
@@ -481,7 +492,10 @@ def write(target: Path) -> None:
     (target / "multi_turn_func_doc").mkdir(parents=True, exist_ok=True)
     _write_lines(target / "multi_turn_func_doc" / "library_api.json", LIBRARY_DOCS)
     _write_lines(target / "multi_turn_func_doc" / "smart_home_api.json", HOME_DOCS)
-    groups = {**multi_turn_entries(), **single_turn_entries()}
+    groups: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {
+        **multi_turn_entries(),
+        **single_turn_entries(),
+    }
     for category, rows in groups.items():
         _write_lines(target / f"BFCL_v4_{category}.json", [r for r, _ in rows])
         answers = [a for _, a in rows if a is not None]
