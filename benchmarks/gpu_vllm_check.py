@@ -43,7 +43,7 @@ def main() -> None:
 
     import multiturn_envs  # noqa: F401 (registers MT/*)
     from multiturn_envs.harness import EvalConfig, run_eval
-    from multiturn_envs.policies.scoring import VLLMScorer
+    from multiturn_envs.policies import load_scoring_model
     from multiturn_envs.policies.vllm_backend import VLLMPolicy, import_vllm, sampling_params
 
     vllm = import_vllm()
@@ -118,8 +118,12 @@ def main() -> None:
         replies.append(reply)
         env.step(reply.text)
     del policy, llm
-    scorer = VLLMScorer.from_model(model, **engine)
-    scored = scorer.score(trajectory_sequences(replies))[0]
+    # the scorer through its spec, as `multiturn-envs nll --model vllm:...` builds it
+    spec = f"vllm:{model},dtype={args.dtype},max_model_len=4096"
+    spec += f",gpu_memory_utilization={args.gpu_memory_utilization},enforce_eager=true"
+    scoring = load_scoring_model(spec)
+    print(f"scoring model: {scoring.engine}/{scoring.dtype}")
+    scored = scoring.scorer.score(trajectory_sequences(replies))[0]
     delta = max(
         abs(a - b) for span, r in zip(scored, replies) for a, b in zip(span, r.logprobs or [])
     )

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "multiturn_envs"
 LAYERS: dict[str, int] = {
     "errors": 0,
     "version": 0,
+    "lazy": 0,
     "spaces": 1,
     "core": 1,
     "wrappers": 2,

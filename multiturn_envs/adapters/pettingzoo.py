@@ -43,7 +43,24 @@ def _make(env: str | gym.Env[str, str], env_kwargs: dict[str, Any]) -> gym.Env[s
     return env
 
 
-class TextParallelEnv(ParallelEnv[str, dict[str, str], str]):
+class _TextSpaces:
+    """Every agent of our adapters observes a text dict and answers with text."""
+
+    _obs_space: spaces.Space[Any]  # per instance: a space carries its own seedable RNG
+    _act_space: spaces.Space[Any]
+
+    def _init_spaces(self) -> None:
+        self._obs_space = _text_space()
+        self._act_space = UnicodeText()
+
+    def observation_space(self, agent: str) -> spaces.Space[Any]:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> spaces.Space[Any]:
+        return self._act_space
+
+
+class TextParallelEnv(_TextSpaces, ParallelEnv[str, dict[str, str], str]):
     """One agent playing an MT/* env, as a PettingZoo ``ParallelEnv``.
 
     Args:
@@ -60,14 +77,7 @@ class TextParallelEnv(ParallelEnv[str, dict[str, str], str]):
         self.env = _make(env, env_kwargs)
         self.possible_agents = [agent]
         self.agents: list[str] = []
-        self._obs_space = _text_space()
-        self._act_space = UnicodeText()
-
-    def observation_space(self, agent: str) -> spaces.Space[Any]:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space[Any]:
-        return self._act_space
+        self._init_spaces()
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
@@ -106,7 +116,7 @@ def aec_env(env: str | gym.Env[str, str], **kwargs: Any) -> AECEnv[str, dict[str
     return parallel_to_aec(TextParallelEnv(env, **kwargs))
 
 
-class HeadToHeadEnv(ParallelEnv[str, dict[str, str], str]):
+class HeadToHeadEnv(_TextSpaces, ParallelEnv[str, dict[str, str], str]):
     """Two agents act from the same state each turn; the oracle judges.
 
     Each turn both agents see the same observation and submit an action. Both are scored with
@@ -136,15 +146,8 @@ class HeadToHeadEnv(ParallelEnv[str, dict[str, str], str]):
         self.epsilon = float(epsilon)
         self.possible_agents = list(agents)
         self.agents: list[str] = []
-        self._obs_space = _text_space()
-        self._act_space = UnicodeText()
+        self._init_spaces()
         self._rng = np.random.default_rng()
-
-    def observation_space(self, agent: str) -> spaces.Space[Any]:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space[Any]:
-        return self._act_space
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None

@@ -6,6 +6,7 @@ docs/analyses.md defines every number they print.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from multiturn_envs.cli.common import add_ci_args, user_errors, write_json
@@ -37,6 +38,11 @@ def _identity(model: Any) -> dict[str, str]:
     return {"name": model.name, "engine": model.engine, "dtype": model.dtype}
 
 
+def _per_run(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each run's per-group summaries as JSON-ready dicts."""
+    return [{group: s.to_dict() for group, s in per.items()} for per in summaries]
+
+
 def run_nll(args: argparse.Namespace) -> int:
     """Mean action NLL of each record file's actions under one scoring model."""
     from multiturn_envs.harness import action_nll, format_nll, read_run, run_label, score_run
@@ -45,21 +51,11 @@ def run_nll(args: argparse.Namespace) -> int:
     with user_errors():
         runs = [read_run(f) for f in args.files]
         model = load_scoring_model(args.model, args.system_prompt)
+        ci = (args.bootstrap, args.alpha, args.seed)
         summaries = [
-            action_nll(
-                score_run(model, run),
-                run_label(run),
-                model.name,
-                args.bootstrap,
-                args.alpha,
-                args.seed,
-            )
-            for run in runs
+            action_nll(score_run(model, run), run_label(run), model.name, *ci) for run in runs
         ]
-    payload = {
-        "model": _identity(model),
-        "runs": [{g: s.to_dict() for g, s in per.items()} for per in summaries],
-    }
+    payload = {"model": _identity(model), "runs": _per_run(summaries)}
     text = format_nll(summaries, model, args.alpha, args.bootstrap)
     print(text + write_json(args.out, payload))
     return 0
@@ -78,22 +74,11 @@ def run_llr(args: argparse.Namespace) -> int:
             if args.model_b == args.model_a
             else load_scoring_model(args.model_b, args.system_prompt)
         )
+        ci = (args.bootstrap, args.alpha, args.seed)
         summaries = [
-            trajectory_llr(
-                llr_pairs(a, b, run),
-                run_label(run),
-                a.name,
-                b.name,
-                args.bootstrap,
-                args.alpha,
-                args.seed,
-            )
+            trajectory_llr(llr_pairs(a, b, run), run_label(run), a.name, b.name, *ci)
             for run in runs
         ]
-    payload = {
-        "model_a": _identity(a),
-        "model_b": _identity(b),
-        "runs": [{g: s.to_dict() for g, s in per.items()} for per in summaries],
-    }
+    payload = {"model_a": _identity(a), "model_b": _identity(b), "runs": _per_run(summaries)}
     print(format_llr(summaries, a, b, args.alpha, args.bootstrap) + write_json(args.out, payload))
     return 0

@@ -12,8 +12,9 @@ an episode from a record), :mod:`.runner` / :mod:`.executors` / :mod:`.rollout` 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from multiturn_envs.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from multiturn_envs.harness.bootstrap import (
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     )
     from multiturn_envs.harness.config import (
         EvalConfig as EvalConfig,
+    )
+    from multiturn_envs.harness.config import (
+        RunOptions as RunOptions,
     )
     from multiturn_envs.harness.config import (
         RunSummary as RunSummary,
@@ -226,6 +230,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "EvalConfig": "config",
     "RunSummary": "config",
+    "RunOptions": "config",
     "EpisodeSeeds": "config",
     "episode_seeds": "config",
     "run_eval": "rollout",
@@ -321,6 +326,7 @@ __all__ = [
     "RunConfig",
     "RunFile",
     "RunHeader",
+    "RunOptions",
     "RunSummary",
     "ScoredTrajectory",
     "StateComparison",
@@ -366,14 +372,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -11,14 +11,15 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from multiturn_envs.core import BUDGET_MODES
-from multiturn_envs.harness.records import SCHEMA_VERSION, RecordKey
+from multiturn_envs.harness.records import SCHEMA_VERSION, RecordKey, RecordWriter, make_header
 
 __all__ = [
     "MAX_TURN_GRID",
@@ -31,6 +32,49 @@ __all__ = [
 
 MAX_TURN_GRID = 4096
 """The most budgets an announced-budget run may list (each gets its own episodes)."""
+MAX_IN_FLIGHT = 65_536
+"""The most env instances one runner holds (each is a live env: memory, maybe a container)."""
+MAX_WORKERS = 1024
+"""The most threads one runner steps its envs with."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run executes (not what it computes: records do not depend on these).
+
+    Attributes:
+        in_flight: env instances, i.e. the largest batch handed to the policy (per worker).
+        workers: threads stepping/resetting envs (1: inline; per worker).
+        resume: skip the trajectories the file already holds; refuse a file of another run.
+        overwrite: start the file afresh.
+        progress: show a progress bar (``None``: when stderr is a tty).
+        fsync_interval_s: see :class:`~multiturn_envs.harness.records.RecordWriter`.
+        make_env: builds one env instance (default ``gym.make(env_id, **env_kwargs)``).
+    """
+
+    in_flight: int = 64
+    workers: int = 1
+    resume: bool = True
+    overwrite: bool = False
+    progress: bool | None = None
+    fsync_interval_s: float = 1.0
+    make_env: Callable[[], gym.Env[str, str]] | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(f"in_flight must be in 1..{MAX_IN_FLIGHT}, got {self.in_flight}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ValueError(f"workers must be in 1..{MAX_WORKERS}, got {self.workers}")
+
+    def writer(self, out: str, config: EvalConfig) -> RecordWriter:
+        """The record writer of ``config``'s file ``out`` (header stamped now)."""
+        return RecordWriter(
+            out,
+            make_header(config.to_dict()),
+            resume=self.resume,
+            overwrite=self.overwrite,
+            fsync_interval_s=self.fsync_interval_s,
+        )
 
 
 @dataclass

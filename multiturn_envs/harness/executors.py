@@ -56,7 +56,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from multiturn_envs.harness.config import EvalConfig, RunSummary
+from multiturn_envs.harness.config import EvalConfig, RunOptions, RunSummary
 from multiturn_envs.harness.progress import Progress
 from multiturn_envs.harness.records import (
     RecordKey,
@@ -65,7 +65,7 @@ from multiturn_envs.harness.records import (
     TrajectoryRecord,
     record_key,
 )
-from multiturn_envs.harness.runner import EnvFactory, run_header, run_local
+from multiturn_envs.harness.runner import EnvFactory, run_local
 from multiturn_envs.policies.base import AsyncPolicy, Policy, PolicyCaller, Reply, TurnRequest
 
 __all__ = [
@@ -88,18 +88,7 @@ class Executor(Protocol):
     """Runs the pending episodes of a config and writes their records to ``out``."""
 
     def run(
-        self,
-        config: EvalConfig,
-        policy: Policy | AsyncPolicy,
-        out: str,
-        *,
-        in_flight: int,
-        workers: int,
-        resume: bool,
-        overwrite: bool,
-        progress: bool | None,
-        fsync_interval_s: float,
-        make_env: EnvFactory | None,
+        self, config: EvalConfig, policy: Policy | AsyncPolicy, out: str, options: RunOptions
     ) -> RunSummary: ...
 
 
@@ -107,35 +96,9 @@ class LocalExecutor:
     """This process (the default): the local runner writing ``out``."""
 
     def run(
-        self,
-        config: EvalConfig,
-        policy: Policy | AsyncPolicy,
-        out: str,
-        *,
-        in_flight: int = 64,
-        workers: int = 1,
-        resume: bool = True,
-        overwrite: bool = False,
-        progress: bool | None = None,
-        fsync_interval_s: float = 1.0,
-        make_env: EnvFactory | None = None,
+        self, config: EvalConfig, policy: Policy | AsyncPolicy, out: str, options: RunOptions
     ) -> RunSummary:
-        writer = RecordWriter(
-            out,
-            run_header(config),
-            resume=resume,
-            overwrite=overwrite,
-            fsync_interval_s=fsync_interval_s,
-        )
-        return run_local(
-            config,
-            policy,
-            writer,
-            in_flight=in_flight,
-            workers=workers,
-            progress=sys.stderr.isatty() if progress is None else progress,
-            make_env=make_env,
-        )
+        return run_local(config, policy, options.writer(out, config), options)
 
 
 def resolve_executor(executor: Executor | str | None) -> Executor:
@@ -287,15 +250,13 @@ class RolloutWorker:
 
         def target() -> None:
             try:
-                s = run_local(
-                    shard,
-                    self.policy,
-                    sink,
+                options = RunOptions(
                     in_flight=self.in_flight,
                     workers=self.threads,
                     progress=False,
                     make_env=self.make_env,
                 )
+                s = run_local(shard, self.policy, sink, options)
                 items.put(("summary", {"policy_calls": s.policy_calls, "steps": s.steps}))
             except BaseException as exc:  # handed to the generator, which re-raises it
                 items.put(("error", exc))
@@ -383,32 +344,22 @@ class RayExecutor:
             raise ValueError("policy_actors and shards_per_worker must be >= 1, max_retries >= 0")
 
     def run(
-        self,
-        config: EvalConfig,
-        policy: Policy | AsyncPolicy,
-        out: str,
-        *,
-        in_flight: int = 64,
-        workers: int = 1,
-        resume: bool = True,
-        overwrite: bool = False,
-        progress: bool | None = None,
-        fsync_interval_s: float = 1.0,
-        make_env: EnvFactory | None = None,
+        self, config: EvalConfig, policy: Policy | AsyncPolicy, out: str, options: RunOptions
     ) -> ClusterRunSummary:
         """Like ``run_eval``, with ``in_flight`` and ``workers`` per rollout actor."""
         t_start = time.perf_counter()
-        writer = RecordWriter(
-            out,
-            run_header(config),
-            resume=resume,
-            overwrite=overwrite,
-            fsync_interval_s=fsync_interval_s,
-        )
+        writer = options.writer(out, config)
         writer.open()  # a file of another run fails here, before any cluster work
         try:
             return self._run(
-                config, policy, writer, in_flight, workers, progress, make_env, t_start
+                config,
+                policy,
+                writer,
+                options.in_flight,
+                options.workers,
+                options.progress,
+                options.make_env,
+                t_start,
             )
         finally:
             writer.close()

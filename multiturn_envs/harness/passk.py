@@ -42,6 +42,10 @@ def _exact_int(name: str, value: Any) -> int:
     return int(value)
 
 
+MAX_DEFAULT_T = 512
+"""Budgets above this get the exact breakpoints as their default T grid, not ``1..t_max``."""
+
+
 def json_ready(array: np.ndarray) -> Any:
     """``array.tolist()`` with every float ``NaN`` as ``None`` (JSON has no NaN)."""
 
@@ -260,7 +264,9 @@ def pass_surface_from_first_success(
             lists whose ids become ``"0"``, ``"1"``, ...).
         t_max: the budget the rollouts ran with; success turns must lie in ``1..t_max``.
         ks: the sampling widths (default ``1..min n``).
-        ts: the budgets (default ``1..t_max``); each ``<= t_max``.
+        ts: the budgets (default ``1..t_max``; past :data:`MAX_DEFAULT_T` budgets, the exact
+            breakpoints instead: ``1..MAX_DEFAULT_T``, every observed success turn and
+            ``t_max``, since the surface changes only at success turns); each ``<= t_max``.
         small_n: what to do with a task whose ``n < K``: ``"error"`` (default) or ``"exclude"``.
 
     Valid only under the truncation-consistency conditions of ``docs/metrics.md`` (hidden
@@ -279,6 +285,9 @@ def pass_surface_from_first_success(
         empty = next(task for task, turns in turns_per_task if turns.size == 0)
         raise ValueError(f"task {empty!r} has no rollouts")
     k_grid = _grid("K", ks, int(ns.min()), int(ns.max()))
+    if ts is None and t_max > MAX_DEFAULT_T:  # a column per turn of a huge budget: no
+        seen = {int(t) for _, turns in turns_per_task for t in turns.tolist() if t <= t_max}
+        ts = sorted({*range(1, MAX_DEFAULT_T + 1), *seen, t_max})
     t_grid = _grid("T", ts, t_max, t_max)
     per_task = np.empty((len(items), k_grid.size, t_grid.size))
     tables: dict[int, np.ndarray] = {}

@@ -8,7 +8,7 @@ What a run is (config, episodes, seeds) lives in :mod:`.config`.
 
 from __future__ import annotations
 
-from multiturn_envs.harness.config import EvalConfig, RunSummary, episode_seeds
+from multiturn_envs.harness.config import EvalConfig, RunOptions, RunSummary, episode_seeds
 from multiturn_envs.harness.executors import Executor, resolve_executor
 from multiturn_envs.harness.runner import EnvFactory
 from multiturn_envs.policies.base import AsyncPolicy, Policy
@@ -36,30 +36,15 @@ def run_eval(
         config: what to run (written as the file's header).
         policy: a sync :class:`Policy` or an :class:`AsyncPolicy`.
         out: the JSONL record file (created, or resumed when it exists and ``resume``).
-        in_flight: env instances, i.e. the largest batch handed to the policy.
-        workers: threads stepping/resetting envs (1: inline).
-        resume: skip the trajectories ``out`` already holds; refuse a file of another run.
-        overwrite: start ``out`` afresh.
-        progress: show a progress bar (default: when stderr is a tty).
-        fsync_interval_s: see :class:`~multiturn_envs.harness.records.RecordWriter`.
-        make_env: builds one env instance (default ``gym.make(env_id, **env_kwargs)``).
+        in_flight, workers, resume, overwrite, progress, fsync_interval_s, make_env: how it
+            runs (:class:`~multiturn_envs.harness.config.RunOptions` says what each means).
         executor: ``None``/``"local"`` (this process), ``"ray"`` or an executor object such as
             :class:`~multiturn_envs.harness.executors.RayExecutor` (docs/scale-out.md), which
             shards the episodes over workers; ``in_flight`` and ``workers`` are then per worker.
     """
-    if in_flight < 1 or workers < 1:
-        raise ValueError("in_flight and workers must be >= 1")
+    options = RunOptions(
+        in_flight, workers, resume, overwrite, progress, fsync_interval_s, make_env
+    )
     if not isinstance(policy, Policy | AsyncPolicy):
         raise TypeError(f"{policy!r} is not a Policy or AsyncPolicy (see policies/base.py)")
-    return resolve_executor(executor).run(
-        config,
-        policy,
-        out,
-        in_flight=in_flight,
-        workers=workers,
-        resume=resume,
-        overwrite=overwrite,
-        progress=progress,
-        fsync_interval_s=fsync_interval_s,
-        make_env=make_env,
-    )
+    return resolve_executor(executor).run(config, policy, out, options)

@@ -39,16 +39,14 @@ from typing import Any
 import gymnasium as gym
 
 from multiturn_envs.core import TextEnv
-from multiturn_envs.harness.config import EpisodeSeeds, EvalConfig, RunSummary
+from multiturn_envs.harness.config import EpisodeSeeds, EvalConfig, RunOptions, RunSummary
 from multiturn_envs.harness.progress import Progress
 from multiturn_envs.harness.records import (
     SCHEMA_VERSION,
     ErrorInjectionInfo,
     RecordKey,
     RecordWriter,
-    RunHeader,
     TrajectoryRecord,
-    make_header,
 )
 from multiturn_envs.harness.replay import budget_stack
 from multiturn_envs.policies.base import (
@@ -62,14 +60,9 @@ from multiturn_envs.policies.base import (
 from multiturn_envs.policies.prompting import reply_tokens
 from multiturn_envs.wrappers import text_env_of
 
-__all__ = ["EnvFactory", "run_header", "run_local"]
+__all__ = ["EnvFactory", "run_local"]
 
 EnvFactory = Callable[[], gym.Env[str, str]]
-
-
-def run_header(config: EvalConfig) -> RunHeader:
-    """The header line of ``config``'s record file (stamped now, with this package's version)."""
-    return make_header(config.to_dict())
 
 
 class _Schedule:
@@ -416,11 +409,7 @@ def run_local(
     config: EvalConfig,
     policy: Policy | AsyncPolicy,
     writer: RecordWriter,
-    *,
-    in_flight: int = 64,
-    workers: int = 1,
-    progress: bool = False,
-    make_env: EnvFactory | None = None,
+    options: RunOptions,
 ) -> RunSummary:
     """Run, in this process, every episode of ``config`` whose key ``writer`` does not hold.
 
@@ -429,16 +418,16 @@ def run_local(
     streams to the driver). :func:`~multiturn_envs.harness.rollout.run_eval` is the public
     entry point; this is what its local executor and every Ray worker run.
     """
-    if in_flight < 1 or workers < 1:
-        raise ValueError("in_flight and workers must be >= 1")
     t_start = time.perf_counter()
     writer.open()
     run: _LocalRun | None = None
     bar: Progress | None = None
+    show = sys.stderr.isatty() if options.progress is None else options.progress
     try:
-        bar_total = config.total()
-        run = _LocalRun(config, policy, writer, make_env, in_flight, workers, None)
-        bar = Progress(bar_total, run.skipped, progress)
+        run = _LocalRun(
+            config, policy, writer, options.make_env, options.in_flight, options.workers, None
+        )
+        bar = Progress(config.total(), run.skipped, show)
         run.progress = bar
         run.run()
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -29,14 +30,25 @@ def test_flushing_on_every_write_keeps_every_record_and_no_thread(tmp_path: Path
 
 
 def test_a_failed_background_flush_is_raised_not_swallowed(tmp_path: Path) -> None:
-    writer = RecordWriter(tmp_path / "r.jsonl", make_header({"what": "eio"}), fsync_interval_s=0.0)
-    writer.open()
-    writer.write(trajectory(0))
-    assert writer._syncer is not None
-    writer._syncer.join()
-    writer._sync_error = OSError(5, "Input/output error")  # what a dying disk reports
-    with pytest.raises(OSError, match="Input/output"):
-        writer.write(trajectory(1))
-    writer.close()
-    assert writer._fd is None  # closed all the same
-    assert os.path.getsize(tmp_path / "r.jsonl") > 0
+    # A FIFO is a real file whose fsync fails (EINVAL), as a dying disk's does (EIO): the
+    # background flush fails for real, and the next write must say so.
+    path = tmp_path / "r.jsonl"
+    os.mkfifo(path)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # lets the writer open the FIFO
+    try:
+        writer = RecordWriter(path, make_header({"what": "eio"}), fsync_interval_s=0.0)
+        writer.open()
+        writer.write(trajectory(0))  # starts a background flush, which fails
+        deadline = time.monotonic() + 10
+        with pytest.raises(OSError, match="Invalid argument"):
+            while time.monotonic() < deadline:  # the failure surfaces at a following write
+                writer.write(trajectory(1))
+                time.sleep(0.01)
+        with pytest.raises(OSError, match="Invalid argument"):
+            writer.close()  # the flush at close fails too, and says so
+        written = os.read(reader, 1 << 16)
+        assert written.startswith(dumps_line(writer.header))  # what was written got through
+        assert b'"sample":0' in written
+        writer.close()  # the descriptor was released by the failed close: nothing left to do
+    finally:
+        os.close(reader)

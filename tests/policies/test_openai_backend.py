@@ -144,6 +144,23 @@ def test_completions_mode_is_token_exact_and_echo_scoring_matches(
         assert hf == pytest.approx(reply.logprobs, abs=1e-4)
 
 
+def test_openai_specs_build_the_policy_and_the_scorer(vllm_server: str, tiny_dir: Path) -> None:
+    """``--policy openai:...`` and ``--model openai:...`` reach the same server and agree."""
+    from multiturn_envs.policies import load_llm_policy, load_scoring_model
+
+    pol = load_llm_policy(
+        f"openai:{vllm_server},model=tiny,mode=completions,tokenizer={tiny_dir},max_tokens=6,"
+        "max_concurrency=2,name=served"
+    )
+    assert isinstance(pol, AsyncPolicy) and pol.name == "served"
+    (reply,) = pol.act([request(START, seed=5)])
+    assert reply.token_ids and len(reply.logprobs or []) == len(reply.token_ids)
+    scoring = load_scoring_model(f"openai:{vllm_server},model=tiny,tokenizer={tiny_dir},dtype=f32")
+    assert (scoring.engine, scoring.dtype) == (f"openai-completions@{vllm_server}", "f32")
+    (scored,) = scoring.scorer.score(trajectory_sequences([reply]))
+    assert scored[0] == pytest.approx(reply.logprobs, abs=1e-4)
+
+
 def test_n_samples_one_request_or_many_give_the_same_children(vllm_server: str) -> None:
     native = OpenAIPolicy(vllm_server, "tiny", Sampling(max_tokens=8))
     split = OpenAIPolicy(vllm_server, "tiny", Sampling(max_tokens=8), native_n=False)

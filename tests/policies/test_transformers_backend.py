@@ -109,9 +109,15 @@ def test_multi_turn_episode_on_a_real_env(tiny_lm: tuple[Any, Any]) -> None:
         req = TurnRequest(messages=env.messages(), env=env, seed=len(replies), episode_id="g")
         (reply,) = pol.act([req])
         replies.append(reply)
-        _, _, term, trunc, info = env.step(reply.text)
+        obs, _, term, trunc, info = env.step(reply.text)
         done = term or trunc
-    assert len(replies) == 3 and info["parse_error"] in (True, False)
+        parts = reply.text.strip().split()
+        legal = len(parts) == 2 and parts[0] == "guess" and parts[1].isdigit()
+        legal = legal and int(parts[1]) <= 15
+        assert info["parse_error"] is (not legal)  # the env read exactly what the model wrote
+        assert ("I need 'guess N'" in obs) is (not legal)
+        assert env.messages()[-2] == {"role": "assistant", "content": reply.text}
+    assert len(replies) == 3 and trunc and not term  # a random tiny model does not win
     assert [r.meta["prompt_continued"] for r in replies] == [False, True, True]
     (seq,) = trajectory_sequences(replies)
     assert env.system_prompt() == "" and "Guess my number" in pol.prompter.tokenizer.decode(
