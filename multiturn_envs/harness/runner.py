@@ -337,14 +337,6 @@ class _LocalRun:
             },
         }
 
-    def _map(self, fn: Callable[[Any], None], items: list[Any]) -> None:
-        """``fn`` over ``items``, on the thread pool when there is one and more than one item."""
-        if self.pool is not None and len(items) > 1:
-            list(self.pool.map(fn, items))
-        else:
-            for item in items:
-                fn(item)
-
     def _tick(self, live: list[_Slot]) -> list[_Slot]:
         """One batched policy call for every live episode, each env stepped; the unfinished."""
         episodes = [slot.episode for slot in live if slot.episode is not None]
@@ -354,7 +346,12 @@ class _LocalRun:
         policy_s = round(time.perf_counter() - t0, 6)  # once per tick, not per episode
         self.calls += 1
         turns = [_Turn.of(r) for r in replies]
-        self._map(lambda et: self._step(et[0], et[1], policy_s), list(zip(episodes, turns)))
+        if self.pool is not None and len(episodes) > 1:
+            list(self.pool.map(self._step, episodes, turns, [policy_s] * len(episodes)))
+        else:  # the hot path of pure-Python envs: no thread hop, no per-step closure
+            step = self._step
+            for episode, turn in zip(episodes, turns):
+                step(episode, turn, policy_s)
         self.steps += len(episodes)
         still: list[_Slot] = []
         finished = 0
@@ -386,7 +383,11 @@ class _LocalRun:
                 slot.last_task = key[0]
                 starts.append((slot, key))
             idle = idle[len(starts) :]
-            self._map(lambda sk: self._start(*sk), starts)
+            if self.pool is not None and len(starts) > 1:
+                list(self.pool.map(self._start, *zip(*starts)))
+            else:
+                for slot, key in starts:
+                    self._start(slot, key)
             live.extend(slot for slot, _ in starts)
             if not live:
                 break
