@@ -240,8 +240,12 @@ class EnvSession:
         except p.ProtocolError as exc:
             kind = "tool_not_found" if name not in TOOLS else "invalid_args"
             return p.tool_payload(name, None, (kind, exc.message), self.base.done)
-        except (EpisodeOver, ResetNeeded) as exc:
-            return p.tool_payload(name, None, ("execution_error", str(exc)), self.base.done)
+        except EpisodeOver as exc:
+            error = ("execution_error", f"{p.EPISODE_OVER}: {exc}")
+            return p.tool_payload(name, None, error, self.base.done)
+        except ResetNeeded as exc:
+            error = ("execution_error", f"{p.RESET_NEEDED}: {exc}")
+            return p.tool_payload(name, None, error, self.base.done)
         except ValueError as exc:  # e.g. a prefix action that would end the episode
             return p.tool_payload(name, None, ("execution_error", str(exc)), self.base.done)
         except Exception as exc:
@@ -305,7 +309,13 @@ class EnvSession:
 
     def _tool_play_prefix(self, arguments: dict[str, Any]) -> dict[str, Any]:
         outcome = self._live().play_prefix(arguments["action"])
-        return {**self._tool_current({}), "success": bool(outcome.success)}
+        return {
+            **self._tool_current({}),
+            "success": bool(outcome.success),
+            "reward": float(outcome.reward),
+            "step_score": float(outcome.step_score),
+            "parse_error": outcome.parse_error,
+        }
 
     def _tool_current(self, arguments: dict[str, Any]) -> dict[str, Any]:
         text, _ = p.cut(self.base.current_observation(), self.limits.max_observation_chars)
