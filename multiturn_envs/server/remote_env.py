@@ -72,13 +72,14 @@ class _Connection:
 
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self.timeout_s = timeout_s
+        # entered as a context manager: websockets 17 deprecates the bare connection
         self.ws = connect(
             ws_url(base_url),
             additional_headers=headers,
             max_size=MAX_MESSAGE_BYTES,
             open_timeout=min(timeout_s, 30.0),
             compression=None,
-        )
+        ).__enter__()
         self.closed = False
 
     def request(self, frame: dict[str, Any]) -> dict[str, Any]:
