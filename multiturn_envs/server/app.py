@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -39,7 +40,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from multiturn_envs.server import protocol as p
 from multiturn_envs.server.manager import Session, SessionManager
-from multiturn_envs.server.session import tool_specs
+from multiturn_envs.server.session import EnvSession, tool_specs
 
 OPEN_PATHS = frozenset({"/health"})
 """Paths answered without the token (liveness probes)."""
@@ -293,12 +294,12 @@ def create_app(
                 if kind == "reset":
                     if not isinstance(data, dict):
                         raise p.ProtocolError(p.VALIDATION_ERROR, "reset data must be an object")
-                    payload = await manager.run(session, lambda env, d=data: env.reset(d))
+                    payload = await manager.run(session, partial(EnvSession.reset, data=data))
                     reply: dict[str, Any] = {"type": "observation", "data": payload}
                 elif kind == "step":
                     if "data" not in frame:
                         raise p.ProtocolError(p.VALIDATION_ERROR, "a step message needs data")
-                    payload = await manager.run(session, lambda env, d=data: env.step(d))
+                    payload = await manager.run(session, partial(EnvSession.step, data=data))
                     reply = {"type": "observation", "data": payload}
                 elif kind == "state":
                     reply = {"type": "state", "data": await manager.run(session, _state)}

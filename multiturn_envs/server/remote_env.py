@@ -144,7 +144,7 @@ class RemoteTextEnv(TextEnv):
         self.env_id: str = str(description.get("env_id"))
         spec = description.get("spec")
         self.spec = EnvSpec.from_json(spec) if spec else None
-        self._info: dict[str, Any] = {}
+        self._last_info: dict[str, Any] = {}
         self._task_ids: list[str] | None = None
         self._system_prompt: str | None = None
         self._valid: tuple[bool, list[str] | None] = (False, None)
@@ -227,7 +227,7 @@ class RemoteTextEnv(TextEnv):
         return self._draw("error_action", rng)
 
     def state_key(self) -> str:
-        return str(self._info.get("state_key", ""))
+        return str(self._last_info.get("state_key", ""))
 
     def play_prefix(self, action: str) -> StepOutcome:
         result = self._conn.tool("play_prefix", action=action)
@@ -237,7 +237,7 @@ class RemoteTextEnv(TextEnv):
         self._history.append({"role": "assistant", "content": action})
         self._history.append({"role": "user", "content": observation})
         self._last_observation = observation
-        self._info = dict(result.get("info") or {})
+        self._last_info = dict(result.get("info") or {})
         self._valid = (False, None)
         return StepOutcome(
             observation=observation,
@@ -249,7 +249,7 @@ class RemoteTextEnv(TextEnv):
         )
 
     def current_info(self) -> dict[str, Any]:
-        return dict(self._info)
+        return dict(self._last_info)
 
     def get_state(self) -> dict[str, Any]:
         """A snapshot *id* on the server (valid in this session), with the local counters."""
@@ -258,7 +258,7 @@ class RemoteTextEnv(TextEnv):
 
     def set_state(self, state: dict[str, Any]) -> None:
         current = self._conn.tool("restore", snapshot_id=state["snapshot_id"])
-        self._info = dict(current.get("info") or {})
+        self._last_info = dict(current.get("info") or {})
         self._turn = state["turn"]
         self._prefix_turns = state["prefix_turns"]
         self._needs_reset = state["needs_reset"]
@@ -288,7 +288,7 @@ class RemoteTextEnv(TextEnv):
         if not isinstance(text, str):
             raise RemoteEnvError(p.SESSION_ERROR, "the reply has no observation text")
         info = dict(payload.get("metadata") or obs.get("metadata") or {})
-        self._info = info
+        self._last_info = info
         return text, info
 
 

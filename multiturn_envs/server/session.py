@@ -184,7 +184,7 @@ class EnvSession:
         except Exception as exc:  # the contract: a bad action is a turn, never an exception
             raise EnvCrashed(f"step raised {type(exc).__name__}: {exc}") from exc
         self.step_count += 1
-        return self._observation(observation, reward, terminated, truncated, info)
+        return self._observation(observation, float(reward), terminated, truncated, info)
 
     def state(self) -> dict[str, Any]:
         """OpenEnv's ``State`` (``episode_id``, ``step_count``) plus the episode's counters."""
