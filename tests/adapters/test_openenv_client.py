@@ -85,9 +85,9 @@ def docker_owned_by(pid: int) -> int:
 
     client = docker.from_env()
     try:
-        return len(
-            client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner_tag(pid)}"})
-        )
+        # sparse: no per-container inspect, which races with the pool removing containers
+        wanted = {"label": f"{OWNER_LABEL}={owner_tag(pid)}"}
+        return len(client.containers.list(all=True, sparse=True, filters=wanted))
     finally:
         client.close()
 
@@ -190,3 +190,50 @@ def test_a_bearer_token_is_sent_by_openenv_clients(tmp_path: Path) -> None:
             timeout=120,
         )
         assert done.returncode != 0 and "ConnectionError" in done.stderr
+
+
+def test_abandoned_deepcoder_sessions_release_their_containers() -> None:
+    """A silent client is reaped after the idle timeout, a vanished one at once: containers too."""
+    import time
+
+    from websockets.sync.client import connect
+
+    from multiturn_envs.server.remote_env import ws_url
+
+    env_kwargs = env_kwargs_for("MT/DeepCoder-v0")
+    probe = gym.make("MT/DeepCoder-v0", disable_env_checker=True, **env_kwargs)
+    task = str(probe.unwrapped.task_ids()[0])
+    probe.reset(seed=0, options={"task_id": task})
+    solution = probe.unwrapped.expert_action()
+    probe.close()
+    server = ServerProcess("MT/DeepCoder-v0", env_kwargs, args=["--idle-timeout", "3"])
+
+    def wait_for(pid: int, count: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while docker_owned_by(pid) != count:
+            assert time.monotonic() < deadline, f"containers of {pid} never reached {count}"
+            time.sleep(0.5)
+
+    def open_and_step(url: str) -> Any:
+        ws = connect(ws_url(url), max_size=None).__enter__()
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 0, "task_id": task}}))
+        assert json.loads(ws.recv(timeout=120))["type"] == "observation"
+        ws.send(json.dumps({"type": "step", "data": {"text": solution}}))
+        reply = json.loads(ws.recv(timeout=120))
+        assert reply["type"] == "observation" and reply["data"]["metadata"]["success"]
+        return ws
+
+    with server as url:
+        assert server.proc is not None
+        pid = server.proc.pid
+        silent = open_and_step(url)  # keeps its socket open and says nothing
+        assert docker_owned_by(pid) > 0
+        wait_for(pid, 0)  # reaped after 3 s idle, its env closed
+        with pytest.raises(Exception, match=r"1001|idle"):
+            silent.send(json.dumps({"type": "state"}))
+            silent.recv(timeout=10)
+        vanished = open_and_step(url)
+        assert docker_owned_by(pid) > 0
+        vanished.socket.close()  # no close frame: the process died, say
+        wait_for(pid, 0, timeout=2.5)  # at once, well before the idle timeout
+        open_and_step(url).close()  # and the server still serves
