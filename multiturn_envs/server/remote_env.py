@@ -83,8 +83,20 @@ class _Connection:
         self.closed = False
 
     def request(self, frame: dict[str, Any]) -> dict[str, Any]:
-        self.ws.send(p.dumps(frame))
-        reply = json.loads(self.ws.recv(timeout=self.timeout_s))
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            self.ws.send(p.dumps(frame))
+            reply = json.loads(self.ws.recv(timeout=self.timeout_s))
+        except ConnectionClosed as exc:
+            reason = exc.rcvd.reason if exc.rcvd is not None else "no close frame"
+            raise RemoteEnvError(
+                p.SESSION_ERROR, f"the server closed the session ({reason or exc})"
+            ) from None
+        except TimeoutError:
+            raise RemoteEnvError(
+                p.TIMEOUT, f"no answer from the server within {self.timeout_s:g} s"
+            ) from None
         if reply.get("type") == "error":
             data = reply.get("data") or {}
             code, message = str(data.get("code")), str(data.get("message"))
@@ -300,7 +312,11 @@ class RemoteTextEnvOwnRandom(RemoteTextEnv):
 
 
 def open_remote_env(
-    base_url: str, *, token: str | None = None, timeout_s: float = 300.0
+    base_url: str,
+    *,
+    token: str | None = None,
+    timeout_s: float = 300.0,
+    expect_env_id: str | None = None,
 ) -> RemoteTextEnv:
     """Open a session on a ``multiturn-envs serve`` server (one env instance there).
 
@@ -309,10 +325,15 @@ def open_remote_env(
         token: the server's bearer token, if it requires one.
         timeout_s: how long to wait for one answer (keep it above the server's request
             timeout, so the server's ``TIMEOUT`` error arrives first).
+        expect_env_id: refuse a server that serves another env (``ValueError``): a run's
+            records name its config's env id.
     """
     connection = _Connection(base_url, token, timeout_s)
     try:
         description = connection.tool("describe")
+        served = description.get("env_id")
+        if expect_env_id is not None and served != expect_env_id:
+            raise ValueError(f"{base_url} serves {served!r}, not {expect_env_id!r}")
         cls = (
             RemoteTextEnvOwnRandom if description.get("overrides_random_action") else RemoteTextEnv
         )
@@ -323,11 +344,21 @@ def open_remote_env(
 
 
 def remote_env_factory(
-    base_url: str, *, token: str | None = None, timeout_s: float = 300.0
+    base_url: str,
+    *,
+    token: str | None = None,
+    timeout_s: float = 300.0,
+    expect_env_id: str | None = None,
 ) -> Callable[[], RemoteTextEnv]:
-    """A zero-argument env factory for ``run_eval(..., make_env=...)``: one session per call."""
+    """A zero-argument env factory for ``run_eval(..., make_env=...)``: one session per call.
+
+    ``eval --env-url URL`` is ``run_eval(config, policy, out, make_env=remote_env_factory(URL,
+    token=$MTE_SERVE_TOKEN, expect_env_id=config.env_id))``.
+    """
 
     def make() -> RemoteTextEnv:
-        return open_remote_env(base_url, token=token, timeout_s=timeout_s)
+        return open_remote_env(
+            base_url, token=token, timeout_s=timeout_s, expect_env_id=expect_env_id
+        )
 
     return make

@@ -385,3 +385,20 @@ def test_oracle_tools_and_snapshots_over_the_wire() -> None:
         finally:
             env.close()
             local.close()
+
+
+def test_the_proxy_refuses_another_env_and_reports_a_reaped_session(
+    short_idle_server: tuple[str, list[int]],
+) -> None:
+    from multiturn_envs.server.remote_env import RemoteEnvError, open_remote_env
+
+    url, closed = short_idle_server
+    with pytest.raises(ValueError, match="serves 'Probe', not 'MT/FrozenLake-v0'"):
+        open_remote_env(url, expect_env_id="MT/FrozenLake-v0")
+    env = open_remote_env(url, expect_env_id="Probe")
+    env.reset(seed=0, options={"task_id": "secret-4"})
+    wait_until(lambda: len(closed) == 2)  # the refused one, then this one after 1 s idle
+    with pytest.raises(RemoteEnvError, match="closed the session") as info:
+        env.step("guess 4")
+    assert info.value.code == p.SESSION_ERROR
+    env.close()
