@@ -182,9 +182,10 @@ def cut(text: str, limit: int) -> tuple[str, int | None]:
     """``text`` within ``limit`` characters (head and tail kept), and its length when it was cut."""
     if len(text) <= limit:
         return text, None
-    marker = f"\n...[{len(text) - limit} characters cut by the server]...\n"
-    keep = max(limit - len(marker), 2)
-    return f"{text[: keep // 2]}{marker}{text[len(text) - keep // 2 :]}", len(text)
+    marker = f"\n[...{len(text)} characters cut...]\n"
+    keep = max(limit - len(marker), 2)  # a limit below the marker's length keeps 1 + 1
+    head, tail = (keep + 1) // 2, keep // 2
+    return f"{text[:head]}{marker}{text[len(text) - tail :]}", len(text)
 
 
 def observation_payload(

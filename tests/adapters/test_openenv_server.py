@@ -402,3 +402,59 @@ def test_the_proxy_refuses_another_env_and_reports_a_reaped_session(
         env.step("guess 4")
     assert info.value.code == p.SESSION_ERROR
     env.close()
+
+
+def test_long_observations_are_cut_and_said_so() -> None:
+    limits = p.Limits(max_observation_chars=50)
+
+    def make() -> GuessEnv:
+        return GuessEnv(max_turns=6, budget_mode="announced")  # a budget note: a longer text
+
+    with thread_server(create_app("Probe", limits=limits, make_env=make)) as url:
+        s = Socket(url)
+        full, _ = make().reset(seed=0, options={"task_id": "secret-3"})
+        reply = s.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-3"}})
+        text = reply["data"]["observation"]["text"]
+        assert len(full) > 50 and reply["data"]["metadata"]["observation_cut"] == len(full)
+        assert len(text) <= 50 and "characters cut" in text
+        assert text.startswith(full[:5]) and text.endswith(full[-5:])
+        s.close()
+
+
+def test_openenv_http_routes_and_env_args() -> None:
+    from multiturn_envs.server.serve import is_loopback, parse_env_args
+
+    with thread_server(create_app("Probe", make_env=lambda: GuessEnv(max_turns=6))) as url:
+        http = httpx.Client(base_url=url, timeout=10)
+        reset = http.post("/reset", json={"seed": 0, "task_id": "secret-2"}).json()
+        assert reset["done"] is False and reset["reward"] is None
+        assert reset["observation"]["text"].startswith("Guess my number")
+        assert http.get("/state").json() == {"episode_id": None, "step_count": 0}
+        assert http.get("/metadata").json()["name"] == "Probe"
+        schema = http.get("/schema").json()
+        assert set(schema) == {"action", "observation", "state"}
+        assert http.get("/stats").json()["active_sessions"] == 0  # /reset closed its env
+        http.close()
+    assert parse_env_args(["max_turns=8", "backend=docker", 'opts={"a": [1]}']) == {
+        "max_turns": 8,
+        "backend": "docker",
+        "opts": {"a": [1]},
+    }
+    for bad in (["novalue"], ["1x=2"]):
+        with pytest.raises(ValueError, match="key=value"):
+            parse_env_args(bad)
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.1")
+
+
+@given(st.text(max_size=400), st.integers(min_value=1, max_value=300))
+def test_cut_keeps_head_and_tail_within_the_limit(text: str, limit: int) -> None:
+    shown, original = p.cut(text, limit)
+    if len(text) <= limit:
+        assert (shown, original) == (text, None)
+        return
+    assert original == len(text)
+    marker = f"\n[...{len(text)} characters cut...]\n"
+    assert len(shown) <= max(limit, len(marker) + 2)
+    head, _, tail = shown.partition(marker)
+    assert text.startswith(head) and text.endswith(tail) and head and tail
