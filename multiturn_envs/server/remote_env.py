@@ -68,7 +68,12 @@ class _Connection:
     """One OpenEnv WebSocket session: send a frame, wait for its answer, raise on errors."""
 
     def __init__(self, base_url: str, token: str | None, timeout_s: float) -> None:
-        from websockets.sync.client import connect
+        try:
+            from websockets.sync.client import connect
+        except ImportError as exc:
+            raise ImportError(
+                f"a served env needs websockets ({exc}): pip install 'multiturn-envs[server]'"
+            ) from exc
 
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self.timeout_s = timeout_s

@@ -79,9 +79,14 @@ def serve(
         log_level: uvicorn's log level.
         on_ready: called with the base URL once the socket is bound (default: print it).
     """
-    import uvicorn
+    try:
+        import uvicorn
 
-    from multiturn_envs.server.app import create_app
+        from multiturn_envs.server.app import create_app
+    except ImportError as exc:
+        raise ImportError(
+            f"the env server needs the [server] extra ({exc}): pip install 'multiturn-envs[server]'"
+        ) from exc
 
     if not is_loopback(host) and not token:
         raise ValueError(
@@ -191,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_observation_chars=args.max_observation_chars,
             log_level=args.log_level,
         )
-    except (ValueError, TypeError, OSError, gym.error.Error) as exc:
+    except (ValueError, TypeError, OSError, ImportError, gym.error.Error) as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     return 0
