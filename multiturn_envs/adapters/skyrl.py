@@ -1,0 +1,167 @@
+"""SkyRL-gym adapter: any MT/* env as a ``skyrl_gym`` ``BaseTextEnv``, registered by its MT id.
+
+SkyRL's generator (``skyrl_gym_generator.py``) runs a trajectory as ``env = skyrl_gym.make(
+row["env_class"], env_config=cfg, extras=row)``, ``prompt, _ = env.init(row["prompt"])``, then
+``env.step(llm_text)`` until ``done``; every dataset column other than ``prompt`` and
+``env_class`` arrives in ``extras``. :class:`MTSkyRLEnv` maps that onto the env contract:
+
+* ``init(prompt)`` resets the env with the row's ``task_id`` and ``seed`` and returns the
+  prompt with the first observation as the last user message (it fills an empty trailing user
+  message, else appends one; an empty prompt gets the env's system prompt first).
+* ``step(text)`` is one env turn: ``reward`` is the env's reward (plus ``step_score_weight`` x
+  the oracle's step score, the study's process reward), ``done`` is ``terminated or truncated``
+  (SkyRL has no other turn cap, so the env's budget ends episodes), ``observations`` is the next
+  observation as a user message (empty once done, as SkyRL's own envs do), ``metadata`` the
+  env's ``info`` (which SkyRL does not read; :meth:`get_metrics` carries what it logs).
+* SkyRL overwrites ``extras["max_turns"]`` with its generator's ``max_turns``, so the row's turn
+  budget goes in ``mt_max_turns``; SkyRL also replaces registered ``env_config`` with its own,
+  so the env id and ``gym.make`` kwargs are separate keyword arguments (``env_id``,
+  ``env_kwargs``) that survive ``make``.
+* ``get_metrics()``: ``success`` (what a pass means: SkyRL's ``pass_at_n`` counts any positive
+  last reward, which shaped rewards inflate), ``turns``, ``return`` and ``mean_step_score``.
+
+Install: ``pip install skyrl-gym`` (extra ``[skyrl]``). Call :func:`register_skyrl_envs` in the
+process that builds envs (SkyRL: inside the Ray entrypoint, before training starts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
+
+import multiturn_envs
+from multiturn_envs.wrappers.turn_budget import text_env_of
+
+ENTRY_POINT = "multiturn_envs.adapters.skyrl:MTSkyRLEnv"
+
+
+class MTSkyRLEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym has no type information
+    """One MT/* env as a SkyRL-gym text env (one instance per trajectory).
+
+    Args:
+        env_config: SkyRL's per-env-class config (unused: SkyRL hands custom envs ``{}``).
+        extras: the dataset row's other columns: ``task_id``, ``seed``, ``mt_max_turns``,
+            ``budget_mode`` are read; everything else is ignored.
+        env_id: the MT env (registration passes it).
+        env_kwargs: ``gym.make`` keyword arguments.
+        step_score_weight: reward = env reward + this x the oracle's step score.
+    """
+
+    def __init__(
+        self,
+        env_config: Any = None,
+        extras: dict[str, Any] | None = None,
+        *,
+        env_id: str,
+        env_kwargs: dict[str, Any] | None = None,
+        step_score_weight: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.extras = dict(extras or {})
+        self.env_id = env_id
+        self.step_score_weight = float(step_score_weight)
+        self.env: gym.Env[str, str] = gym.make(
+            env_id, disable_env_checker=True, **dict(env_kwargs or {})
+        )
+        self.base = text_env_of(self.env)
+        budget = self.extras.get("mt_max_turns")
+        mode = self.extras.get("budget_mode")
+        if budget is not None or mode is not None:
+            self.base.set_turn_budget(
+                self.base.max_turns if budget is None else int(budget),
+                self.base.budget_mode if mode is None else str(mode),
+            )
+        self.max_turns = self.base.max_turns if self.base.max_turns is not None else 0
+        self.infos: list[dict[str, Any]] = []
+        self.rewards: list[float] = []
+        self.done = False
+
+    def init(self, prompt: ConversationType | None) -> tuple[ConversationType, dict[str, Any]]:
+        """Reset on the row's task and seed; the prompt with the first observation appended."""
+        task_id = self.extras.get("task_id")
+        seed = self.extras.get("seed")
+        observation, info = self.env.reset(
+            seed=None if seed is None else int(seed),
+            options=None if task_id is None else {"task_id": str(task_id)},
+        )
+        self.turns = 0
+        self.infos = [info]
+        self.rewards = []
+        self.done = False
+        conversation = [dict(m) for m in (prompt or [])]
+        if (
+            conversation
+            and conversation[-1].get("role") == "user"
+            and not conversation[-1].get("content")
+        ):
+            conversation[-1] = {"role": "user", "content": observation}
+        else:
+            if not conversation and self.base.system_prompt():
+                conversation.append({"role": "system", "content": self.base.system_prompt()})
+            conversation.append({"role": "user", "content": observation})
+        return conversation, dict(info)
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        """One env turn with the model's text."""
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self.turns += 1
+        score = info.get("step_score")
+        total = float(reward) + self.step_score_weight * float(score or 0.0)
+        self.rewards.append(total)
+        self.infos.append(info)
+        self.done = bool(terminated or truncated)
+        metadata = dict(info)
+        metadata["observation"] = observation
+        return BaseTextEnvStepOutput(
+            observations=[] if self.done else [{"role": "user", "content": observation}],
+            reward=total,
+            done=self.done,
+            metadata=metadata,
+            postprocessed_action=None,
+        )
+
+    def get_metrics(self) -> dict[str, Any]:
+        scores = [float(i["step_score"]) for i in self.infos[1:] if i.get("step_score") is not None]
+        return {
+            "success": float(bool(self.infos and self.infos[-1].get("success"))),
+            "turns": self.turns,
+            "return": float(sum(self.rewards)),
+            "mean_step_score": sum(scores) / len(scores) if scores else 0.0,
+        }
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def register_skyrl_envs(
+    env_kwargs: dict[str, dict[str, Any]] | None = None, step_score_weight: float = 0.0
+) -> list[str]:
+    """Register every MT/* id with ``skyrl_gym`` (idempotent); returns the ids.
+
+    Args:
+        env_kwargs: per-id ``gym.make`` keyword arguments, e.g.
+            ``{"MT/DeepCoder-v0": {"backend": "docker"}}``.
+        step_score_weight: the process-reward weight every env gets by default.
+
+    A row then selects an env with ``env_class="MT/FrozenLake-v0"``; ``skyrl_gym.make(id,
+    env_kwargs=..., step_score_weight=...)`` overrides the registered values.
+    """
+    import skyrl_gym
+
+    per_id = env_kwargs or {}
+    ids = multiturn_envs.env_ids()
+    for env_id in ids:
+        if env_id in skyrl_gym.registry:
+            continue
+        skyrl_gym.register(
+            id=env_id,
+            entry_point=ENTRY_POINT,
+            kwargs={
+                "env_id": env_id,
+                "env_kwargs": dict(per_id.get(env_id, {})),
+                "step_score_weight": step_score_weight,
+            },
+        )
+    return ids

@@ -1,0 +1,187 @@
+"""verifiers adapter: any MT/* env as a ``verifiers`` (v1) multi-turn taskset and env.
+
+verifiers 0.4 has only its v1 API (``import verifiers.v1 as vf``); v0's ``MultiTurnEnv``,
+``env_response`` and ``Rubric`` are gone. A multi-turn environment there is a ``Taskset`` (the
+tasks), a ``Task`` (rubric functions: ``@vf.reward`` / ``@vf.metric``) and an ``Env`` whose
+``run(task, agents)`` holds the conversation. Here:
+
+* :class:`MTTaskset` yields one :class:`MTTask` per (task id, seed) of the configured env
+  (:class:`MTTasksetConfig`: ``env_id``, ``env_kwargs``, ``tasks`` or ``num_tasks``, ``seeds``,
+  ``max_turns``, ``budget_mode``).
+* :class:`MTEnv` runs the episode host-side: the env's first observation is the first user
+  turn, each reply is one ``env.step``, the next observation the next user turn, until the env
+  ends the episode (success, terminal state, turn budget) or the agent's own cap stops it
+  (``trace.info["mt"]["end"]`` says which: ``terminated``, ``truncated`` or ``agent_cap``).
+  Env calls run in a worker thread, so a slow sandbox step never blocks the event loop other
+  rollouts share.
+* Rubric (:class:`MTTask`): reward ``success`` (weight 1) and reward ``step_score``, the mean of
+  the oracle's step scores over the agent's turns (weight :data:`STEP_SCORE_WEIGHT`; subclass
+  to change it); metrics ``turns``, ``env_return`` and ``first_success_turn`` (-1: never).
+  verifiers keeps one scalar per trace (the weighted sum), so per-step credit is lost; the
+  per-turn step scores stay in ``trace.info["mt"]``.
+
+``vf-eval`` loads a taskset by id from a top-level module whose ``__all__`` exports one
+``Taskset`` and optionally one ``Env`` subclass, e.g. a file ``mt_envs_vf.py``::
+
+    from multiturn_envs.adapters.verifiers import MTEnv, MTTaskset
+    __all__ = ["MTEnv", "MTTaskset"]
+
+then ``vf-eval mt-envs-vf --env.taskset.env-id MT/FrozenLake-v0 ...`` (docs/ecosystem.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium as gym
+import verifiers.v1 as vf
+from pydantic import Field
+
+import multiturn_envs  # noqa: F401  (registers the MT/* ids)
+from multiturn_envs.wrappers.turn_budget import text_env_of
+
+STEP_SCORE_WEIGHT = 0.1
+"""Weight of the mean oracle step score in the trace's reward (success has weight 1)."""
+
+
+class MTTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]  # verifiers is untyped here
+    env_id: str = "MT/FrozenLake-v0"
+    """A registered MT id."""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """``gym.make`` keyword arguments."""
+    tasks: list[str] | None = None
+    """Task ids; default: the first ``num_tasks`` of ``env.task_ids()``."""
+    num_tasks: int = 8
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    """Each task runs once per seed (the reset seed)."""
+    max_turns: int = 8
+    budget_mode: str = "hidden"
+
+
+class MTTaskData(vf.TaskData):  # type: ignore[misc]
+    env_id: str
+    env_kwargs: dict[str, Any]
+    task_id: str
+    seed: int
+    max_turns: int
+    budget_mode: str
+
+
+class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):  # type: ignore[misc]
+    """One episode; its rubric reads what :class:`MTEnv` stored in ``trace.info["mt"]``."""
+
+    @vf.reward(weight=1.0)  # type: ignore[untyped-decorator]
+    async def success(self, trace: Any) -> float:
+        return 1.0 if _episode(trace).get("success") else 0.0
+
+    @vf.reward(weight=STEP_SCORE_WEIGHT)  # type: ignore[untyped-decorator]
+    async def step_score(self, trace: Any) -> float:
+        scores = [s for s in _episode(trace).get("step_scores", []) if s is not None]
+        return float(sum(scores) / len(scores)) if scores else 0.0
+
+    @vf.metric  # type: ignore[untyped-decorator]
+    async def turns(self, trace: Any) -> float:
+        return float(_episode(trace).get("turns", 0))
+
+    @vf.metric  # type: ignore[untyped-decorator]
+    async def env_return(self, trace: Any) -> float:
+        return float(sum(_episode(trace).get("rewards", [])))
+
+    @vf.metric  # type: ignore[untyped-decorator]
+    async def first_success_turn(self, trace: Any) -> float:
+        first = _episode(trace).get("first_success_turn")
+        return -1.0 if first is None else float(first)
+
+
+def _episode(trace: Any) -> dict[str, Any]:
+    return dict(trace.info.get("mt") or {})
+
+
+class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):  # type: ignore[misc]
+    """The tasks of one MT env: every (task id, seed) pair, with the env's system prompt."""
+
+    def load(self) -> Iterator[MTTask]:
+        config = self.config
+        env = gym.make(config.env_id, disable_env_checker=True, **config.env_kwargs)
+        try:
+            base = text_env_of(env)
+            tasks = config.tasks or [str(t) for t in base.task_ids()[: config.num_tasks]]
+            for task_id in tasks:
+                env.reset(seed=0, options={"task_id": task_id})
+                system = base.system_prompt() or None
+                for seed in config.seeds:
+                    yield MTTask(
+                        MTTaskData(
+                            name=f"{config.env_id}:{task_id}#{seed}",
+                            prompt=None,  # the env opens the conversation (first observation)
+                            system_prompt=system,
+                            env_id=config.env_id,
+                            env_kwargs=dict(config.env_kwargs),
+                            task_id=task_id,
+                            seed=int(seed),
+                            max_turns=config.max_turns,
+                            budget_mode=config.budget_mode,
+                        ),
+                        config.task,
+                    )
+        finally:
+            env.close()
+
+
+class MTEnvConfig(vf.EnvConfig):  # type: ignore[misc]
+    player: vf.AgentConfig = vf.AgentConfig()
+
+
+class MTEnv(vf.Env[MTEnvConfig]):  # type: ignore[misc]
+    """Runs one MT episode with the ``player`` agent; the env plays the user."""
+
+    async def run(self, task: MTTask, agents: Any) -> None:
+        data = task.data
+        env = await asyncio.to_thread(
+            gym.make, data.env_id, disable_env_checker=True, **data.env_kwargs
+        )
+        episode: dict[str, Any] = {
+            "task_id": data.task_id,
+            "seed": data.seed,
+            "turns": 0,
+            "rewards": [],
+            "step_scores": [],
+            "success": False,
+            "first_success_turn": None,
+            "end": None,
+        }
+        try:
+            base = text_env_of(env)
+            base.set_turn_budget(data.max_turns, data.budget_mode)
+            observation, _ = await asyncio.to_thread(
+                env.reset, seed=data.seed, options={"task_id": data.task_id}
+            )
+            async with agents.player.interaction(task) as interaction:
+                # the rubric scores when the interaction closes: the record must be there
+                interaction.trace.info["mt"] = episode
+                segment = await interaction.turn(observation)
+                while True:
+                    if segment.terminated:
+                        episode["end"] = "agent_cap"
+                        break
+                    observation, reward, terminated, truncated, info = await asyncio.to_thread(
+                        env.step, segment.last_reply or ""
+                    )
+                    episode["turns"] += 1
+                    episode["rewards"].append(float(reward))
+                    score = info.get("step_score")
+                    episode["step_scores"].append(None if score is None else float(score))
+                    if info.get("success") and episode["first_success_turn"] is None:
+                        episode["first_success_turn"] = episode["turns"]
+                    episode["success"] = bool(info.get("success"))
+                    if terminated or truncated:
+                        episode["end"] = "truncated" if truncated else "terminated"
+                        break
+                    segment = await interaction.turn(observation)
+        finally:
+            await asyncio.to_thread(env.close)
+
+
+__all__ = ["MTEnv", "MTEnvConfig", "MTTask", "MTTaskData", "MTTaskset", "MTTasksetConfig"]

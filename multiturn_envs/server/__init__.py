@@ -1,0 +1,12 @@
+"""Serve MT/* envs over OpenEnv's protocol, and use a served env from the harness.
+
+* :func:`~multiturn_envs.server.serve.serve` / :func:`~multiturn_envs.server.serve.main`: the
+  server (``multiturn-envs serve ENV_ID``); extra ``[server]`` (starlette, uvicorn, websockets).
+* :class:`~multiturn_envs.server.remote_env.RemoteTextEnv`: a ``gym.Env[str, str]`` that steps a
+  served env, for ``run_eval(..., make_env=...)``.
+* :class:`~multiturn_envs.server.process.ServerProcess`: a server in a child process on
+  loopback (tests and benchmarks).
+
+Import the submodules directly; this package imports nothing heavy on its own. Wire format:
+:mod:`~multiturn_envs.server.protocol`; docs/ecosystem.md has the whole picture.
+"""

@@ -1,0 +1,276 @@
+"""OpenEnv's wire format for MT/* envs: payloads, error codes and limits (no web framework here).
+
+The server (:mod:`multiturn_envs.server.app`) and our client (:mod:`.remote_env`) both import
+this module, so the two ends of the wire share one definition. The format is OpenEnv's
+(``openenv`` 0.10, ``openenv/core/env_server``), read from its source:
+
+* **Action** (the ``data`` of a WebSocket ``step`` message): ``{"text": str}``, plus OpenEnv's
+  optional ``metadata`` dict; any other key is refused, as OpenEnv's ``Action`` does
+  (``extra="forbid"``). Two more shapes are OpenEnv's MCP actions and are *not* env turns:
+  ``{"type": "list_tools"}`` and ``{"type": "call_tool", "tool_name": ..., "arguments": {...}}``
+  (what OpenEnv's ``MCPToolClient`` sends); they reach the oracle hooks and snapshots
+  (:mod:`.tools`).
+* **Observation response** (``serialize_observation`` in OpenEnv):
+  ``{"observation": {"text", "terminated", "truncated", "metadata"}, "reward", "done",
+  "metadata"}``. ``metadata`` is the env's ``info`` (``step_score``, ``success``, ``turn``,
+  ``turns_left``, ``task_id``, ``state_key``, ...), nested and top-level as OpenEnv sends it;
+  ``done`` is ``terminated or truncated`` and the split is kept in the observation.
+  ``reward`` is ``None`` after a reset (OpenEnv's convention).
+* **Errors**: ``{"type": "error", "data": {"message", "code"}}``. OpenEnv's codes where one fits
+  (``INVALID_JSON``, ``UNKNOWN_TYPE``, ``VALIDATION_ERROR``, ``EXECUTION_ERROR``,
+  ``CAPACITY_REACHED``, ``FACTORY_ERROR``, ``SESSION_ERROR``), plus ours for what OpenEnv has
+  no code for (``EPISODE_OVER``, ``RESET_NEEDED``, ``TIMEOUT``, ``TOO_LARGE``,
+  ``UNKNOWN_SESSION``, ``UNAUTHORIZED``). Over HTTP the same codes come with a status code
+  (:data:`HTTP_STATUS`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ACTION_FIELD = "text"
+"""The one field of an action: the agent's reply, verbatim."""
+
+INVALID_JSON = "INVALID_JSON"
+UNKNOWN_TYPE = "UNKNOWN_TYPE"
+VALIDATION_ERROR = "VALIDATION_ERROR"
+EXECUTION_ERROR = "EXECUTION_ERROR"
+CAPACITY_REACHED = "CAPACITY_REACHED"
+FACTORY_ERROR = "FACTORY_ERROR"
+SESSION_ERROR = "SESSION_ERROR"
+EPISODE_OVER = "EPISODE_OVER"
+RESET_NEEDED = "RESET_NEEDED"
+TIMEOUT = "TIMEOUT"
+TOO_LARGE = "TOO_LARGE"
+UNKNOWN_SESSION = "UNKNOWN_SESSION"
+UNAUTHORIZED = "UNAUTHORIZED"
+
+HTTP_STATUS: dict[str, int] = {
+    INVALID_JSON: 400,
+    UNKNOWN_TYPE: 400,
+    VALIDATION_ERROR: 422,
+    EXECUTION_ERROR: 500,
+    CAPACITY_REACHED: 503,
+    FACTORY_ERROR: 500,
+    SESSION_ERROR: 410,
+    EPISODE_OVER: 409,
+    RESET_NEEDED: 409,
+    TIMEOUT: 504,
+    TOO_LARGE: 413,
+    UNKNOWN_SESSION: 404,
+    UNAUTHORIZED: 401,
+}
+"""The HTTP status of each error code (the WebSocket carries the code alone)."""
+
+RESET_KEYS = frozenset(
+    {"seed", "episode_id", "task_id", "options", "max_turns", "budget_mode", "expert_in_metadata"}
+)
+"""What a reset understands; OpenEnv's server drops keys its env's ``reset`` does not take, and
+so do we, listing them in ``metadata["ignored_reset_keys"]``."""
+
+
+class ProtocolError(Exception):
+    """A request the server answers with an error payload instead of a result.
+
+    Attributes:
+        code: one of the codes above.
+        message: what went wrong, for a person.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def http_status(self) -> int:
+        return HTTP_STATUS.get(self.code, 500)
+
+    def payload(self) -> dict[str, Any]:
+        """OpenEnv's ``WSErrorResponse`` shape."""
+        return {"type": "error", "data": {"message": self.message, "code": self.code}}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one server process allows. Every field bounds a resource a client could exhaust.
+
+    Attributes:
+        max_sessions: live sessions (each one env instance, its sandbox containers included).
+        idle_timeout_s: a session with no request for this long is closed (its env too).
+        request_timeout_s: one reset, step or tool call; past it the client gets ``TIMEOUT``
+            and the session is closed, since its env may be midway through the call.
+        max_request_bytes: one HTTP body or WebSocket message.
+        max_observation_chars: an observation longer than this is cut (head and tail kept)
+            and ``metadata["observation_cut"]`` gives the original length.
+        max_snapshots: snapshots kept per session (the oldest is dropped first).
+    """
+
+    max_sessions: int = 64
+    idle_timeout_s: float = 600.0
+    request_timeout_s: float = 120.0
+    max_request_bytes: int = 1 << 20
+    max_observation_chars: int = 1 << 20
+    max_snapshots: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("max_sessions", "max_request_bytes", "max_observation_chars", "max_snapshots"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name in ("idle_timeout_s", "request_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not value > 0 or math.isinf(value):
+                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def dumps(obj: Any) -> str:
+    """JSON text of a payload; numpy scalars/arrays (common in ``info``) become plain values."""
+    return json.dumps(obj, default=_jsonable, ensure_ascii=False)
+
+
+def loads_object(text: str | bytes) -> dict[str, Any]:
+    """Parse one request body or message; anything but a JSON object is ``INVALID_JSON``."""
+    try:
+        value = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(INVALID_JSON, f"Invalid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ProtocolError(INVALID_JSON, f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def parse_action(data: Any) -> str:
+    """The agent's text from a step's ``data`` (``{"text": ...}``), or ``VALIDATION_ERROR``."""
+    if not isinstance(data, dict):
+        raise ProtocolError(VALIDATION_ERROR, "an action is a JSON object {'text': str}")
+    extra = sorted(set(data) - {ACTION_FIELD, "metadata"})
+    if extra:
+        raise ProtocolError(
+            VALIDATION_ERROR,
+            f"unknown action fields {extra}: an action is {{'text': str}} "
+            "(or an MCP list_tools / call_tool action)",
+        )
+    text = data.get(ACTION_FIELD)
+    if not isinstance(text, str):
+        raise ProtocolError(
+            VALIDATION_ERROR, f"action field 'text' must be a string, got {type(text).__name__}"
+        )
+    if "metadata" in data and not isinstance(data["metadata"], dict):
+        raise ProtocolError(VALIDATION_ERROR, "action field 'metadata' must be an object")
+    return text
+
+
+def cut(text: str, limit: int) -> tuple[str, int | None]:
+    """``text`` within ``limit`` characters (head and tail kept), and its length when it was cut."""
+    if len(text) <= limit:
+        return text, None
+    marker = f"\n[...{len(text)} characters cut...]\n"
+    keep = max(limit - len(marker), 2)  # a limit below the marker's length keeps 1 + 1
+    head, tail = (keep + 1) // 2, keep // 2
+    return f"{text[:head]}{marker}{text[len(text) - tail :]}", len(text)
+
+
+def observation_payload(
+    text: str,
+    reward: float | None,
+    terminated: bool,
+    truncated: bool,
+    info: dict[str, Any],
+    *,
+    max_chars: int,
+) -> dict[str, Any]:
+    """OpenEnv's observation response for one reset or step of an MT env."""
+    shown, cut_from = cut(text, max_chars)
+    metadata = dict(info)
+    if cut_from is not None:
+        metadata["observation_cut"] = cut_from
+    observation = {
+        "text": shown,
+        "terminated": bool(terminated),
+        "truncated": bool(truncated),
+        "metadata": metadata,
+    }
+    return {
+        "observation": observation,
+        "reward": None if reward is None else float(reward),
+        "done": bool(terminated or truncated),
+        "metadata": metadata,
+    }
+
+
+def tool_payload(
+    name: str, result: Any, error: tuple[str, str] | None, done: bool
+) -> dict[str, Any]:
+    """OpenEnv's ``CallToolObservation`` response: ``result`` as ``{"data": ...}`` or an error.
+
+    ``error`` is ``(error_type, message)`` with OpenEnv's ``ToolErrorType`` values
+    (``invalid_args``, ``tool_not_found``, ``execution_error``, ``timeout``).
+    """
+    observation: dict[str, Any] = {
+        "tool_name": name,
+        "result": None if error is not None else {"data": result},
+        "error": None if error is None else {"error_type": error[0], "message": error[1]},
+    }
+    return {"observation": observation, "reward": None, "done": bool(done)}
+
+
+ACTION_SCHEMA: dict[str, Any] = {
+    "title": "MTAction",
+    "type": "object",
+    "properties": {
+        ACTION_FIELD: {"type": "string", "description": "the agent's reply, verbatim"},
+        "metadata": {"type": "object"},
+    },
+    "required": [ACTION_FIELD],
+    "additionalProperties": False,
+}
+
+OBSERVATION_SCHEMA: dict[str, Any] = {
+    "title": "MTObservation",
+    "type": "object",
+    "properties": {
+        "text": {"type": "string"},
+        "terminated": {"type": "boolean"},
+        "truncated": {"type": "boolean"},
+        "done": {"type": "boolean"},
+        "reward": {"type": ["number", "null"]},
+        "metadata": {
+            "type": "object",
+            "description": "the env's info: task_id, turn, turns_left, success, step_score, ...",
+        },
+    },
+}
+
+STATE_SCHEMA: dict[str, Any] = {
+    "title": "MTState",
+    "type": "object",
+    "properties": {
+        "episode_id": {"type": ["string", "null"]},
+        "step_count": {"type": "integer", "minimum": 0},
+        "task_id": {"type": ["string", "null"]},
+        "turn": {"type": "integer"},
+        "turns_left": {"type": ["integer", "null"]},
+        "max_turns": {"type": ["integer", "null"]},
+        "done": {"type": "boolean"},
+        "success": {"type": "boolean"},
+    },
+    "additionalProperties": True,
+}

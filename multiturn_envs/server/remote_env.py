@@ -1,0 +1,369 @@
+"""A served MT env used as a local one: ``RemoteTextEnv``, a ``TextEnv`` whose env lives elsewhere.
+
+The harness, the wrappers and the baselines read a :class:`~multiturn_envs.core.TextEnv`: its
+``message_view()``, ``info`` keys, turn budget and oracle hooks. ``RemoteTextEnv`` is one, backed
+by a WebSocket session on a ``multiturn-envs serve`` server, so ``run_eval(config, policy, out,
+make_env=remote_env_factory(url))`` runs the harness against a served env and writes the same
+records as in-process (tested: same seeds, same records but timings):
+
+* ``reset``/``step`` are OpenEnv messages; the budget that ``TurnBudget`` sets here travels with
+  each reset. The env's ``info`` is the observation's metadata.
+* The chat history is kept here from what goes over the wire (the server's history is the same
+  text), so ``message_view()`` costs no round trip.
+* Oracle hooks (``expert_action``, ``score_action``, ``error_action``, ``play_prefix``, ...) and
+  snapshots are the server's tools (:mod:`.session`). A generator passed to ``error_action`` or
+  ``random_action`` travels as its PCG64 state and comes back advanced, exactly as if the env had
+  drawn from it locally. ``get_state()`` returns a server-side snapshot id (valid in this
+  session only), not the env's state.
+* ``spec`` is the served env's own ``EnvSpec`` (what ``gym.make`` built on the server), so records
+  name the env that really ran.
+
+Use :func:`open_remote_env` (or :func:`remote_env_factory`): it asks the server whether the env
+draws its own random actions and picks the class that keeps the random baseline's draws equal
+to in-process ones (the baseline checks the class's ``random_action``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.error import ResetNeeded
+
+from multiturn_envs.core import EpisodeOver, StepOutcome, TextEnv
+from multiturn_envs.server import protocol as p
+
+MAX_MESSAGE_BYTES = 128 << 20
+"""The largest server message the client accepts (OpenEnv's client allows 100 MB)."""
+
+
+class RemoteEnvError(RuntimeError):
+    """The server answered with an error that has no local exception type.
+
+    Attributes:
+        code: the protocol's error code (``TIMEOUT``, ``EXECUTION_ERROR``, ...).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{message} (code: {code})")
+        self.code = code
+
+
+def ws_url(base_url: str) -> str:
+    """``http(s)://host:port`` (or ``ws(s)://``) to the session socket ``ws(s)://host:port/ws``."""
+    url = base_url.rstrip("/")
+    for old, new in (("https://", "wss://"), ("http://", "ws://")):
+        if url.startswith(old):
+            url = new + url[len(old) :]
+    if not url.startswith(("ws://", "wss://")):
+        raise ValueError(f"a server URL starts with http(s):// or ws(s)://, got {base_url!r}")
+    return f"{url}/ws"
+
+
+class _Connection:
+    """One OpenEnv WebSocket session: send a frame, wait for its answer, raise on errors."""
+
+    def __init__(self, base_url: str, token: str | None, timeout_s: float) -> None:
+        try:
+            from websockets.sync.client import connect
+        except ImportError as exc:
+            raise ImportError(
+                f"a served env needs websockets ({exc}): pip install 'multiturn-envs[server]'"
+            ) from exc
+
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self.timeout_s = timeout_s
+        # entered as a context manager: websockets 17 deprecates the bare connection
+        self.ws = connect(
+            ws_url(base_url),
+            additional_headers=headers,
+            max_size=MAX_MESSAGE_BYTES,
+            open_timeout=min(timeout_s, 30.0),
+            compression=None,
+        ).__enter__()
+        self.closed = False
+
+    def request(self, frame: dict[str, Any]) -> dict[str, Any]:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            self.ws.send(p.dumps(frame))
+            reply = json.loads(self.ws.recv(timeout=self.timeout_s))
+        except ConnectionClosed as exc:
+            reason = exc.rcvd.reason if exc.rcvd is not None else "no close frame"
+            raise RemoteEnvError(
+                p.SESSION_ERROR, f"the server closed the session ({reason or exc})"
+            ) from None
+        except TimeoutError:
+            raise RemoteEnvError(
+                p.TIMEOUT, f"no answer from the server within {self.timeout_s:g} s"
+            ) from None
+        if reply.get("type") == "error":
+            data = reply.get("data") or {}
+            code, message = str(data.get("code")), str(data.get("message"))
+            if code == p.EPISODE_OVER:
+                raise EpisodeOver(message)
+            if code == p.RESET_NEEDED:
+                raise ResetNeeded(message)
+            if code == p.VALIDATION_ERROR:
+                raise ValueError(message)
+            raise RemoteEnvError(code, message)
+        data = reply.get("data")
+        if not isinstance(data, dict):
+            raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply {str(reply)[:200]}")
+        return data
+
+    def tool(self, name: str, **arguments: Any) -> Any:
+        data = self.request(
+            {
+                "type": "step",
+                "data": {"type": "call_tool", "tool_name": name, "arguments": arguments},
+            }
+        )
+        observation = data.get("observation") or {}
+        error = observation.get("error")
+        if error:
+            message = str(error.get("message"))
+            if message.startswith(p.EPISODE_OVER):
+                raise EpisodeOver(f"tool {name}: {message}")
+            if message.startswith(p.RESET_NEEDED):
+                raise ResetNeeded(f"tool {name}: {message}")
+            raise ValueError(f"tool {name}: {message}")
+        return (observation.get("result") or {}).get("data")
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(Exception):  # the server may already have closed the socket
+            self.ws.send(p.dumps({"type": "close"}))
+        self.ws.close()
+
+
+class RemoteTextEnv(TextEnv):
+    """An MT env served by ``multiturn-envs serve``, as a local ``gym.Env[str, str]``.
+
+    Build it with :func:`open_remote_env`. Args: the open connection and the server's
+    ``describe`` answer.
+    """
+
+    def __init__(self, connection: _Connection, description: dict[str, Any]) -> None:
+        super().__init__(
+            max_turns=description.get("default_max_turns"),
+            budget_mode=description.get("default_budget_mode") or "hidden",
+        )
+        self._conn = connection
+        self.description = description
+        self.env_id: str = str(description.get("env_id"))
+        spec = description.get("spec")
+        self.spec = EnvSpec.from_json(spec) if spec else None
+        self._last_info: dict[str, Any] = {}
+        self._task_ids: list[str] | None = None
+        self._system_prompt: str | None = None
+        self._valid: tuple[bool, list[str] | None] = (False, None)
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super(TextEnv, self).reset(seed=seed)  # gym.Env: np_random, as a local env would have
+        options = dict(options or {})
+        data: dict[str, Any] = {"max_turns": self.max_turns, "budget_mode": self.budget_mode}
+        if seed is not None:
+            data["seed"] = int(seed)
+        if "task_id" in options:
+            data["task_id"] = str(options.pop("task_id"))
+        if options:
+            data["options"] = options
+        payload = self._conn.request({"type": "reset", "data": data})
+        observation, info = self._unpack(payload)
+        self._task_id = info.get("task_id")
+        self._turn = 0
+        self._prefix_turns = 0
+        self._needs_reset = False
+        self._done = False
+        self._success = bool(info.get("success", False))
+        self._history = [{"role": "user", "content": observation}]
+        self._last_observation = observation
+        self._system_prompt = None
+        self._valid = (False, None)
+        return observation, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self._require_live()
+        if not isinstance(action, str):
+            raise TypeError(f"an action is a str, got {type(action).__name__}: {action!r:.80}")
+        payload = self._conn.request({"type": "step", "data": {p.ACTION_FIELD: action}})
+        observation, info = self._unpack(payload)
+        obs = payload.get("observation") or {}
+        terminated, truncated = bool(obs.get("terminated")), bool(obs.get("truncated"))
+        self._turn = int(info.get("turn", self._turn + 1))
+        self._success = bool(info.get("success", False))
+        self._done = terminated or truncated
+        self._history.append({"role": "assistant", "content": action})
+        self._history.append({"role": "user", "content": observation})
+        self._last_observation = observation
+        self._valid = (False, None)
+        reward = payload.get("reward")
+        return observation, float(reward or 0.0), terminated, truncated, info
+
+    def close(self) -> None:
+        if not getattr(self, "_closed", False):
+            self._closed = True
+            self._conn.close()
+
+    # ------------------------------------------------------------------ the contract's hooks
+    def task_ids(self) -> Sequence[str]:
+        if self._task_ids is None:
+            self._task_ids = [str(t) for t in self._conn.tool("task_ids")]
+        return self._task_ids
+
+    def system_prompt(self) -> str:
+        if self._system_prompt is None:
+            self._system_prompt = str(self._conn.tool("system_prompt"))
+        return self._system_prompt
+
+    def valid_actions(self) -> Sequence[str] | None:
+        known, actions = self._valid
+        if not known:
+            actions = self._conn.tool("valid_actions")
+            self._valid = (True, actions)
+        return None if actions is None else list(actions)
+
+    def expert_action(self) -> str:
+        return str(self._conn.tool("expert_action"))
+
+    def score_action(self, action: str) -> float:
+        return float(self._conn.tool("score_action", action=action))
+
+    def error_action(self, rng: np.random.Generator) -> str:
+        return self._draw("error_action", rng)
+
+    def state_key(self) -> str:
+        return str(self._last_info.get("state_key", ""))
+
+    def play_prefix(self, action: str) -> StepOutcome:
+        result = self._conn.tool("play_prefix", action=action)
+        observation = str(result["observation"])
+        self._prefix_turns += 1
+        self._success = bool(result.get("success", False))
+        self._history.append({"role": "assistant", "content": action})
+        self._history.append({"role": "user", "content": observation})
+        self._last_observation = observation
+        self._last_info = dict(result.get("info") or {})
+        self._valid = (False, None)
+        return StepOutcome(
+            observation=observation,
+            reward=float(result.get("reward", 0.0)),
+            terminated=False,
+            success=self._success,
+            step_score=float(result.get("step_score", 0.0)),
+            parse_error=result.get("parse_error"),
+        )
+
+    def current_info(self) -> dict[str, Any]:
+        return dict(self._last_info)
+
+    def get_state(self) -> dict[str, Any]:
+        """A snapshot *id* on the server (valid in this session), with the local counters."""
+        snapshot = self._conn.tool("snapshot")
+        return {"snapshot_id": snapshot["snapshot_id"], **super().get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        current = self._conn.tool("restore", snapshot_id=state["snapshot_id"])
+        self._last_info = dict(current.get("info") or {})
+        self._turn = state["turn"]
+        self._prefix_turns = state["prefix_turns"]
+        self._needs_reset = state["needs_reset"]
+        self._done = state["done"]
+        self._success = state["success"]
+        self.max_turns = state["max_turns"]
+        self.budget_mode = state["budget_mode"]
+        self._task_id = state["task_id"]
+        self._history = [dict(m) for m in state["history"]]
+        self._last_observation = state["last_observation"]
+        self.np_random.bit_generator.state = state["rng"]
+        self._valid = (False, None)
+
+    def _get_state(self) -> Any:  # get_state above keeps the env's part on the server
+        return None
+
+    # ------------------------------------------------------------------ internals
+    def _draw(self, tool: str, rng: np.random.Generator) -> str:
+        state = rng.bit_generator.state
+        result = self._conn.tool(tool, rng_state=state)
+        rng.bit_generator.state = result["rng_state"]
+        return str(result["action"])
+
+    def _unpack(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        obs = payload.get("observation") or {}
+        text = obs.get("text")
+        if not isinstance(text, str):
+            raise RemoteEnvError(p.SESSION_ERROR, "the reply has no observation text")
+        info = dict(payload.get("metadata") or obs.get("metadata") or {})
+        self._last_info = info
+        return text, info
+
+
+class RemoteTextEnvOwnRandom(RemoteTextEnv):
+    """A served env whose class draws its own random actions: ``random_action`` goes there too."""
+
+    def random_action(self, rng: np.random.Generator) -> str:
+        return self._draw("random_action", rng)
+
+
+def open_remote_env(
+    base_url: str,
+    *,
+    token: str | None = None,
+    timeout_s: float = 300.0,
+    expect_env_id: str | None = None,
+) -> RemoteTextEnv:
+    """Open a session on a ``multiturn-envs serve`` server (one env instance there).
+
+    Args:
+        base_url: the server's address, e.g. ``http://127.0.0.1:8000``.
+        token: the server's bearer token, if it requires one.
+        timeout_s: how long to wait for one answer (keep it above the server's request
+            timeout, so the server's ``TIMEOUT`` error arrives first).
+        expect_env_id: refuse a server that serves another env (``ValueError``): a run's
+            records name its config's env id.
+    """
+    connection = _Connection(base_url, token, timeout_s)
+    try:
+        description = connection.tool("describe")
+        served = description.get("env_id")
+        if expect_env_id is not None and served != expect_env_id:
+            raise ValueError(f"{base_url} serves {served!r}, not {expect_env_id!r}")
+        cls = (
+            RemoteTextEnvOwnRandom if description.get("overrides_random_action") else RemoteTextEnv
+        )
+        return cls(connection, description)
+    except BaseException:
+        connection.close()
+        raise
+
+
+def remote_env_factory(
+    base_url: str,
+    *,
+    token: str | None = None,
+    timeout_s: float = 300.0,
+    expect_env_id: str | None = None,
+) -> Callable[[], RemoteTextEnv]:
+    """A zero-argument env factory for ``run_eval(..., make_env=...)``: one session per call.
+
+    ``eval --env-url URL`` is ``run_eval(config, policy, out, make_env=remote_env_factory(URL,
+    token=$MTE_SERVE_TOKEN, expect_env_id=config.env_id))``.
+    """
+
+    def make() -> RemoteTextEnv:
+        return open_remote_env(
+            base_url, token=token, timeout_s=timeout_s, expect_env_id=expect_env_id
+        )
+
+    return make

@@ -1,0 +1,362 @@
+"""One served env: the synchronous operations a session runs on its env (reset, step, tools).
+
+Everything here runs on the session's own thread (see :mod:`.manager`), so an env never sees
+two calls at once and thread-affine resources (a sandbox pool, a SQLite connection) stay on the
+thread that made them. The methods take and return plain JSON-able payloads in OpenEnv's shape
+(:mod:`.protocol`); nothing here knows about HTTP or WebSockets.
+
+Beyond OpenEnv's ``reset``/``step``/``state``, an MT env has oracle hooks and exact snapshots.
+They are *tools*, reached the way OpenEnv's MCP envs expose tools in simulation mode: a step
+whose action is ``{"type": "list_tools"}`` or ``{"type": "call_tool", "tool_name", "arguments"}``
+(OpenEnv's ``MCPToolClient`` sends exactly these). A tool call is not an env turn. Snapshots
+stay on the server (a client gets an id): a snapshot holds live env state (a database, a
+sandbox's files) that a client could not hand back safely.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.error import ResetNeeded
+
+from multiturn_envs.core import EpisodeOver, TextEnv
+from multiturn_envs.server import protocol as p
+from multiturn_envs.wrappers.turn_budget import text_env_of
+
+RNG_BIT_GENERATORS = ("PCG64", "PCG64DXSM")
+"""Bit generators whose state is plain JSON (ints), so a client's generator can travel."""
+
+
+class EnvCrashed(Exception):
+    """The env raised where the contract says it never does; the session must be closed."""
+
+
+def rng_from_state(state: Any) -> np.random.Generator:
+    """A generator in exactly the state a client sent (``bit_generator.state`` of PCG64)."""
+    if not isinstance(state, dict) or state.get("bit_generator") not in RNG_BIT_GENERATORS:
+        raise p.ProtocolError(
+            p.VALIDATION_ERROR,
+            f"rng_state must be the bit_generator.state of one of {RNG_BIT_GENERATORS}",
+        )
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    try:
+        bit_generator.state = state
+    except (TypeError, ValueError, KeyError) as exc:
+        raise p.ProtocolError(p.VALIDATION_ERROR, f"invalid rng_state: {exc}") from None
+    return np.random.Generator(bit_generator)
+
+
+def _overrides_random_action(base: TextEnv) -> bool:
+    return type(base).random_action is not TextEnv.random_action
+
+
+_STR = {"type": "string"}
+_OBJ = {"type": "object"}
+
+TOOLS: dict[str, tuple[str, dict[str, dict[str, str]]]] = {
+    "describe": ("the env id, its spec, default budget and which hooks it overrides", {}),
+    "task_ids": ("the ids of the tasks reset accepts as task_id", {}),
+    "system_prompt": ("standing instructions for an LLM agent", {}),
+    "valid_actions": ("the env's finite set of well-formed actions, or null", {}),
+    "expert_action": ("the oracle's action at the current state", {}),
+    "score_action": (
+        "the oracle's score in [0, 1] of an action here; no state change",
+        {"action": _STR},
+    ),
+    "error_action": (
+        "a plausible wrong action, drawn with the client's PCG64 state",
+        {"rng_state": _OBJ},
+    ),
+    "random_action": (
+        "a random well-formed action, drawn with the client's PCG64 state",
+        {"rng_state": _OBJ},
+    ),
+    "play_prefix": ("play an action into the history without spending a turn", {"action": _STR}),
+    "current": ("the last observation and the current info", {}),
+    "messages": ("the episode so far as chat messages", {}),
+    "snapshot": ("keep an exact snapshot of the env on the server; returns its id", {}),
+    "restore": ("restore a snapshot taken in this session", {"snapshot_id": _STR}),
+    "drop_snapshot": ("forget a snapshot", {"snapshot_id": _STR}),
+}
+"""The oracle hooks and snapshot calls, as tools: name -> (description, argument schema).
+Tool ``name`` runs ``EnvSession._tool_<name>``."""
+
+
+def tool_specs() -> list[dict[str, Any]]:
+    """OpenEnv's ``Tool`` list (``name``, ``description``, ``input_schema``)."""
+    return [
+        {
+            "name": name,
+            "description": description,
+            "input_schema": {
+                "type": "object",
+                "properties": props,
+                "required": sorted(props),
+                "additionalProperties": False,
+            },
+        }
+        for name, (description, props) in TOOLS.items()
+    ]
+
+
+class EnvSession:
+    """One env instance behind one client session.
+
+    Args:
+        env: a made env (``gym.make(env_id, **env_kwargs)``), owned by the session from now on.
+        env_id: its registered id (reported by ``describe``).
+        limits: the server's limits (observation size, snapshots kept).
+    """
+
+    def __init__(self, env: gym.Env[str, str], env_id: str, limits: p.Limits) -> None:
+        self.env = env
+        self.base = text_env_of(env)
+        self.env_id = env_id
+        self.limits = limits
+        self.default_budget = (self.base.max_turns, self.base.budget_mode)
+        self.episode_id: str | None = None
+        self.step_count = 0
+        self.expert_in_metadata = False
+        self.snapshots: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    # ------------------------------------------------------------------ OpenEnv's operations
+    def reset(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Start an episode. ``data``: OpenEnv's ``seed``/``episode_id`` plus ``task_id``,
+        ``max_turns``, ``budget_mode``, ``options`` and ``expert_in_metadata``."""
+        ignored = sorted(k for k in data if k not in p.RESET_KEYS)
+        seed = data.get("seed")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+            raise p.ProtocolError(p.VALIDATION_ERROR, f"seed must be an int >= 0, got {seed!r}")
+        episode_id = data.get("episode_id")
+        if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
+            raise p.ProtocolError(p.VALIDATION_ERROR, "episode_id must be a string of <= 255")
+        options = data.get("options") or {}
+        if not isinstance(options, dict):
+            raise p.ProtocolError(p.VALIDATION_ERROR, "options must be an object")
+        options = dict(options)
+        if data.get("task_id") is not None:
+            options["task_id"] = str(data["task_id"])
+        # a task id the env does not list may still be one it understands (FrozenLake's named
+        # maps); if the reset then fails, it is the request's fault, not a crash
+        listed = "task_id" not in options or str(options["task_id"]) in self.base.task_ids()
+        max_turns, mode = self.default_budget
+        if "max_turns" in data:
+            max_turns = data["max_turns"]
+        if "budget_mode" in data:
+            mode = data["budget_mode"]
+        try:
+            self.base.set_turn_budget(max_turns, mode)
+        except (ValueError, TypeError) as exc:
+            raise p.ProtocolError(p.VALIDATION_ERROR, str(exc)) from None
+        self.expert_in_metadata = bool(data.get("expert_in_metadata", False))
+        try:
+            observation, info = self.env.reset(seed=seed, options=options or None)
+        except Exception as exc:
+            if not listed or isinstance(exc, ValueError | KeyError):
+                raise p.ProtocolError(
+                    p.VALIDATION_ERROR, f"reset refused: {type(exc).__name__}: {exc}"[:2000]
+                ) from None
+            raise EnvCrashed(f"reset raised {type(exc).__name__}: {exc}") from exc
+        self.episode_id = episode_id or uuid.uuid4().hex
+        self.step_count = 0
+        if ignored:
+            info["ignored_reset_keys"] = ignored
+        return self._observation(observation, None, False, False, info)
+
+    def step(self, data: Any) -> dict[str, Any]:
+        """One env turn, or a tool call when ``data`` is an OpenEnv MCP action."""
+        if isinstance(data, dict) and data.get("type") in ("list_tools", "call_tool"):
+            return self._mcp(data)
+        text = p.parse_action(data)
+        try:
+            observation, reward, terminated, truncated, info = self.env.step(text)
+        except EpisodeOver:
+            raise p.ProtocolError(
+                p.EPISODE_OVER, "the episode has ended (terminated or truncated); reset first"
+            ) from None
+        except ResetNeeded:
+            raise p.ProtocolError(p.RESET_NEEDED, "reset before the first step") from None
+        except Exception as exc:  # the contract: a bad action is a turn, never an exception
+            raise EnvCrashed(f"step raised {type(exc).__name__}: {exc}") from exc
+        self.step_count += 1
+        return self._observation(observation, float(reward), terminated, truncated, info)
+
+    def state(self) -> dict[str, Any]:
+        """OpenEnv's ``State`` (``episode_id``, ``step_count``) plus the episode's counters."""
+        base = self.base
+        return {
+            "episode_id": self.episode_id,
+            "step_count": self.step_count,
+            "env_id": self.env_id,
+            "task_id": base.task_id,
+            "turn": base.turn,
+            "turns_left": base.turns_left,
+            "max_turns": base.max_turns,
+            "budget_mode": base.budget_mode,
+            "done": base.done,
+            "success": bool(base.current_info().get("success")) if base.task_id else False,
+        }
+
+    def close(self) -> None:
+        self.snapshots.clear()
+        self.env.close()
+
+    # ------------------------------------------------------------------ tools
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run one tool; ``ProtocolError`` for an unknown tool or bad arguments."""
+        if name not in TOOLS:
+            raise p.ProtocolError(p.VALIDATION_ERROR, f"unknown tool {name[:100]!r}")
+        _, props = TOOLS[name]
+        extra = sorted(set(arguments) - set(props))
+        missing = sorted(set(props) - set(arguments))
+        if extra or missing:
+            raise p.ProtocolError(
+                p.VALIDATION_ERROR,
+                f"tool {name!r} takes {sorted(props)}; missing {missing}, unknown {extra}",
+            )
+        for key, schema in props.items():
+            wanted = {"string": str, "object": dict}[schema["type"]]
+            if not isinstance(arguments[key], wanted):
+                raise p.ProtocolError(
+                    p.VALIDATION_ERROR, f"{name}: {key} must be a {schema['type']}"
+                )
+        return getattr(self, f"_tool_{name}")(arguments)
+
+    def _mcp(self, data: dict[str, Any]) -> dict[str, Any]:
+        if data["type"] == "list_tools":
+            return {"observation": {"tools": tool_specs()}, "reward": None, "done": False}
+        name = data.get("tool_name")
+        arguments = data.get("arguments", {})
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            error = ("invalid_args", "call_tool needs tool_name (str) and arguments (object)")
+            return p.tool_payload(str(name), None, error, False)
+        try:
+            result = self.call_tool(name, arguments)
+        except p.ProtocolError as exc:
+            kind = "tool_not_found" if name not in TOOLS else "invalid_args"
+            return p.tool_payload(name, None, (kind, exc.message), self.base.done)
+        except EpisodeOver as exc:
+            error = ("execution_error", f"{p.EPISODE_OVER}: {exc}")
+            return p.tool_payload(name, None, error, self.base.done)
+        except ResetNeeded as exc:
+            error = ("execution_error", f"{p.RESET_NEEDED}: {exc}")
+            return p.tool_payload(name, None, error, self.base.done)
+        except ValueError as exc:  # e.g. a prefix action that would end the episode
+            return p.tool_payload(name, None, ("execution_error", str(exc)), self.base.done)
+        except Exception as exc:
+            raise EnvCrashed(f"tool {name} raised {type(exc).__name__}: {exc}") from exc
+        return p.tool_payload(name, result, None, self.base.done)
+
+    def _live(self) -> TextEnv:
+        if self.base.task_id is None:
+            raise ResetNeeded("reset before using the oracle")
+        if self.base.done:
+            raise EpisodeOver("the episode has ended")
+        return self.base
+
+    def _tool_describe(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        spec = getattr(self.env, "spec", None)
+        try:
+            spec_json = None if spec is None else spec.to_json()
+        except Exception:  # kwargs that are not JSON: the client gets no spec
+            spec_json = None
+        return {
+            "env_id": self.env_id,
+            "env_class": type(self.base).__name__,
+            "spec": spec_json,
+            "overrides_random_action": _overrides_random_action(self.base),
+            "default_max_turns": self.default_budget[0],
+            "default_budget_mode": self.default_budget[1],
+            "tools": sorted(TOOLS),
+        }
+
+    def _tool_task_ids(self, arguments: dict[str, Any]) -> list[str]:
+        return [str(t) for t in self.base.task_ids()]
+
+    def _tool_system_prompt(self, arguments: dict[str, Any]) -> str:
+        return self.base.system_prompt()
+
+    def _tool_expert_action(self, arguments: dict[str, Any]) -> str:
+        return self._live().expert_action()
+
+    def _tool_messages(self, arguments: dict[str, Any]) -> list[dict[str, str]]:
+        return self.base.messages()
+
+    def _tool_valid_actions(self, arguments: dict[str, Any]) -> list[str] | None:
+        actions = self.base.valid_actions()
+        return None if actions is None else list(actions)
+
+    def _tool_score_action(self, arguments: dict[str, Any]) -> float:
+        return float(self._live().score_action(arguments["action"]))
+
+    def _with_rng(
+        self, arguments: dict[str, Any], draw: Callable[[np.random.Generator], str]
+    ) -> Any:
+        rng = rng_from_state(arguments["rng_state"])
+        action = draw(rng)
+        return {"action": action, "rng_state": rng.bit_generator.state}
+
+    def _tool_error_action(self, arguments: dict[str, Any]) -> Any:
+        return self._with_rng(arguments, self._live().error_action)
+
+    def _tool_random_action(self, arguments: dict[str, Any]) -> Any:
+        return self._with_rng(arguments, self.base.random_action)
+
+    def _tool_play_prefix(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        outcome = self._live().play_prefix(arguments["action"])
+        return {
+            **self._tool_current({}),
+            "success": bool(outcome.success),
+            "reward": float(outcome.reward),
+            "step_score": float(outcome.step_score),
+            "parse_error": outcome.parse_error,
+        }
+
+    def _tool_current(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        text, _ = p.cut(self.base.current_observation(), self.limits.max_observation_chars)
+        return {"observation": text, "info": self.base.current_info()}
+
+    def _tool_snapshot(self, arguments: dict[str, Any]) -> dict[str, str]:
+        snapshot_id = uuid.uuid4().hex
+        self.snapshots[snapshot_id] = self.base.get_state()
+        while len(self.snapshots) > self.limits.max_snapshots:
+            self.snapshots.popitem(last=False)
+        return {"snapshot_id": snapshot_id}
+
+    def _tool_restore(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        state = self.snapshots.get(arguments["snapshot_id"])
+        if state is None:
+            raise p.ProtocolError(
+                p.VALIDATION_ERROR,
+                f"unknown snapshot_id (a session keeps its last {self.limits.max_snapshots})",
+            )
+        self.base.set_state(state)
+        return self._tool_current({})
+
+    def _tool_drop_snapshot(self, arguments: dict[str, Any]) -> bool:
+        return self.snapshots.pop(arguments["snapshot_id"], None) is not None
+
+    # ------------------------------------------------------------------ internals
+    def _observation(
+        self,
+        observation: str,
+        reward: float | None,
+        terminated: bool,
+        truncated: bool,
+        info: dict[str, Any],
+    ) -> dict[str, Any]:
+        if self.expert_in_metadata and not (terminated or truncated):
+            info["expert_action"] = self.base.expert_action()
+        return p.observation_payload(
+            observation,
+            reward,
+            terminated,
+            truncated,
+            info,
+            max_chars=self.limits.max_observation_chars,
+        )

