@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "sandbox": 2,
     "envs": 3,
     "registration": 4,
+    "env_args": 4,
     "policies": 5,
     "harness": 6,
     "rl": 7,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import gymnasium as gym
 
+from multiturn_envs import env_args
 from multiturn_envs.errors import RecordFileError, SpecError
 
 if TYPE_CHECKING:
@@ -72,20 +73,11 @@ def write_json(out: str | None, payload: Mapping[str, Any]) -> str:
 
 
 def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["size=8", "is_slippery=false", "name=abc"]`` -> kwargs (JSON values, else strings)."""
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise UsageError(
-                f"--env-arg wants key=value with a Python identifier key, got {pair!r}"
-            )
-        try:
-            kwargs[key] = json.loads(raw)
-        except ValueError:
-            kwargs[key] = raw
-    return kwargs
+    """``--env-arg`` pairs -> kwargs (:func:`multiturn_envs.env_args.parse_env_args`)."""
+    try:
+        return env_args.parse_env_args(pairs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def int_list(text: str, what: str, minimum: int = 1) -> list[int]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,10 @@ from multiturn_envs.cli.common import (
     int_list,
     load_policy,
     parse_env_args,
+    resolve_tasks,
     user_errors,
 )
+from multiturn_envs.core import TextEnv
 
 
 def add_parser(sub: Any) -> None:
@@ -75,6 +79,13 @@ def add_parser(sub: Any) -> None:
         default=1,
         help="threads stepping envs (raise for slow envs: sandboxes, databases)",
     )
+    p.add_argument(
+        "--env-url",
+        default=None,
+        metavar="URL",
+        help="run against an env served by `multiturn-envs serve` at URL (token: "
+        "$MTE_SERVE_TOKEN); the server's env arguments apply, not --env-arg",
+    )
     add_executor_args(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
     p.set_defaults(func=run)
@@ -85,6 +96,16 @@ def default_out(env_id: str, policy: str, samples: int, max_turns: int, seed: in
     return str(Path("runs") / f"{slug}_K{samples}_T{max_turns}_s{seed}.jsonl")
 
 
+def served_env_factory(url: str, env_id: str) -> Callable[[], TextEnv]:
+    """Sessions of the env served at ``url`` (checked to be ``env_id``)."""
+    try:
+        from multiturn_envs.server.remote_env import remote_env_factory
+        from multiturn_envs.server.serve import TOKEN_ENV
+    except ImportError as exc:
+        raise UsageError(f"--env-url needs the [server] extra: {exc}") from None
+    return remote_env_factory(url, token=os.environ.get(TOKEN_ENV), expect_env_id=env_id)
+
+
 def run(args: argparse.Namespace) -> int:
     from multiturn_envs.errors import RecordFileError
     from multiturn_envs.harness import EvalConfig, run_eval
@@ -93,7 +114,18 @@ def run(args: argparse.Namespace) -> int:
     for reserved in ("max_turns", "budget_mode"):
         if reserved in env_kwargs:
             raise UsageError(f"set {reserved} with --{reserved.replace('_', '-')}, not --env-arg")
-    tasks = env_tasks(args.env_id, env_kwargs, args.tasks)
+    make_env = None
+    if args.env_url is not None:
+        if env_kwargs:
+            raise UsageError("--env-arg and --env-url: the served env's arguments are the server's")
+        make_env = served_env_factory(args.env_url, args.env_id)
+        probe = make_env()
+        try:
+            tasks = resolve_tasks(probe.task_ids(), args.tasks)
+        finally:
+            probe.close()
+    else:
+        tasks = env_tasks(args.env_id, env_kwargs, args.tasks)
     policy = load_policy(args.policy)
     with user_errors():
         config = EvalConfig(
@@ -120,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             resume=args.resume,
             overwrite=args.overwrite,
             progress=False if args.quiet else None,
+            make_env=make_env,
             executor=executor,
         )
     except RecordFileError as exc:

@@ -34,7 +34,8 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.error import ResetNeeded
 
-from multiturn_envs.core import EpisodeOver, StepOutcome, TextEnv
+from multiturn_envs.core import StepOutcome, TextEnv
+from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.server import protocol as p
 
 MAX_MESSAGE_BYTES = 128 << 20

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import json
 import os
 import socket
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from multiturn_envs.env_args import parse_env_args
 from multiturn_envs.server.protocol import Limits
 
 TOKEN_ENV = "MTE_SERVE_TOKEN"
@@ -34,20 +34,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["k=v", ...]`` to kwargs; a value that parses as JSON is taken as such, else a string."""
-    kwargs: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise ValueError(f"--env-arg takes key=value with a Python name as key, got {pair!r}")
-        try:
-            kwargs[key] = json.loads(value)
-        except ValueError:
-            kwargs[key] = value
-    return kwargs
 
 
 def serve(

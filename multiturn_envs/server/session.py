@@ -24,7 +24,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.error import ResetNeeded
 
-from multiturn_envs.core import EpisodeOver, TextEnv
+from multiturn_envs.core import TextEnv
+from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.server import protocol as p
 from multiturn_envs.wrappers.turn_budget import text_env_of
 

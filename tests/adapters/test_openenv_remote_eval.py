@@ -18,7 +18,7 @@ import pytest
 from test_openenv_client import env_kwargs_for
 
 import multiturn_envs
-from multiturn_envs.harness.rollout import EvalConfig, run_eval
+from multiturn_envs.harness import EvalConfig, run_eval
 from multiturn_envs.policies.baselines import baseline_from_name
 from multiturn_envs.server.process import ServerProcess
 from multiturn_envs.server.remote_env import remote_env_factory
@@ -79,3 +79,19 @@ def test_records_over_the_wire_equal_in_process(env_id: str, tmp_path: Path) -> 
             assert len(got) == config.total()
             assert got == want
             assert want[0]["env_spec"] is not None  # the served env's spec, not null
+
+
+def test_eval_env_url_on_the_command_line(tmp_path: Path) -> None:
+    """``multiturn-envs eval --env-url`` writes the records of the in-process ``eval``."""
+    from multiturn_envs.cli import EXIT_USAGE, main
+
+    common = ["eval", "MT/FrozenLake-v0", "--policy", "random", "--tasks", "3", "-k", "2"]
+    common += ["-t", "5", "--seed", "4", "--quiet"]
+    local, remote = tmp_path / "local.jsonl", tmp_path / "remote.jsonl"
+    assert main([*common, "--out", str(local)]) == 0
+    with ServerProcess("MT/FrozenLake-v0", {}) as url:
+        assert main([*common, "--out", str(remote), "--env-url", url]) == 0
+        refused = main([*common, "--out", str(tmp_path / "x.jsonl"), "--env-url", url,
+                        "--env-arg", "is_slippery=false"])  # fmt: skip
+        assert refused == EXIT_USAGE
+    assert records(remote) == records(local) and len(records(local)) == 6

@@ -422,7 +422,8 @@ def test_long_observations_are_cut_and_said_so() -> None:
 
 
 def test_openenv_http_routes_and_env_args() -> None:
-    from multiturn_envs.server.serve import is_loopback, parse_env_args
+    from multiturn_envs.env_args import parse_env_args
+    from multiturn_envs.server.serve import is_loopback
 
     with thread_server(create_app("Probe", make_env=lambda: GuessEnv(max_turns=6))) as url:
         http = httpx.Client(base_url=url, timeout=10)

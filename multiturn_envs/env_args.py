@@ -1,0 +1,29 @@
+"""``key=value`` strings to ``gym.make`` keyword arguments (the CLI's and the server's
+``--env-arg``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["parse_env_args"]
+
+
+def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["size=8", "is_slippery=false", "name=abc"]`` -> kwargs: a value that parses as JSON is
+    taken as such, else as a string; a pair without ``=`` or a key that is not a Python name
+    is a ``ValueError``."""
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(
+                f"--env-arg wants key=value with a Python identifier key, got {pair!r}"
+            )
+        try:
+            kwargs[key] = json.loads(raw)
+        except ValueError:
+            kwargs[key] = raw
+    return kwargs
