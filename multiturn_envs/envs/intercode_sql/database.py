@@ -19,6 +19,7 @@ changes leaked into later episodes. Here:
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from multiturn_envs.envs.intercode_sql.functions import register_mysql_functions
+from multiturn_envs.envs.intercode_sql.functions import (
+    DEFAULT_CLOCK,
+    MySQLClock,
+    StatementRandom,
+    pin_clock,
+    register_mysql_functions,
+)
 
 Row = tuple[Any, ...]
 
@@ -60,12 +67,14 @@ class Limits:
         seconds: wall-clock backstop for one query.
         max_rows: rows kept for scoring and display; further rows are only counted.
         max_pages: pages (4 KiB) the episode's copy may grow to.
+        clock: the fixed "now" of MySQL's date functions (episodes replay exactly).
     """
 
     vm_instructions: int = 50_000_000
     seconds: float = 5.0
     max_rows: int = 100_000
     max_pages: int = 16_384
+    clock: dt.datetime = DEFAULT_CLOCK
 
 
 @dataclass
@@ -108,6 +117,9 @@ def _make_authorizer(guard: _Guard) -> Callable[..., int]:
     def authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, _: Any) -> int:
         if guard.trusted:
             return sqlite3.SQLITE_OK
+        if db == "information_schema" and action not in _READ_ACTIONS:
+            guard.denied.append("information_schema is read-only")
+            return sqlite3.SQLITE_DENY
         if action in _READ_ACTIONS:
             if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in DENIED_FUNCTIONS:
                 guard.denied.append(f"function {arg2}() is disabled in this sandbox")
@@ -175,12 +187,14 @@ class SandboxedConnection:
         self._guard = _Guard(read_only=read_only)
         self.limits = limits
         self.read_only = read_only
+        self.clock = MySQLClock(limits.clock)
+        self._rand = StatementRandom()
+        register_mysql_functions(conn, self.clock, self._rand)
         with self.trusted():
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute(f"PRAGMA max_page_count = {int(limits.max_pages)}")
             if read_only:
                 conn.execute("PRAGMA query_only = ON")
-        register_mysql_functions(conn)
         conn.set_authorizer(_make_authorizer(self._guard))
         conn.set_progress_handler(_make_progress_handler(self._guard), _PROGRESS_EVERY)
 
@@ -275,8 +289,9 @@ class SandboxedConnection:
         guard.max_ticks = max(1, self.limits.vm_instructions // _PROGRESS_EVERY)
         guard.deadline = time.perf_counter() + self.limits.seconds
         before = self._conn.total_changes
+        self._rand.reseed(sql)
         try:
-            cursor = self._conn.execute(sql)
+            cursor = self._conn.execute(pin_clock(sql, self.clock))
             columns = tuple(d[0] for d in cursor.description) if cursor.description else ()
             if cursor.description is None:
                 return QueryResult(rows_affected=self._conn.total_changes - before)

@@ -17,9 +17,12 @@ MySQL's error messages. SQLite rejects all of those statements, so:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from multiturn_envs.envs.intercode_sql.database import QueryResult, SandboxedConnection
+from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
 
 _IDENT = r"(?:`[^`]+`|\"[^\"]+\"|\[[^\]]+\]|[\w$]+)"
 _QUALIFIED = rf"(?:{_IDENT}\s*\.\s*)?({_IDENT})"
@@ -82,8 +85,21 @@ def mysql_type(declared: str) -> str:
     return declared.lower()
 
 
-def describe(conn: SandboxedConnection, table: str, db: str) -> QueryResult:
-    """``DESC table`` in MySQL's shape."""
+def describe(
+    conn: SandboxedConnection,
+    table: str,
+    db: str,
+    mysql_tables: Mapping[str, MySQLTable] | None = None,
+    describe_types: str = "bytes",
+) -> QueryResult:
+    """``DESC table`` in MySQL's shape.
+
+    For a Spider table whose columns are still as declared, the rows are MySQL's own (types,
+    ``PRI``/``UNI``/``MUL`` keys, defaults, ``auto_increment``) from the dump; otherwise they are
+    derived from SQLite's catalog. ``describe_types="bytes"`` gives the Type column as bytes
+    (``b'int'``), as the MySQL connector of InterCode's later runs returned it; ``"str"`` as
+    its earlier runs (gpt-3.5) show it.
+    """
     real = _find_table(conn, table)
     if real is None:
         return QueryResult(error=f"no such table: {table}")
@@ -92,30 +108,119 @@ def describe(conn: SandboxedConnection, table: str, db: str) -> QueryResult:
         info = raw.execute(f'PRAGMA table_info("{quoted}")').fetchall()
         fks = {r[3] for r in raw.execute(f'PRAGMA foreign_key_list("{quoted}")').fetchall()}
         create = raw.execute("SELECT sql FROM sqlite_master WHERE name = ?", (real,)).fetchone()
-    autoinc = bool(create and create[0] and "AUTOINCREMENT" in create[0].upper())
-    rows = []
-    for _, name, declared, notnull, default, pk in info:
-        key = "PRI" if pk else ("MUL" if name in fks else "")
-        null = "NO" if (notnull or pk) else "YES"
-        default = None if default in (None, "NULL") else str(default).strip("'")
-        extra = "auto_increment" if (pk and autoinc) else ""
-        rows.append((name, mysql_type(declared or ""), null, key, default, extra))
+    declared = (mysql_tables or {}).get(real.lower())
+    rows: list[tuple[Any, ...]]
+    if declared is not None and [c.name for c in declared.columns] == [r[1] for r in info]:
+        rows = [tuple(r) for r in declared.describe()]
+    else:
+        autoinc = bool(create and create[0] and "AUTOINCREMENT" in create[0].upper())
+        rows = []
+        for _, name, decl, notnull, default, pk in info:
+            key = "PRI" if pk else ("MUL" if name in fks else "")
+            null = "NO" if (notnull or pk) else "YES"
+            default = None if default in (None, "NULL") else str(default).strip("'")
+            extra = "auto_increment" if (pk and autoinc) else ""
+            rows.append((name, mysql_type(decl or ""), null, key, default, extra))
+    if describe_types == "bytes":
+        rows = [(r[0], str(r[1]).encode(), *r[2:]) for r in rows]
     columns = ("Field", "Type", "Null", "Key", "Default", "Extra")
     return QueryResult(columns=columns, rows=rows, total_rows=len(rows))
 
 
-def emulate(sql: str, conn: SandboxedConnection, db: str) -> Emulated | None:
-    """Answer a MySQL-only statement, or ``None`` when ``sql`` is none of them."""
+_TABLES_COLUMNS = (
+    "TABLE_CATALOG, TABLE_SCHEMA COLLATE NOCASE, TABLE_NAME COLLATE NOCASE, TABLE_TYPE, ENGINE, "
+    "VERSION, ROW_FORMAT, TABLE_ROWS, AVG_ROW_LENGTH, DATA_LENGTH, MAX_DATA_LENGTH, "
+    "INDEX_LENGTH, DATA_FREE, AUTO_INCREMENT, CREATE_TIME, UPDATE_TIME, CHECK_TIME, "
+    "TABLE_COLLATION, CHECKSUM, CREATE_OPTIONS, TABLE_COMMENT"
+)
+_COLUMNS_COLUMNS = (
+    "TABLE_CATALOG, TABLE_SCHEMA COLLATE NOCASE, TABLE_NAME COLLATE NOCASE, "
+    "COLUMN_NAME COLLATE NOCASE, ORDINAL_POSITION, COLUMN_DEFAULT, IS_NULLABLE, DATA_TYPE, "
+    "CHARACTER_MAXIMUM_LENGTH, CHARACTER_OCTET_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, "
+    "DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_TYPE, COLUMN_KEY, EXTRA, "
+    "PRIVILEGES, COLUMN_COMMENT, GENERATION_EXPRESSION, SRS_ID"
+)
+_SCHEMATA_COLUMNS = (
+    "CATALOG_NAME, SCHEMA_NAME COLLATE NOCASE, DEFAULT_CHARACTER_SET_NAME, "
+    "DEFAULT_COLLATION_NAME, SQL_PATH, DEFAULT_ENCRYPTION"
+)
+_INFORMATION_SCHEMA = re.compile(r"\binformation_schema\b", re.IGNORECASE)
+
+
+def refresh_information_schema(
+    conn: SandboxedConnection, db: str, mysql_tables: Mapping[str, MySQLTable] | None = None
+) -> None:
+    """Attach (once) and fill an ``information_schema`` describing this episode's database.
+
+    Only the episode's database is listed (InterCode's server also listed the other 19 and
+    MySQL's own schemas); rows are rebuilt from the current catalog on each call, so tables
+    the agent created appear. Values that depend on a server's history (create times, sizes)
+    are NULL; ``TABLE_ROWS`` is the exact count.
+    """
+    schema = db.lower()
+    with conn.trusted() as raw:
+        attached = {row[1] for row in raw.execute("PRAGMA database_list")}
+        if "information_schema" not in attached:
+            raw.execute("ATTACH DATABASE ':memory:' AS information_schema")
+            raw.execute(f"CREATE TABLE information_schema.TABLES ({_TABLES_COLUMNS})")
+            raw.execute(f"CREATE TABLE information_schema.COLUMNS ({_COLUMNS_COLUMNS})")
+            raw.execute(f"CREATE TABLE information_schema.SCHEMATA ({_SCHEMATA_COLUMNS})")
+        for name in ("TABLES", "COLUMNS", "SCHEMATA"):
+            raw.execute(f"DELETE FROM information_schema.{name}")
+        raw.execute(
+            "INSERT INTO information_schema.SCHEMATA VALUES "
+            "('def', ?, 'utf8mb4', 'utf8mb4_general_ci', NULL, 'NO')",
+            (schema,),
+        )
+        for table in _tables(conn):
+            quoted = table.replace('"', '""')
+            (count,) = raw.execute(f'SELECT count(*) FROM "{quoted}"').fetchone()
+            raw.execute(
+                "INSERT INTO information_schema.TABLES VALUES (?, ?, ?, 'BASE TABLE', 'InnoDB', "
+                "10, 'Dynamic', ?, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL, "
+                "'utf8mb4_general_ci', NULL, '', '')",
+                ("def", schema, table.lower(), count),
+            )
+            described = describe(conn, table, db, mysql_tables, describe_types="str").rows or []
+            for position, (field, type_, null, key, default, extra) in enumerate(described, 1):
+                base = str(type_).split("(")[0].lower()
+                raw.execute(
+                    "INSERT INTO information_schema.COLUMNS VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+                    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, ?, ?, ?, "
+                    "'select,insert,update,references', '', '', NULL)",
+                    ("def", schema, table.lower(), field, position, default, null, base,
+                     type_, key, extra),
+                )  # fmt: skip
+
+
+def emulate(
+    sql: str,
+    conn: SandboxedConnection,
+    db: str,
+    mysql_tables: Mapping[str, MySQLTable] | None = None,
+    describe_types: str = "bytes",
+) -> Emulated | None:
+    """Answer a MySQL-only statement, or ``None`` when ``sql`` is none of them.
+
+    A query that reads ``information_schema`` is not answered here: its tables are refreshed
+    (:func:`refresh_information_schema`) and ``None`` lets SQLite run it.
+    """
     text = " ".join(sql.split())
+    if _INFORMATION_SCHEMA.search(text):
+        refresh_information_schema(conn, db, mysql_tables)
+        return None
     if _SHOW_TABLES.match(text):
-        rows = [(t,) for t in _tables(conn)]
+        # lower_case_table_names=1 (InterCode's server): MySQL lists table names lower-cased
+        rows = [(t.lower(),) for t in _tables(conn)]
         result = QueryResult(columns=(f"Tables_in_{db}",), rows=rows, total_rows=len(rows))
         return Emulated(result)
     if _SHOW_DATABASES.match(text):
         return Emulated(QueryResult(columns=("Database",), rows=[(db,)], total_rows=1))
     match = _DESCRIBE.match(text) or _SHOW_COLUMNS.match(text)
     if match and not text.upper().startswith(("EXPLAIN SELECT", "EXPLAIN QUERY")):
-        return Emulated(describe(conn, unquote(match.group(1)), db))
+        return Emulated(
+            describe(conn, unquote(match.group(1)), db, mysql_tables, describe_types)
+        )
     match = _SHOW_CREATE.match(text)
     if match:
         real = _find_table(conn, unquote(match.group(1)))
@@ -171,13 +276,19 @@ _AMBIGUOUS = re.compile(r"^ambiguous column name: (.+)$")
 
 
 def mysql_error(message: str, db: str) -> str:
-    """SQLite's error message in MySQL's words (SQLite's own text kept in brackets)."""
+    """SQLite's error message in MySQL's words, as InterCode's agents read them.
+
+    Table-name errors read exactly as MySQL's (``lower_case_table_names=1``: the name
+    lower-cased); column errors name MySQL's ``'field list'``; syntax errors keep SQLite's
+    text in brackets (MySQL's "near" quotes the rest of the query from where its own parser
+    stopped, which SQLite's does not tell).
+    """
     if (m := _NO_TABLE.match(message)) is not None:
-        return f"Table '{db}.{m.group(1)}' doesn't exist [SQLite: {message}]"
+        return f"Table '{db.lower()}.{m.group(1).lower()}' doesn't exist"
     if (m := _NO_COLUMN.match(message)) is not None:
-        return f"Unknown column '{m.group(1)}' in 'field list' [SQLite: {message}]"
+        return f"Unknown column '{m.group(1)}' in 'field list'"
     if (m := _AMBIGUOUS.match(message)) is not None:
-        return f"Column '{m.group(1)}' in field list is ambiguous [SQLite: {message}]"
+        return f"Column '{m.group(1)}' in field list is ambiguous"
     if (m := _SYNTAX.match(message)) is not None or message == "incomplete input":
         near = m.group(1) if m else ""
         return (
@@ -188,12 +299,20 @@ def mysql_error(message: str, db: str) -> str:
 
 
 def is_sqlite_error_worth_transpiling(message: str) -> bool:
-    """Errors a MySQL rewrite can fix (syntax, unknown functions, qualified names)."""
+    """Errors a MySQL rewrite can fix (syntax, unknown functions, qualified names).
+
+    An unknown table or column is worth a rewrite only when it is qualified (``db.table``):
+    no rewrite finds a table that does not exist, and one of a plain unknown column would turn
+    a backquoted name into a double-quoted one, which SQLite then reads as a string, where
+    MySQL reports the unknown column.
+    """
+    unknown_column = message.startswith("no such column: ") and "." in message[16:]
+    qualified_table = message.startswith("no such table: ") and "." in message[15:]
     return not message.startswith(("not authorized", "query stopped")) and (
         "syntax error" in message
         or "no such function" in message
-        or "no such table" in message
-        or "no such column" in message
+        or qualified_table
+        or unknown_column
         or "incomplete input" in message
         or "unrecognized token" in message
         or "wrong number of arguments" in message

@@ -25,6 +25,12 @@ from multiturn_envs.envs.intercode_sql.dialect import (
     transpile_mysql,
 )
 from multiturn_envs.envs.intercode_sql.errors import gold_mutations
+from multiturn_envs.envs.intercode_sql.mysql_rejects import might_be_rejected, mysql_rejects
+from multiturn_envs.envs.intercode_sql.mysql_order import (
+    needs_mysql_order,
+    order_like_mysql,
+    run_set_operation,
+)
 from multiturn_envs.envs.intercode_sql.scoring import (
     SCORING_MODES,
     Scores,
@@ -116,6 +122,9 @@ class InterCodeSQLEnv(TextEnv):
         vm_instructions: int = 50_000_000,
         query_seconds: float = 5.0,
         hardness: Sequence[str] | None = None,
+        mysql_row_order: bool = True,
+        mysql_strict: bool = False,
+        describe_types: str = "bytes",
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         if scoring not in SCORING_MODES:
@@ -137,6 +146,13 @@ class InterCodeSQLEnv(TextEnv):
         self.max_cell_chars = int(max_cell_chars)
         self._limits = Limits(vm_instructions=int(vm_instructions), seconds=float(query_seconds))
         self._catalog = DatabaseCatalog(db_dir, self._limits)
+        if describe_types not in ("bytes", "str"):
+            raise ValueError(f"describe_types must be 'bytes' or 'str', got {describe_types!r}")
+        self.describe_types = describe_types
+        self.mysql_row_order = bool(mysql_row_order)
+        self.mysql_strict = bool(mysql_strict)
+        self._rejections: dict[tuple[str, str], str | None] = {}
+        self._order_plans: dict[tuple[str, str], tuple[str, str | None]] = {}
         self._golds: dict[str, _Gold] = {}
         self._mutations: dict[str, list[str]] = {}
         self._clean_errors: dict[str, list[str]] = {}
@@ -165,7 +181,7 @@ class InterCodeSQLEnv(TextEnv):
     def _gold(self, task: SQLTask) -> _Gold:
         gold = self._golds.get(task.task_id)
         if gold is None:
-            result = self._catalog.pristine(task.db).execute(task.gold)
+            result = self.execute(self._catalog.pristine(task.db), task.gold, task.db)
             if not result.ok:
                 raise RuntimeError(
                     f"the gold query of {task.task_id} fails on {task.db}: {result.error}"
@@ -212,12 +228,23 @@ class InterCodeSQLEnv(TextEnv):
         first, rest = first_statement(sql)
         if rest:
             notes.append("Only the first statement was run; send one statement per turn.")
-        emulated = emulate(first, self._conn, db)
+        emulated = emulate(
+            first,
+            self._conn,
+            db,
+            mysql_tables=self._catalog.mysql_tables(db),
+            describe_types=self.describe_types,
+        )
         if emulated is not None:
             if emulated.note:
                 notes.append(emulated.note)
             return emulated.result, notes, False
-        result = self._conn.execute(first)
+        reads = first.lstrip("( \n\t").upper().startswith(("SELECT", "WITH", "VALUES"))
+        if self.mysql_strict and not reads and (rejected := self._mysql_rejection(first, db)):
+            return QueryResult(error=rejected), notes, False  # checked before a write runs
+        result = self.execute(self._conn, first, db)
+        if self.mysql_strict and reads and result.ok and (rejected := self._mysql_rejection(first, db)):
+            return QueryResult(error=rejected), notes, False  # a read: checked only if it ran
         if (
             result.ok
             or not self.transpile
@@ -227,13 +254,65 @@ class InterCodeSQLEnv(TextEnv):
         rewrite = transpile_mysql(first, db)
         if rewrite is None:
             return result, notes, False
-        retried = self._conn.execute(rewrite)
+        retried = self.execute(self._conn, rewrite, db)
         if not retried.ok:
             return result, notes, False
         notes.append(
             f"SQLite rejected the query as written; ran its MySQL-to-SQLite rewrite: {rewrite}"
         )
         return retried, notes, True
+
+    @property
+    def last_result(self) -> QueryResult | None:
+        """The result of the episode's last query (``None`` before the first)."""
+        return self._last
+
+    def _mysql_rejection(self, sql: str, db: str) -> str | None:
+        """MySQL 8's error for a query SQLite accepts (``mysql_strict``; cached per query)."""
+        key = (db, sql)
+        if key not in self._rejections:
+            if len(self._rejections) > 8192:
+                self._rejections.clear()
+            tables = self._catalog.mysql_tables(db)
+            self._rejections[key] = (
+                mysql_rejects(sql, tables, db) if tables and might_be_rejected(sql) else None
+            )
+        return self._rejections[key]
+
+    def execute(self, conn: SandboxedConnection, sql: str, db: str) -> QueryResult:
+        """Run one statement on ``conn`` as InterCode's MySQL would order its rows.
+
+        With ``mysql_row_order`` (default), a query SQL leaves unordered (GROUP BY without an
+        index on the key, ties under ORDER BY, set operations) is run in the form that gives
+        MySQL 8's order (:mod:`.mysql_order`); the plain SQLite result is used when that form
+        does not apply or fails. Gold and agent queries go through here alike.
+        """
+        result = conn.execute(sql)
+        if (
+            not self.mysql_row_order
+            or not result.ok
+            or result.rows is None
+            or not needs_mysql_order(sql)
+        ):
+            return result
+        plan = self._order_plans.get((db, sql))
+        if plan is None:
+            if len(self._order_plans) > 8192:
+                self._order_plans.clear()
+            rewritten = order_like_mysql(sql, self._catalog.indexed_columns(db))
+            plan = ("rewrite", rewritten) if rewritten is not None else ("set", None)
+            self._order_plans[(db, sql)] = plan
+        if plan[0] == "set":
+            combined = run_set_operation(sql, lambda leaf: self.execute(conn, leaf, db))
+            if combined is None:
+                self._order_plans[(db, sql)] = ("none", None)
+                return result
+            return combined
+        if plan[0] == "rewrite" and plan[1] is not None:
+            ordered = conn.execute(plan[1])
+            if ordered.ok and ordered.rows is not None:
+                return ordered
+        return result
 
     def _score(self, result: QueryResult | None) -> Scores:
         assert self._task is not None

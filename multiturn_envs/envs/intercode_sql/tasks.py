@@ -33,6 +33,7 @@ from multiturn_envs.envs.intercode_sql.conversion import (
     intercode_asset,
 )
 from multiturn_envs.envs.intercode_sql.database import Limits, SandboxedConnection
+from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
 
 BUNDLED_DATABASES: tuple[str, ...] = ("company", "library", "shop")
 HARDNESS_LEVELS: tuple[str, ...] = ("easy", "medium", "hard", "extra")
@@ -153,6 +154,7 @@ class DatabaseCatalog:
         self.limits = limits or Limits()
         self._pristine: dict[str, SandboxedConnection] = {}
         self._spider: SpiderDevDatabases | None = None
+        self._mysql: dict[str, dict[str, MySQLTable]] = {}
 
     def _spider_dev(self) -> SpiderDevDatabases | None:
         if self._spider is None:
@@ -189,6 +191,22 @@ class DatabaseCatalog:
             conn = SandboxedConnection.load_file(spider.path(db), self.limits)
         self._pristine[db] = conn
         return conn
+
+    def mysql_tables(self, db: str) -> dict[str, MySQLTable]:
+        """MySQL's declarations of ``db``'s tables (Spider dev databases; empty for others)."""
+        if db in self._mysql:
+            return self._mysql[db]
+        tables: dict[str, MySQLTable] = {}
+        if db not in BUNDLED_DATABASES and self._local_file(db) is None:
+            spider = self._spider_dev()
+            if spider is not None and db in spider.names():
+                tables = spider.mysql_tables(db)
+        self._mysql[db] = tables
+        return tables
+
+    def indexed_columns(self, db: str) -> dict[str, frozenset[str]]:
+        """Lower-cased table -> lower-cased columns leading one of its MySQL indexes."""
+        return {name: table.indexed_first_columns() for name, table in self.mysql_tables(db).items()}
 
     def episode_copy(self, db: str) -> SandboxedConnection:
         """A private writable copy of ``db`` for one episode."""
