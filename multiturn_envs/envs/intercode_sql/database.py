@@ -32,7 +32,7 @@ from multiturn_envs.envs.intercode_sql.functions import (
     DEFAULT_CLOCK,
     MySQLClock,
     StatementRandom,
-    pin_clock,
+    mysql_surface,
     register_mysql_functions,
 )
 
@@ -291,7 +291,7 @@ class SandboxedConnection:
         before = self._conn.total_changes
         self._rand.reseed(sql)
         try:
-            cursor = self._conn.execute(pin_clock(sql, self.clock))
+            cursor = self._conn.execute(mysql_surface(sql, self.clock))
             columns = tuple(d[0] for d in cursor.description) if cursor.description else ()
             if cursor.description is None:
                 return QueryResult(rows_affected=self._conn.total_changes - before)

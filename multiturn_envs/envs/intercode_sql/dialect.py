@@ -96,9 +96,9 @@ def describe(
 
     For a Spider table whose columns are still as declared, the rows are MySQL's own (types,
     ``PRI``/``UNI``/``MUL`` keys, defaults, ``auto_increment``) from the dump; otherwise they are
-    derived from SQLite's catalog. ``describe_types="bytes"`` gives the Type column as bytes
-    (``b'int'``), as the MySQL connector of InterCode's later runs returned it; ``"str"`` as
-    its earlier runs (gpt-3.5) show it.
+    derived from SQLite's catalog. ``describe_types="bytes"`` gives the Type and Default
+    columns as bytes (``b'int'``), as the MySQL connector of InterCode's later runs returned
+    them; ``"str"`` as its earlier runs (gpt-3.5) show them.
     """
     real = _find_table(conn, table)
     if real is None:
@@ -121,8 +121,11 @@ def describe(
             default = None if default in (None, "NULL") else str(default).strip("'")
             extra = "auto_increment" if (pk and autoinc) else ""
             rows.append((name, mysql_type(decl or ""), null, key, default, extra))
-    if describe_types == "bytes":
-        rows = [(r[0], str(r[1]).encode(), *r[2:]) for r in rows]
+    if describe_types == "bytes":  # the connector returned Type and Default as bytes
+        rows = [
+            (r[0], str(r[1]).encode(), r[2], r[3], None if r[4] is None else str(r[4]).encode(), r[5])
+            for r in rows
+        ]
     columns = ("Field", "Type", "Null", "Key", "Default", "Extra")
     return QueryResult(columns=columns, rows=rows, total_rows=len(rows))
 

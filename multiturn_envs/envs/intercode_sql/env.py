@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from multiturn_envs.envs.intercode_sql.dialect import (
     transpile_mysql,
 )
 from multiturn_envs.envs.intercode_sql.errors import gold_mutations
+from multiturn_envs.envs.intercode_sql.functions import DEFAULT_CLOCK
 from multiturn_envs.envs.intercode_sql.mysql_rejects import might_be_rejected, mysql_rejects
 from multiturn_envs.envs.intercode_sql.mysql_order import (
     needs_mysql_order,
@@ -86,10 +88,15 @@ class InterCodeSQLEnv(TextEnv):
 
     ## Arguments
     ``max_turns`` (default 10, InterCode's), ``budget_mode``, ``tasks`` (``"bundled"``,
-    ``"intercode"``, ``"all"``, a task file, or a list of :class:`SQLTask`), ``scoring``,
-    ``end_on_success``, ``db_dir`` (extra SQLite databases), ``transpile`` (MySQL fallback),
-    ``max_rows_shown``, ``max_cell_chars``, ``vm_instructions`` and ``query_seconds`` (the
-    runaway-query budget), ``hardness`` (keep only these levels).
+    ``"intercode"``, ``"spider-dev"`` (the 1,034 Spider dev tasks; file from
+    ``spider_dev_file``, ``$MULTITURN_ENVS_SPIDER_DEV`` or the cache), ``"all"``, a task file,
+    or a list of :class:`SQLTask`), ``scoring``, ``end_on_success``, ``db_dir`` (extra SQLite
+    databases), ``transpile`` (MySQL fallback), ``max_rows_shown``, ``max_cell_chars``,
+    ``vm_instructions`` and ``query_seconds`` (the runaway-query budget), ``hardness`` (keep
+    only these levels), ``mysql_row_order`` (default on: MySQL 8's order where SQL leaves it
+    open), ``mysql_strict`` (default off: refuse, with MySQL's error, queries MySQL 8 rejects
+    and SQLite runs, e.g. under ``ONLY_FULL_GROUP_BY``), ``describe_types`` (``"bytes"``: DESC
+    types as ``b'int'``; ``"str"``), ``clock`` (the fixed "now" of date functions).
 
     ## Turn Budget
     Owned by :class:`~multiturn_envs.core.TextEnv`: every reply is a turn, parse errors
@@ -103,7 +110,9 @@ class InterCodeSQLEnv(TextEnv):
     (``sqlite3`` serialize/deserialize, skipped while the copy is untouched).
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version; MySQL 8 row order, PAD SPACE text columns, MySQL's functions with a
+      fixed clock, ``information_schema``, MySQL's DESC and error texts, ``"spider-dev"``
+      tasks, ``mysql_strict`` (measured against InterCode's published runs, see the env card).
     """
 
     def __init__(
@@ -125,11 +134,13 @@ class InterCodeSQLEnv(TextEnv):
         mysql_row_order: bool = True,
         mysql_strict: bool = False,
         describe_types: str = "bytes",
+        spider_dev_file: str | Path | None = None,
+        clock: dt.datetime = DEFAULT_CLOCK,
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         if scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}")
-        loaded = load_tasks(tasks)
+        loaded = load_tasks(tasks, spider_dev_file)
         if hardness is not None:
             loaded = [t for t in loaded if t.hardness in set(hardness)]
         if not loaded:
@@ -144,7 +155,9 @@ class InterCodeSQLEnv(TextEnv):
         self.transpile = bool(transpile)
         self.max_rows_shown = int(max_rows_shown)
         self.max_cell_chars = int(max_cell_chars)
-        self._limits = Limits(vm_instructions=int(vm_instructions), seconds=float(query_seconds))
+        self._limits = Limits(
+            vm_instructions=int(vm_instructions), seconds=float(query_seconds), clock=clock
+        )
         self._catalog = DatabaseCatalog(db_dir, self._limits)
         if describe_types not in ("bytes", "str"):
             raise ValueError(f"describe_types must be 'bytes' or 'str', got {describe_types!r}")

@@ -145,6 +145,12 @@ def _date_part(index: int) -> Callable[[Any], int | None]:
 def _time_part(attr: str) -> Callable[[Any], int | None]:
     def part(value: Any) -> int | None:
         moment = parse_datetime(value)
+        if moment is None and value is not None:  # a time without a date: 'hh:mm[:ss]'
+            match = _ISO_TIME.fullmatch(str(value).strip())
+            if match is None:
+                return None
+            hms = {"hour": match.group(1), "minute": match.group(2), "second": match.group(3)}
+            return int(hms[attr] or 0)
         return None if moment is None else int(getattr(moment, attr))
 
     return part
@@ -331,8 +337,8 @@ def register_mysql_functions(
         "timestampdiff": (3, _timestampdiff),
         "datediff": (2, _datediff),
         "regexp": (2, _regexp),
-        "left": (2, _left),
-        "right": (2, _right),
+        "mysql_left": (2, _left),
+        "mysql_right": (2, _right),
         "if": (3, _if),
         "truncate": (2, _truncate),
         "lcase": (1, _text_fn(str.lower)),
@@ -355,27 +361,45 @@ def register_mysql_functions(
     conn.create_function("rand", 1, rand)
 
 
-_NOW_KEYWORDS = re.compile(
-    r"('(?:[^']|'')*')|\b(CURRENT_TIMESTAMP|CURRENT_DATE|CURRENT_TIME)\b(?!\s*\()", re.IGNORECASE
-)
+_STRING = re.compile(r"('(?:[^']|'')*')")
+_CLOCK_KEYWORDS = re.compile(r"\b(CURRENT_TIMESTAMP|CURRENT_DATE|CURRENT_TIME)\b(?!\s*\()", re.I)
 _KEYWORD_CALLS = {
     "CURRENT_TIMESTAMP": "now()",
     "CURRENT_DATE": "curdate()",
     "CURRENT_TIME": "curtime()",
 }
+_SIDE_FUNCTIONS = re.compile(r"\b(left|right)\s*\(", re.IGNORECASE)
+_UNIT_ARGUMENT = re.compile(
+    r"\b(timestampdiff)\s*\(\s*(microsecond|second|minute|hour|day|week|month|quarter|year)\s*,",
+    re.IGNORECASE,
+)
+_NOW_CONTEXT = re.compile(
+    r"(?:\b(?:date|time|datetime|julianday|unixepoch|strftime)\s*\(|,)\s*$", re.IGNORECASE
+)
 
 
-def pin_clock(sql: str, clock: MySQLClock) -> str:
-    """``sql`` with SQLite's own clock readings (``'now'``, ``CURRENT_DATE``, ...) replaced by
-    the connection's fixed clock, outside string literals except the ``'now'`` literal itself."""
-    if "now" not in sql.lower() and "current_" not in sql.lower():
+def mysql_surface(sql: str, clock: MySQLClock) -> str:
+    """``sql`` with MySQL spellings SQLite cannot parse made callable, and SQLite's own clock
+    readings pinned to the connection's fixed clock.
+
+    Outside string literals: ``CURRENT_DATE``/``CURRENT_TIME``/``CURRENT_TIMESTAMP`` become
+    ``curdate()``/``curtime()``/``now()``; ``LEFT(``/``RIGHT(`` (keywords to SQLite) call
+    ``mysql_left``/``mysql_right``; ``TIMESTAMPDIFF(YEAR, ...)``'s bare unit becomes a string.
+    The literal ``'now'`` as an argument of SQLite's date functions reads the fixed clock.
+    """
+    lowered = sql.lower()
+    if not any(k in lowered for k in ("now", "current_", "left", "right", "timestampdiff")):
         return sql
     fixed = "'" + clock.now.isoformat(sep=" ") + "'"
-
-    def replace(match: re.Match[str]) -> str:
-        literal = match.group(1)
-        if literal is not None:
-            return fixed if literal.lower() == "'now'" else literal
-        return _KEYWORD_CALLS[match.group(2).upper()]
-
-    return _NOW_KEYWORDS.sub(replace, sql)
+    parts = _STRING.split(sql)
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if i % 2:  # a string literal
+            before = out[-1] if out else ""
+            out.append(fixed if part.lower() == "'now'" and _NOW_CONTEXT.search(before) else part)
+            continue
+        part = _CLOCK_KEYWORDS.sub(lambda m: _KEYWORD_CALLS[m.group(1).upper()], part)
+        part = _SIDE_FUNCTIONS.sub(lambda m: f"mysql_{m.group(1).lower()}(", part)
+        part = _UNIT_ARGUMENT.sub(lambda m: f"{m.group(1)}('{m.group(2)}',", part)
+        out.append(part)
+    return "".join(out)

@@ -31,6 +31,7 @@ class MySQLColumn:
     nullable: bool
     default: str | None
     auto_increment: bool
+    default_generated: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class MySQLTable:
             key = self.key_of(col.name)
             null = "NO" if (not col.nullable or key == "PRI") else "YES"
             extra = "auto_increment" if col.auto_increment else ""
+            if col.default_generated:  # an expression default, e.g. CURRENT_TIMESTAMP
+                extra = "DEFAULT_GENERATED"
             rows.append((col.name, col.type, null, key, col.default, extra))
         return rows
 
@@ -121,6 +124,9 @@ def parse_create_table(statement: str) -> MySQLTable | None:
                 nullable="NOT NULL" not in rest.upper(),
                 default=default,
                 auto_increment="AUTO_INCREMENT" in rest.upper(),
+                default_generated=default is not None and default.upper().startswith(
+                    ("CURRENT_TIMESTAMP", "NOW(")
+                ),
             )
         )
     return MySQLTable(head.group(1), tuple(columns), tuple(indexes))
