@@ -4,7 +4,8 @@
 Spider-dev databases. Plain ``sqlglot.transpile`` fails on every CREATE TABLE of it (it keeps
 MySQL collations, inline KEYs, named UNIQUE keys and prefix lengths), so each statement is first
 cleaned with a few regexes, then parsed as MySQL, stripped of index constraints (MySQL's
-``KEY``s come back as ``CREATE INDEX`` statements, so SQLite's planner has MySQL's access paths), given
+``KEY``s come back as ``CREATE INDEX`` statements, so SQLite's planner has MySQL's access
+paths), given
 ``COLLATE NOCASE`` on every collated column (MySQL's ``utf8mb4_general_ci`` is case-insensitive),
 and rendered as SQLite.
 
@@ -132,10 +133,10 @@ def mysql_statement_to_sqlite(
     for tree in sqlglot.parse(stmt, read="mysql"):
         if tree is None:
             continue
-        for node in list(tree.find_all(exp.IndexColumnConstraint)):
-            node.pop()
-        for node in list(tree.find_all(exp.Properties)):
-            node.pop()  # ENGINE=, CHARSET=, AUTO_INCREMENT=: table options SQLite lacks
+        for index in list(tree.find_all(exp.IndexColumnConstraint)):
+            index.pop()
+        for options in list(tree.find_all(exp.Properties)):
+            options.pop()  # ENGINE=, CHARSET=, AUTO_INCREMENT=: table options SQLite lacks
         table = tree.find(exp.Table)
         table_name = table.name.lower() if table is not None else ""
         for node in tree.find_all(exp.CollateColumnConstraint):
@@ -163,7 +164,7 @@ def trailing_space_columns(statements: list[str]) -> frozenset[tuple[str, str]]:
                 col = column.replace('"', '""')
                 hit = conn.execute(
                     f'SELECT 1 FROM "{quoted}" WHERE typeof("{col}") = \'text\' '
-                    f'AND "{col}" LIKE \'% \' LIMIT 1'
+                    f"AND \"{col}\" LIKE '% ' LIMIT 1"
                 ).fetchone()
                 if hit:
                     found.add((table.lower(), column.lower()))

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from multiturn_envs.envs.intercode_sql.functions import (
     DEFAULT_CLOCK,
@@ -236,7 +236,7 @@ class SandboxedConnection:
     @classmethod
     def from_bytes(cls, data: bytes, limits: Limits | None = None) -> SandboxedConnection:
         conn = cls._blank()
-        conn.deserialize(data)
+        cast(Any, conn).deserialize(data)  # Python >= 3.11
         restored = cls(conn, read_only=False, limits=limits or Limits())
         restored._guard.dirty = True  # its contents may differ from the pristine database
         return restored
@@ -264,7 +264,8 @@ class SandboxedConnection:
 
     def serialize(self) -> bytes:
         with self.trusted():
-            return self._conn.serialize()
+            data: bytes = cast(Any, self._conn).serialize()  # Python >= 3.11
+            return data
 
     @contextmanager
     def trusted(self) -> Iterator[sqlite3.Connection]:

@@ -123,7 +123,14 @@ def describe(
             rows.append((name, mysql_type(decl or ""), null, key, default, extra))
     if describe_types == "bytes":  # the connector returned Type and Default as bytes
         rows = [
-            (r[0], str(r[1]).encode(), r[2], r[3], None if r[4] is None else str(r[4]).encode(), r[5])
+            (
+                r[0],
+                str(r[1]).encode(),
+                r[2],
+                r[3],
+                None if r[4] is None else str(r[4]).encode(),
+                r[5],
+            )
             for r in rows
         ]
     columns = ("Field", "Type", "Null", "Key", "Default", "Extra")
@@ -221,9 +228,7 @@ def emulate(
         return Emulated(QueryResult(columns=("Database",), rows=[(db,)], total_rows=1))
     match = _DESCRIBE.match(text) or _SHOW_COLUMNS.match(text)
     if match and not text.upper().startswith(("EXPLAIN SELECT", "EXPLAIN QUERY")):
-        return Emulated(
-            describe(conn, unquote(match.group(1)), db, mysql_tables, describe_types)
-        )
+        return Emulated(describe(conn, unquote(match.group(1)), db, mysql_tables, describe_types))
     match = _SHOW_CREATE.match(text)
     if match:
         real = _find_table(conn, unquote(match.group(1)))
@@ -248,7 +253,11 @@ def emulate(
 
 def transpile_mysql(sql: str, db: str) -> str | None:
     """``sql`` rewritten from MySQL to SQLite, or ``None`` when sqlglot cannot (or changes
-    nothing). The caller must still execute-check it: sqlglot's output is not always valid."""
+    nothing). The caller must still execute-check it: sqlglot's output is not always valid.
+    Introspection statements (``SHOW``, ``DESC``, ...) the env did not recognise are left alone:
+    sqlglot has no SQLite form for them."""
+    if sql.lstrip().upper().startswith(("SHOW", "DESC", "EXPLAIN", "USE")):
+        return None
     try:
         import sqlglot
         from sqlglot import exp

@@ -27,12 +27,12 @@ from multiturn_envs.envs.intercode_sql.dialect import (
 )
 from multiturn_envs.envs.intercode_sql.errors import gold_mutations
 from multiturn_envs.envs.intercode_sql.functions import DEFAULT_CLOCK
-from multiturn_envs.envs.intercode_sql.mysql_rejects import might_be_rejected, mysql_rejects
 from multiturn_envs.envs.intercode_sql.mysql_order import (
     needs_mysql_order,
     order_like_mysql,
     run_set_operation,
 )
+from multiturn_envs.envs.intercode_sql.mysql_rejects import might_be_rejected, mysql_rejects
 from multiturn_envs.envs.intercode_sql.scoring import (
     SCORING_MODES,
     Scores,
@@ -252,12 +252,10 @@ class InterCodeSQLEnv(TextEnv):
             if emulated.note:
                 notes.append(emulated.note)
             return emulated.result, notes, False
-        reads = first.lstrip("( \n\t").upper().startswith(("SELECT", "WITH", "VALUES"))
-        if self.mysql_strict and not reads and (rejected := self._mysql_rejection(first, db)):
-            return QueryResult(error=rejected), notes, False  # checked before a write runs
         result = self.execute(self._conn, first, db)
-        if self.mysql_strict and reads and result.ok and (rejected := self._mysql_rejection(first, db)):
-            return QueryResult(error=rejected), notes, False  # a read: checked only if it ran
+        if self.mysql_strict and result.ok and (rejected := self._mysql_rejection(first, db)):
+            # only queries are checked (might_be_rejected), so nothing was written
+            return QueryResult(error=rejected), notes, False
         if (
             result.ok
             or not self.transpile

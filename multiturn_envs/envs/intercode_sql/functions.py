@@ -201,9 +201,7 @@ def _date_format(value: Any, fmt: Any) -> str | None:
     if moment is None or fmt is None:
         return None
     text = moment.strftime(_python_format(str(fmt)))
-    return text.format(
-        c=moment.month, e=moment.day, k=moment.hour, l=(moment.hour % 12) or 12
-    )
+    return text.format(c=moment.month, e=moment.day, k=moment.hour, l=(moment.hour % 12) or 12)
 
 
 def _str_to_date(value: Any, fmt: Any) -> str | None:

@@ -39,7 +39,12 @@ _AGGREGATES = ("Count", "Sum", "Avg", "Min", "Max", "GroupConcat")
 
 def needs_mysql_order(sql: str) -> bool:
     """Cheap pre-check: could :func:`order_like_mysql` or :func:`run_set_operation` apply?"""
-    return _NEEDS_ORDER.search(sql) is not None
+    return is_query(sql) and _NEEDS_ORDER.search(sql) is not None
+
+
+def is_query(sql: str) -> bool:
+    """Whether ``sql`` starts as a query (``SELECT``/``WITH``/``VALUES``, maybe parenthesised)."""
+    return sql.lstrip("( \n\t\r").upper().startswith(("SELECT", "WITH", "VALUES"))
 
 
 def _parse(sql: str) -> Any:
@@ -121,7 +126,7 @@ def order_like_mysql(sql: str, indexed: Mapping[str, frozenset[str]]) -> str | N
         return None
     refs = [exp.column("rowid", table=ref) for ref, _ in sources]
     if len(refs) == 1:
-        position: exp.Expression = refs[0]
+        position: Any = refs[0]
     else:
         parts = [exp.func("printf", exp.Literal.string("%010d"), ref) for ref in refs]
         position = parts[0]

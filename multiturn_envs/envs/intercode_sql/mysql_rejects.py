@@ -40,8 +40,9 @@ _CANDIDATE = re.compile(
 
 
 def might_be_rejected(sql: str) -> bool:
-    """Cheap pre-check before :func:`mysql_rejects` parses ``sql``."""
-    return _CANDIDATE.search(sql) is not None
+    """Cheap pre-check before :func:`mysql_rejects` parses ``sql`` (queries only)."""
+    is_query = sql.lstrip("( \n\t\r").upper().startswith(("SELECT", "WITH"))
+    return is_query and _CANDIDATE.search(sql) is not None
 
 
 def _inside_aggregate(node: Any) -> bool:
@@ -74,9 +75,7 @@ def _equalities(select: Any) -> list[tuple[Any, Any]]:
     return pairs
 
 
-def _full_group_by_violation(
-    select: Any, tables: Mapping[str, MySQLTable], db: str
-) -> str | None:
+def _full_group_by_violation(select: Any, tables: Mapping[str, MySQLTable], db: str) -> str | None:
     from sqlglot import exp
 
     from_ = select.args.get("from") or select.args.get("from_")
@@ -174,9 +173,10 @@ def mysql_rejects(sql: str, tables: Mapping[str, MySQLTable], db: str) -> str | 
     )
     if (m := _SPACED_AGGREGATE.search(masked)) is not None:
         return syntax.format(m.group(1).strip())
-    if not masked.lstrip().upper().startswith(("CREATE", "ALTER")) and (
-        m := _POSTFIX_NOT_NULL.search(masked)
-    ) is not None:
+    if (
+        not masked.lstrip().upper().startswith(("CREATE", "ALTER"))
+        and (m := _POSTFIX_NOT_NULL.search(masked)) is not None
+    ):
         return syntax.format(("NULL" + m.group(1)).strip())
     try:
         import sqlglot
@@ -184,8 +184,6 @@ def mysql_rejects(sql: str, tables: Mapping[str, MySQLTable], db: str) -> str | 
 
         tree = sqlglot.parse_one(sql, read="sqlite")
     except Exception:
-        return None
-    if tree is None:
         return None
     for table in tree.find_all(exp.Table):
         if table.name.lower() in RESERVED_TABLE_NAMES and not table.this.quoted:

@@ -124,9 +124,8 @@ def parse_create_table(statement: str) -> MySQLTable | None:
                 nullable="NOT NULL" not in rest.upper(),
                 default=default,
                 auto_increment="AUTO_INCREMENT" in rest.upper(),
-                default_generated=default is not None and default.upper().startswith(
-                    ("CURRENT_TIMESTAMP", "NOW(")
-                ),
+                default_generated=default is not None
+                and default.upper().startswith(("CURRENT_TIMESTAMP", "NOW(")),
             )
         )
     return MySQLTable(head.group(1), tuple(columns), tuple(indexes))

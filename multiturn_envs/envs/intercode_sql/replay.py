@@ -35,11 +35,12 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from multiturn_envs.envs.intercode_sql.database import Row
@@ -54,12 +55,9 @@ PUBLISHED_MODELS: tuple[str, ...] = (
     "starchat",
 )
 TASK_FILE = "ic_spider_dev.json"
-REPLAY_ENV_OPTIONS: dict[str, Any] = {
-    "scoring": "intercode",
-    "end_on_success": False,
-    "max_turns": None,
-    "mysql_strict": True,
-}
+REPLAY_ENV_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {"scoring": "intercode", "end_on_success": False, "max_turns": None, "mysql_strict": True}
+)
 _NOT_RUN_PREFIXES = ("No SQL code was found", "Format your SQL command")
 
 
@@ -181,24 +179,28 @@ def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-9)
 
 
-def _classify(
-    recorded_obs: str, our_error: str | None, gold_rejected: str | None, missing: bool
-) -> str:
+def _classify(gold_rejected: str | None, missing_table: bool) -> str:
+    """The cause of a reward difference: a deliberate one, or ``"unexplained"``."""
     if gold_rejected is not None:
         return "gold rejected by MySQL 8"
-    if missing:
+    if missing_table:
         return "table only on InterCode's server"
-    del recorded_obs, our_error
     return "unexplained"
 
 
-def replay_model(data_dir: str | Path, model: str) -> ModelAgreement:
-    """Replay one model's published run through a fresh env; see the module docstring."""
+def replay_model(
+    data_dir: str | Path, model: str, env_options: Mapping[str, Any] | None = None
+) -> ModelAgreement:
+    """Replay one model's published run through a fresh env; see the module docstring.
+
+    ``env_options`` override :data:`REPLAY_ENV_OPTIONS` (e.g. ``mysql_row_order=False``).
+    """
     from multiturn_envs.envs.intercode_sql.env import InterCodeSQLEnv
 
     data_dir = Path(data_dir)
     runs: dict[str, Any] = json.loads(run_file(data_dir, model).read_text(encoding="utf-8"))
-    env = InterCodeSQLEnv(tasks=data_dir / TASK_FILE, **REPLAY_ENV_OPTIONS)
+    options = {**REPLAY_ENV_OPTIONS, **(env_options or {})}
+    env = InterCodeSQLEnv(tasks=data_dir / TASK_FILE, **options)
     task_ids = list(env.task_ids())
     out = ModelAgreement(model)
     start = time.perf_counter()
@@ -217,7 +219,7 @@ def replay_model(data_dir: str | Path, model: str) -> ModelAgreement:
             order_matters = env._gold(task).order_matters
             history = record["turn_history"]
             observations = history.get("observations", [])
-            episode: list[tuple[ActionReplay, str, str | None, bool]] = []
+            episode: list[tuple[ActionReplay, bool]] = []
             out.episodes += 1
             for turn, action in enumerate(history["actions"]):
                 out.actions += 1
@@ -237,42 +239,38 @@ def replay_model(data_dir: str | Path, model: str) -> ModelAgreement:
                 our_error = result.error if result is not None else "unparsed"
                 missing = bool(our_error) and "no such table" in str(our_error)
                 missing = missing and obs.startswith("[")
-                episode.append((replay, obs, our_error, missing))
+                episode.append((replay, missing))
                 mysql_rows = parse_mysql_rows(obs)
-                if mysql_rows is not None and rows is not None:
+                if mysql_rows is not None and result is not None and rows is not None:
                     out.exact_checked += 1
+                    width = len(result.columns)
                     verdict = exact_match(
-                        rows, gold_rows, order_matters=order_matters, gold_width=gold_width,
-                        pred_width=len(result.columns) if result is not None else None,
+                        rows, gold_rows, order_matters=order_matters,
+                        pred_width=width, gold_width=gold_width,
                     )  # fmt: skip
                     mysql_verdict = exact_match(
-                        mysql_rows, gold_rows, order_matters=order_matters, gold_width=gold_width,
-                        pred_width=len(mysql_rows[0]) if mysql_rows else len(result.columns)
-                        if result is not None else None,
+                        mysql_rows, gold_rows, order_matters=order_matters,
+                        pred_width=len(mysql_rows[0]) if mysql_rows else width,
+                        gold_width=gold_width,
                     )  # fmt: skip
                     out.exact_agree += verdict == mysql_verdict
-            current = sum(_same(r.recorded, r.reward) for r, *_ in episode)
-            older = sum(_same(r.recorded, r.reward_iou_only) for r, *_ in episode)
+            current = sum(_same(r.recorded, r.reward) for r, _ in episode)
+            older = sum(_same(r.recorded, r.reward_iou_only) for r, _ in episode)
             iou_only = older > current
             out.iou_only_episodes += iou_only
             out.same_reward_current_version += current
             ours_best = 0.0
             theirs_best = 0.0
-            for replay, obs, our_error, missing in episode:
+            for replay, missing in episode:
                 ours = replay.reward_iou_only if iou_only else replay.reward
                 ours_best = max(ours_best, ours)
                 theirs_best = max(theirs_best, replay.recorded)
                 if _same(ours, replay.recorded):
                     out.same_reward += 1
                     continue
-                cause = _classify(obs, our_error, rejected[index], missing)
+                cause = _classify(rejected[index], missing)
                 out.causes[cause] += 1
-                out.differences.append(
-                    ActionReplay(
-                        replay.run, replay.task_index, replay.turn, replay.action,
-                        replay.recorded, replay.reward, replay.reward_iou_only, cause,
-                    )  # fmt: skip
-                )
+                out.differences.append(replace(replay, cause=cause))
             theirs_ok = any(_same(float(r), 1.0) for r in history["rewards"])
             ours_ok = _same(ours_best, 1.0) or ours_best > 1.0
             out.successes_intercode += theirs_ok
@@ -288,14 +286,16 @@ def replay_published_runs(
     data_dir: str | Path,
     models: Sequence[str] = PUBLISHED_MODELS,
     processes: int | None = None,
+    env_options: Mapping[str, Any] | None = None,
 ) -> list[ModelAgreement]:
     """Replay each model's run (one process per model, up to ``processes``; default: the
     CPUs available, at most one per model) and return the agreements in ``models``' order."""
     workers = processes or min(len(models), len(os.sched_getaffinity(0)))
+    options = dict(env_options or {})
     if workers <= 1 or len(models) <= 1:
-        return [replay_model(data_dir, m) for m in models]
+        return [replay_model(data_dir, m, options) for m in models]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(replay_model, str(data_dir), m) for m in models]
+        futures = [pool.submit(replay_model, str(data_dir), m, options) for m in models]
         return [f.result() for f in futures]
 
 

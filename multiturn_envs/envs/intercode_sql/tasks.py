@@ -59,7 +59,8 @@ class SQLTask:
 def _data_text(name: str) -> str:
     return (
         resources.files("multiturn_envs.envs.intercode_sql")
-        .joinpath("data", name)
+        .joinpath("data")
+        .joinpath(name)
         .read_text(encoding="utf-8")
     )
 
@@ -273,7 +274,9 @@ class DatabaseCatalog:
             ).fetchall()
             for (table,) in tables:
                 quoted = table.replace('"', '""')
-                lead = {r[1].lower() for r in raw.execute(f'PRAGMA table_info("{quoted}")') if r[5] == 1}
+                lead = {
+                    r[1].lower() for r in raw.execute(f'PRAGMA table_info("{quoted}")') if r[5] == 1
+                }
                 for index in raw.execute(f'PRAGMA index_list("{quoted}")').fetchall():
                     name = index[1].replace('"', '""')
                     first = raw.execute(f'PRAGMA index_info("{name}")').fetchone()

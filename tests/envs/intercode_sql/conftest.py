@@ -14,5 +14,7 @@ INTERCODE_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" 
 @pytest.fixture(scope="session")
 def intercode_data() -> Path:
     """The directory with ``ic_spider_dev.json`` and the five published runs (CI has it)."""
-    require((INTERCODE_DATA / "ic_spider_dev.json").is_file(), f"InterCode's data in {INTERCODE_DATA}")
+    require(
+        (INTERCODE_DATA / "ic_spider_dev.json").is_file(), f"InterCode's data in {INTERCODE_DATA}"
+    )
     return INTERCODE_DATA

@@ -29,8 +29,9 @@ TOY = """
 CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT COLLATE NOCASE, nation TEXT COLLATE NOCASE,
                      city TEXT COLLATE MYSQL_GENERAL_CI, team INTEGER);
 CREATE INDEX people_team ON people (team);
-INSERT INTO people VALUES (1, 'Ann', 'Russia', 'Aberdeen ', 2), (2, 'Bob', 'Bulgaria', 'Oslo', 1),
-  (3, 'Cid', 'Russia', 'aberdeen', 2), (4, 'Dee', 'Chad', 'Rome', 1), (5, 'Eve', 'Bulgaria', 'Oslo', 3);
+INSERT INTO people VALUES (1, 'Ann', 'Russia', 'Aberdeen ', 2),
+  (2, 'Bob', 'Bulgaria', 'Oslo', 1), (3, 'Cid', 'Russia', 'aberdeen', 2),
+  (4, 'Dee', 'Chad', 'Rome', 1), (5, 'Eve', 'Bulgaria', 'Oslo', 3);
 CREATE TABLE fans (id INTEGER PRIMARY KEY, person INTEGER, name TEXT COLLATE NOCASE);
 INSERT INTO fans VALUES (1, 4, 'Dee'), (2, 1, 'ann'), (3, 9, 'Zed');
 """
@@ -65,7 +66,14 @@ def rows(env: InterCodeSQLEnv, sql: str) -> list[tuple[object, ...]]:
 def test_date_functions_read_the_fixed_clock(toy: InterCodeSQLEnv) -> None:
     sql = "SELECT CURDATE(), NOW(), CURRENT_DATE, CURRENT_TIMESTAMP, date('now'), YEAR(NOW())"
     assert rows(toy, sql) == [
-        ("2024-02-29", "2024-02-29 08:30:00", "2024-02-29", "2024-02-29 08:30:00", "2024-02-29", 2024)
+        (
+            "2024-02-29",
+            "2024-02-29 08:30:00",
+            "2024-02-29",
+            "2024-02-29 08:30:00",
+            "2024-02-29",
+            2024,
+        )
     ]
     # the same query gives the same rows later in the episode and in a new one (exact replay)
     assert rows(toy, sql) == rows(toy, sql)
@@ -79,12 +87,16 @@ def test_date_functions_read_the_fixed_clock(toy: InterCodeSQLEnv) -> None:
         ("SELECT STR_TO_DATE('May 26, 1986', '%M %d, %Y')", ("1986-05-26",)),
         ("SELECT STR_TO_DATE('26/05/1986 13:05', '%d/%m/%Y %H:%i')", ("1986-05-26 13:05:00",)),
         ("SELECT TIMESTAMPDIFF(YEAR, '1986-05-26', CURDATE())", (37,)),
-        ("SELECT TIMESTAMPDIFF(MONTH, '2024-01-31', '2024-02-29'), TIMESTAMPDIFF(DAY, '2024-02-28', '2024-03-01')", (0, 2)),
+        ("SELECT TIMESTAMPDIFF(MONTH, '2024-01-31', '2024-02-29'), "
+         "TIMESTAMPDIFF(DAY, '2024-02-28', '2024-03-01')", (0, 2)),
         ("SELECT DATEDIFF('2024-03-01', '2024-02-28')", (2,)),
-        ("SELECT DATE_FORMAT('2024-02-29 08:05:00', '%W %e %M %Y %H:%i %%')", ("Thursday 29 February 2024 08:05 %",)),
+        ("SELECT DATE_FORMAT('2024-02-29 08:05:00', '%W %e %M %Y %H:%i %%')",
+         ("Thursday 29 February 2024 08:05 %",)),
         ("SELECT left('abcdef', 2), right('abcdef', 2), 'left(' ", ("ab", "ef", "left(")),
-        ("SELECT IF(1 > 0, 'y', 'n'), CONCAT('a', NULL), CONCAT_WS('-', 'a', NULL, 'b')", ("y", None, "a-b")),
-        ("SELECT HOUR('2024-02-29 08:30:00'), MINUTE('08:30:15'), DAYOFMONTH('2024-02-29')", (8, 30, 29)),
+        ("SELECT IF(1 > 0, 'y', 'n'), CONCAT('a', NULL), CONCAT_WS('-', 'a', NULL, 'b')",
+         ("y", None, "a-b")),
+        ("SELECT HOUR('2024-02-29 08:30:00'), MINUTE('08:30:15'), DAYOFMONTH('2024-02-29')",
+         (8, 30, 29)),
         ("SELECT UNIX_TIMESTAMP('1970-01-02'), TRUNCATE(2.789, 1)", (86400, 2.7)),
     ],
 )  # fmt: skip
@@ -243,7 +255,8 @@ def test_mysql_rejects_what_mysql_8_refuses(sql: str, error: str) -> None:
         "SELECT Template_Type_Code, count(*) FROM Templates GROUP BY Template_Type_Code",
         "SELECT Template_ID, Note FROM Templates GROUP BY Template_ID",  # functionally dependent
         "SELECT Note, max(Version_Number) FROM Templates GROUP BY Note",  # via the unique key
-        "SELECT Note FROM Templates WHERE Version_Number > (SELECT avg(Version_Number) FROM Templates)",
+        "SELECT Note FROM Templates WHERE Version_Number > "
+        "(SELECT avg(Version_Number) FROM Templates)",
         "SELECT * FROM Templates WHERE Note IS NOT NULL AND Note = 'count (x)'",
         "SELECT count(*) FROM (SELECT 1) AS t",
     ],
@@ -295,7 +308,9 @@ def test_information_schema_describes_the_episode_database(toy: InterCodeSQLEnv)
 
 
 def test_mysql_error_texts(toy: InterCodeSQLEnv) -> None:
-    assert toy.step("SELECT * FROM Nope")[0] == "Error executing query: Table 'toy.nope' doesn't exist"
+    assert (
+        toy.step("SELECT * FROM Nope")[0] == "Error executing query: Table 'toy.nope' doesn't exist"
+    )
     obs = toy.step("SELECT `nation2` FROM people")[0]
     assert obs == "Error executing query: Unknown column 'nation2' in 'field list'"
     assert toy.step("SHOW TABLES")[0] == "[('fans',), ('people',)]"
