@@ -1,8 +1,8 @@
 """InterCode's five published runs replayed through the env: agreement with InterCode on MySQL.
 
-The whole replay (about 45,000 actions over 5 models) runs once per session, one process per
-model; on a 2-core machine it takes about 70 s (``benchmarks/bench_intercode_agreement.py``
-prints the per-model time).
+The whole replay (about 42,000 actions that reached MySQL, 5 models) runs once per module, one
+process per model up to the CPUs available: about 60 s on an idle 2-core machine, 120 s on a
+busy one (``benchmarks/bench_intercode_agreement.py`` prints the per-model time).
 """
 
 from __future__ import annotations

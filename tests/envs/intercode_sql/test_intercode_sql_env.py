@@ -261,3 +261,12 @@ def test_custom_tasks_and_bad_golds() -> None:
         InterCodeSQLEnv(scoring="fuzzy")
     env.close()
     bad.close()
+
+
+def test_conforms_in_strict_mysql_mode_on_spider_databases() -> None:
+    require(HAVE_INTERCODE, "the intercode-bench package")
+    check_text_env(
+        lambda: InterCodeSQLEnv(max_turns=4, tasks="intercode", mysql_strict=True),
+        hostile=False,
+        run_gymnasium_check=False,
+    )
