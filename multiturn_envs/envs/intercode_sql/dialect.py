@@ -281,6 +281,29 @@ def transpile_mysql(sql: str, db: str) -> str | None:
     return out
 
 
+_DIVISION = re.compile(r"/(?![*])")
+_LITERALS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|/\*.*?\*/|--[^\n]*", re.S)
+
+
+def mysql_division(sql: str) -> str | None:
+    """``sql`` with MySQL's ``/`` (exact division: ``7/2`` is 3.5) where SQLite's would
+    truncate integers (``7/2`` is 3), or ``None`` when the query has no division (or sqlglot
+    cannot parse it). sqlglot renders each MySQL division as ``CAST(a AS REAL) / b``."""
+    if "/" not in sql or not _DIVISION.search(_LITERALS.sub("''", sql)):
+        return None
+    try:
+        import sqlglot
+        from sqlglot import exp
+        from sqlglot.errors import ErrorLevel
+
+        trees = sqlglot.parse(sql, read="mysql", error_level=ErrorLevel.RAISE)
+        if len(trees) != 1 or trees[0] is None or trees[0].find(exp.Div) is None:
+            return None
+        return str(trees[0].sql(dialect="sqlite", unsupported_level=ErrorLevel.RAISE))
+    except Exception:
+        return None
+
+
 _NO_TABLE = re.compile(r"^no such table: (?:\w+\.)?(.+)$")
 _NO_COLUMN = re.compile(r"^no such column: (.+)$")
 _SYNTAX = re.compile(r'^near "(.*)": syntax error$', re.S)

@@ -22,12 +22,14 @@ from multiturn_envs.envs.intercode_sql.database import (
 from multiturn_envs.envs.intercode_sql.dialect import (
     emulate,
     is_sqlite_error_worth_transpiling,
+    mysql_division,
     mysql_error,
     transpile_mysql,
 )
 from multiturn_envs.envs.intercode_sql.errors import gold_mutations
 from multiturn_envs.envs.intercode_sql.functions import DEFAULT_CLOCK
 from multiturn_envs.envs.intercode_sql.mysql_order import (
+    is_query,
     needs_mysql_order,
     order_like_mysql,
     run_set_operation,
@@ -166,6 +168,7 @@ class InterCodeSQLEnv(TextEnv):
         self.mysql_strict = bool(mysql_strict)
         self._rejections: dict[tuple[str, str], str | None] = {}
         self._order_plans: dict[tuple[str, str], tuple[str, str | None]] = {}
+        self._divisions: dict[str, str | None] = {}
         self._golds: dict[str, _Gold] = {}
         self._mutations: dict[str, list[str]] = {}
         self._clean_errors: dict[str, list[str]] = {}
@@ -296,9 +299,16 @@ class InterCodeSQLEnv(TextEnv):
         With ``mysql_row_order`` (default), a query SQL leaves unordered (GROUP BY without an
         index on the key, ties under ORDER BY, set operations) is run in the form that gives
         MySQL 8's order (:mod:`.mysql_order`); the plain SQLite result is used when that form
-        does not apply or fails. Gold and agent queries go through here alike.
+        does not apply or fails. A query that divides runs with MySQL's exact ``/``
+        (:func:`.dialect.mysql_division`). Gold and agent queries go through here alike.
         """
-        result = conn.execute(sql)
+        divided = self._exact_division(sql)
+        result = conn.execute(divided) if divided is not None else conn.execute(sql)
+        if divided is not None:
+            if result.ok:  # MySQL's exact division; otherwise the query as written
+                sql = divided
+            else:
+                result = conn.execute(sql)
         if (
             not self.mysql_row_order
             or not result.ok
@@ -324,6 +334,16 @@ class InterCodeSQLEnv(TextEnv):
             if ordered.ok and ordered.rows is not None:
                 return ordered
         return result
+
+    def _exact_division(self, sql: str) -> str | None:
+        """``sql`` with MySQL's ``/`` (cached per query), or ``None`` when it has none."""
+        if not is_query(sql) or "/" not in sql:
+            return None
+        if sql not in self._divisions:
+            if len(self._divisions) > 8192:
+                self._divisions.clear()
+            self._divisions[sql] = mysql_division(sql)
+        return self._divisions[sql]
 
     def _score(self, result: QueryResult | None) -> Scores:
         assert self._task is not None

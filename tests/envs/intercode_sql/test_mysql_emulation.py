@@ -326,3 +326,11 @@ def test_spider_desc_is_mysqls_own() -> None:
         "('Model', b'varchar(255)', 'YES', 'UNI', None, '')]"
     )
     env.close()
+
+
+def test_division_is_mysqls_exact_division(toy: InterCodeSQLEnv) -> None:
+    assert rows(toy, "SELECT 7/2, 7 DIV 2, 1/0, '7/2'") == [(3.5, 3, None, "7/2")]
+    sql = "SELECT count(*) * 100 / (SELECT count(*) FROM people) FROM people WHERE team = 1"
+    assert rows(toy, sql) == [(40.0,)]
+    toy.step("SELECT nation / 0 FROM people /* a/b */")  # whatever runs, runs as before
+    assert toy.last_result is not None and toy.last_result.ok
