@@ -358,11 +358,12 @@ class InterCodeSQLEnv(TextEnv):
             gold_width=len(gold.result.columns),
         )
 
-    def _render(self, result: QueryResult, notes: list[str]) -> str:
+    def _render(self, result: QueryResult, notes: list[str], sql: str = "") -> str:
         assert self._task is not None
         lines = [*notes]
         if not result.ok:
-            lines.append(f"Error executing query: {mysql_error(result.error or '', self._task.db)}")
+            message = mysql_error(result.error or "", self._task.db, sql)
+            lines.append(f"Error executing query: {message}")
         elif result.rows is None:
             if not notes or notes[-1] != "Database changed":
                 lines.append(
@@ -404,7 +405,7 @@ class InterCodeSQLEnv(TextEnv):
             result, notes, transpiled = self.run_query(parsed.sql)
             self._last = result
             self._last_scores = self._score(result)
-            observation = self._render(result, notes)
+            observation = self._render(result, notes, parsed.sql)
             extra["transpiled"] = transpiled
             extra["query_error"] = not result.ok
         scores = self._last_scores or Scores(0.0, 0.0, 0.0)

@@ -334,3 +334,20 @@ def test_division_is_mysqls_exact_division(toy: InterCodeSQLEnv) -> None:
     assert rows(toy, sql) == [(40.0,)]
     toy.step("SELECT nation / 0 FROM people /* a/b */")  # whatever runs, runs as before
     assert toy.last_result is not None and toy.last_result.ok
+
+
+@pytest.mark.parametrize(
+    ("sql", "clause"),
+    [
+        ("SELECT nme FROM people", "field list"),
+        ("SELECT name FROM people WHERE nme = 1 ORDER BY nme", "where clause"),
+        ("SELECT p.name FROM people AS p JOIN fans AS f ON f.nme = p.id", "on clause"),
+        ("SELECT name FROM people GROUP BY nme", "group statement"),
+        ("SELECT name FROM people ORDER BY nme", "order clause"),
+    ],
+)
+def test_unknown_column_errors_name_mysqls_clause(
+    toy: InterCodeSQLEnv, sql: str, clause: str
+) -> None:
+    obs = toy.step(sql)[0]
+    assert obs.startswith("Error executing query: Unknown column '") and f"in '{clause}'" in obs
