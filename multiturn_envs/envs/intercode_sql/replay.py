@@ -13,7 +13,8 @@ What is compared, per model:
   episodes were "blocked"; those never ran): our reward against InterCode's;
 * per trajectory: success (some action scored 1) against InterCode's;
 * the ``exact`` mode, as a regression check: our exact verdict on our rows against the exact
-  verdict on the rows MySQL recorded (both against our gold result).
+  verdict on the rows MySQL recorded (both against our gold result);
+* the observation text: whether ours reads exactly as what MySQL showed the agent.
 
 Two facts of the published data shape the comparison (both measured, see the env card):
 
@@ -56,8 +57,17 @@ PUBLISHED_MODELS: tuple[str, ...] = (
 )
 TASK_FILE = "ic_spider_dev.json"
 REPLAY_ENV_OPTIONS: Mapping[str, Any] = MappingProxyType(
-    {"scoring": "intercode", "end_on_success": False, "max_turns": None, "mysql_strict": True}
+    {
+        "scoring": "intercode",
+        "end_on_success": False,
+        "max_turns": None,
+        "mysql_strict": True,
+        "max_rows_shown": 10**9,  # InterCode shows every row: compare whole observations
+        "max_cell_chars": 10**9,
+    }
 )
+# The MySQL connector of the gpt-3.5 run returned DESC's types as str, the later runs' as bytes.
+DESCRIBE_TYPES: Mapping[str, str] = MappingProxyType({"gpt-3.5": "str"})
 _NOT_RUN_PREFIXES = ("No SQL code was found", "Format your SQL command")
 
 
@@ -144,6 +154,7 @@ class ModelAgreement:
     successes_intercode: int = 0
     successes_ours: int = 0
     same_success: int = 0
+    same_observation: int = 0
     exact_checked: int = 0
     exact_agree: int = 0
     seconds: float = 0.0
@@ -169,6 +180,11 @@ class ModelAgreement:
     @property
     def success_agreement(self) -> float:
         return self.same_success / self.episodes if self.episodes else 1.0
+
+    @property
+    def observation_agreement(self) -> float:
+        """Actions whose observation text is exactly what MySQL showed the agent."""
+        return self.same_observation / self.executed if self.executed else 1.0
 
     @property
     def exact_agreement(self) -> float:
@@ -199,7 +215,11 @@ def replay_model(
 
     data_dir = Path(data_dir)
     runs: dict[str, Any] = json.loads(run_file(data_dir, model).read_text(encoding="utf-8"))
-    options = {**REPLAY_ENV_OPTIONS, **(env_options or {})}
+    options = {
+        **REPLAY_ENV_OPTIONS,
+        "describe_types": DESCRIBE_TYPES.get(model, "bytes"),
+        **(env_options or {}),
+    }
     env = InterCodeSQLEnv(tasks=data_dir / TASK_FILE, **options)
     task_ids = list(env.task_ids())
     out = ModelAgreement(model)
@@ -229,7 +249,8 @@ def replay_model(
                     out.not_run += 1
                     continue
                 out.executed += 1
-                _, _, _, _, info = env.step(f"```sql\n{action}\n```")
+                observation, _, _, _, info = env.step(f"```sql\n{action}\n```")
+                out.same_observation += observation == obs
                 result = None if info.get("parse_error") else env.last_result
                 rows = result.rows if result is not None else None
                 iou = intercode_reward(rows, gold_rows, order_weighted=False)
@@ -303,8 +324,9 @@ def agreement_table(agreements: Sequence[ModelAgreement]) -> str:
     """The per-model agreement as a Markdown table."""
     lines = [
         "| model | actions run | same reward | same reward, deliberate differences explained "
-        "| same success | IoU-only episodes | exact mode agrees with MySQL's rows |",
-        "|---|---|---|---|---|---|---|",
+        "| same success | IoU-only episodes | exact mode agrees with MySQL's rows "
+        "| same observation text |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for a in agreements:
         lines.append(
@@ -312,6 +334,6 @@ def agreement_table(agreements: Sequence[ModelAgreement]) -> str:
             f"| {a.reward_agreement_explained:.2%} "
             f"| {a.same_success:,} / {a.episodes:,} ({a.success_agreement:.2%}) "
             f"| {a.iou_only_episodes} | {a.exact_agree:,} / {a.exact_checked:,} "
-            f"({a.exact_agreement:.2%}) |"
+            f"({a.exact_agreement:.2%}) | {a.same_observation:,} ({a.observation_agreement:.2%}) |"
         )
     return "\n".join(lines)
