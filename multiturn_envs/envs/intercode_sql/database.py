@@ -170,7 +170,8 @@ def first_statement(sql: str) -> tuple[str, str]:
         idx = sql.find(";", start)
         if idx < 0:
             return sql.strip(), ""
-        if sqlite3.complete_statement(sql[: idx + 1]):
+        # complete_statement rejects NUL; a NUL is an error SQLite reports when the text runs
+        if sqlite3.complete_statement(sql[: idx + 1].replace("\x00", " ")):
             return sql[:idx].strip(), sql[idx + 1 :].strip()
         start = idx + 1
 

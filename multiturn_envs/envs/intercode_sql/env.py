@@ -35,6 +35,7 @@ from multiturn_envs.envs.intercode_sql.mysql_order import (
     run_set_operation,
 )
 from multiturn_envs.envs.intercode_sql.mysql_rejects import might_be_rejected, mysql_rejects
+from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
 from multiturn_envs.envs.intercode_sql.scoring import (
     SCORING_MODES,
     Scores,
@@ -193,6 +194,14 @@ class InterCodeSQLEnv(TextEnv):
     def gold_result(self, task_id: str | None = None) -> QueryResult:
         """The gold query's result on the pristine database (cached)."""
         return self._gold(self.task(task_id)).result
+
+    def gold_orders(self, task_id: str | None = None) -> bool:
+        """Whether the gold query orders its result (then the ``exact`` mode grades order)."""
+        return self._gold(self.task(task_id)).order_matters
+
+    def mysql_tables(self, db: str) -> dict[str, MySQLTable]:
+        """MySQL's declarations of ``db``'s tables (Spider dev databases; empty for others)."""
+        return self._catalog.mysql_tables(db)
 
     def _gold(self, task: SQLTask) -> _Gold:
         gold = self._golds.get(task.task_id)

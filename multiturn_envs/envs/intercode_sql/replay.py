@@ -230,13 +230,11 @@ def replay_model(
             index = int(record["task_id"])
             task = env.task(task_ids[index])
             if index not in rejected:
-                rejected[index] = mysql_rejects(
-                    task.gold, env._catalog.mysql_tables(task.db), task.db
-                )
+                rejected[index] = mysql_rejects(task.gold, env.mysql_tables(task.db), task.db)
             env.reset(options={"task_id": task.task_id})
             gold_rows = env.gold_result().rows or []
             gold_width = len(env.gold_result().columns)
-            order_matters = env._gold(task).order_matters
+            order_matters = env.gold_orders(task.task_id)
             history = record["turn_history"]
             observations = history.get("observations", [])
             episode: list[tuple[ActionReplay, bool]] = []

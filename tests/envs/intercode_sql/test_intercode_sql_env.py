@@ -270,3 +270,9 @@ def test_conforms_in_strict_mysql_mode_on_spider_databases() -> None:
         hostile=False,
         run_gymnasium_check=False,
     )
+
+
+def test_a_nul_byte_before_a_semicolon_is_an_error_not_an_exception(env: InterCodeSQLEnv) -> None:
+    env.reset(options={"task_id": TOP_AUTHOR})
+    obs = env.step("SELECT\x00;")[0]
+    assert obs.startswith("Error executing query:")

@@ -270,7 +270,7 @@ def test_mysql_accepts_what_mysql_8_accepts(sql: str) -> None:
 def test_join_equalities_carry_functional_dependence() -> None:
     require(HAVE_INTERCODE, "the intercode-bench package")
     env = InterCodeSQLEnv(tasks="intercode", max_turns=None)
-    tables = env._catalog.mysql_tables("concert_singer")
+    tables = env.mysql_tables("concert_singer")
     ok = (
         "SELECT T2.name, count(*) FROM concert AS T1 JOIN stadium AS T2 "
         "ON T1.stadium_id = T2.stadium_id GROUP BY T1.stadium_id"

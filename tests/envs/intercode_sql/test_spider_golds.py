@@ -62,9 +62,7 @@ def test_all_1034_spider_dev_golds_run_on_the_converted_databases(intercode_data
             assert gold.ok and gold.rows is not None
             empty += not gold.rows
             task = env.task(task_id)
-            rejected += (
-                mysql_rejects(task.gold, env._catalog.mysql_tables(task.db), task.db) is not None
-            )
+            rejected += mysql_rejects(task.gold, env.mysql_tables(task.db), task.db) is not None
     finally:
         env.close()
     assert empty == 80  # 88 with NOCASE alone (field notes); PAD SPACE finds 8 more
