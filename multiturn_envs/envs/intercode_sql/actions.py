@@ -55,7 +55,7 @@ def _strip_submit_lines(text: str) -> tuple[str, bool]:
 
 def looks_like_sql(text: str) -> bool:
     word = re.match(r"\s*\(*\s*([A-Za-z]+)", text)
-    return bool(word) and word.group(1).lower() in SQL_KEYWORDS
+    return word is not None and word.group(1).lower() in SQL_KEYWORDS
 
 
 def parse_action(text: str) -> ParsedAction:

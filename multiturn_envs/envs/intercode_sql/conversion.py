@@ -3,7 +3,9 @@
 ``intercode-bench`` ships ``intercode/assets/datasets/spider_dev.sql``, a mysqldump 8.0 of the 20
 Spider-dev databases. Plain ``sqlglot.transpile`` fails on every CREATE TABLE of it (it keeps
 MySQL collations, inline KEYs, named UNIQUE keys and prefix lengths), so each statement is first
-cleaned with a few regexes, then parsed as MySQL, stripped of index constraints, given
+cleaned with a few regexes, then parsed as MySQL, stripped of index constraints (MySQL's
+``KEY``s come back as ``CREATE INDEX`` statements, so SQLite's planner has MySQL's access
+paths), given
 ``COLLATE NOCASE`` on every collated column (MySQL's ``utf8mb4_general_ci`` is case-insensitive),
 and rendered as SQLite.
 
@@ -24,7 +26,17 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-CONVERTER_VERSION = "1"
+from multiturn_envs.envs.intercode_sql.functions import (
+    PAD_SPACE_COLLATION,
+    register_mysql_functions,
+)
+from multiturn_envs.envs.intercode_sql.mysql_schema import (
+    MySQLTable,
+    index_statements,
+    parse_create_table,
+)
+
+CONVERTER_VERSION = "2"  # 2: MySQL's KEYs as SQLite indexes; PAD SPACE columns
 DUMP_RELATIVE_PATH = "intercode/assets/datasets/spider_dev.sql"
 TASKS_RELATIVE_PATH = "intercode/assets/datasets/sql_queries.csv"
 
@@ -100,8 +112,17 @@ def split_dump(text: str) -> dict[str, list[str]]:
     return per_db
 
 
-def mysql_statement_to_sqlite(stmt: str) -> list[str]:
-    """One MySQL dump statement (CREATE TABLE or INSERT) as SQLite statements."""
+def mysql_statement_to_sqlite(
+    stmt: str, pad_space_columns: frozenset[tuple[str, str]] = frozenset()
+) -> list[str]:
+    """One MySQL dump statement (CREATE TABLE or INSERT) as SQLite statements.
+
+    Text columns get ``COLLATE NOCASE`` (MySQL's ``utf8mb4_general_ci`` is case-insensitive);
+    the ``(table, column)`` pairs in ``pad_space_columns`` (lower-cased), whose values carry
+    trailing spaces, get :data:`PAD_SPACE_COLLATION` instead, which also ignores those
+    spaces as MySQL's PAD SPACE comparison does. It is registered on every env connection;
+    plain ``sqlite3`` needs :func:`~.functions.register_mysql_functions` to query them.
+    """
     import sqlglot
     from sqlglot import exp
 
@@ -112,14 +133,54 @@ def mysql_statement_to_sqlite(stmt: str) -> list[str]:
     for tree in sqlglot.parse(stmt, read="mysql"):
         if tree is None:
             continue
-        for node in list(tree.find_all(exp.IndexColumnConstraint)):
-            node.pop()
-        for node in list(tree.find_all(exp.Properties)):
-            node.pop()  # ENGINE=, CHARSET=, AUTO_INCREMENT=: table options SQLite lacks
+        for index in list(tree.find_all(exp.IndexColumnConstraint)):
+            index.pop()
+        for options in list(tree.find_all(exp.Properties)):
+            options.pop()  # ENGINE=, CHARSET=, AUTO_INCREMENT=: table options SQLite lacks
+        table = tree.find(exp.Table)
+        table_name = table.name.lower() if table is not None else ""
         for node in tree.find_all(exp.CollateColumnConstraint):
-            node.set("this", exp.Var(this="NOCASE"))
+            column = node.find_ancestor(exp.ColumnDef)
+            padded = column is not None and (table_name, column.name.lower()) in pad_space_columns
+            node.set("this", exp.Var(this=PAD_SPACE_COLLATION if padded else "NOCASE"))
         out.append(tree.sql(dialect="sqlite"))
     return out
+
+
+def trailing_space_columns(statements: list[str]) -> frozenset[tuple[str, str]]:
+    """``(table, column)`` pairs (lower-cased) holding text with trailing spaces."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for stmt in statements:
+            for sql in mysql_statement_to_sqlite(stmt):
+                conn.execute(sql)
+        found = set()
+        tables = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        for (table,) in tables:
+            quoted = table.replace('"', '""')
+            for _, column, *_ in conn.execute(f'PRAGMA table_info("{quoted}")').fetchall():
+                col = column.replace('"', '""')
+                hit = conn.execute(
+                    f'SELECT 1 FROM "{quoted}" WHERE typeof("{col}") = \'text\' '
+                    f"AND \"{col}\" LIKE '% ' LIMIT 1"
+                ).fetchone()
+                if hit:
+                    found.add((table.lower(), column.lower()))
+        return frozenset(found)
+    finally:
+        conn.close()
+
+
+def mysql_tables(statements: list[str]) -> dict[str, MySQLTable]:
+    """The MySQL declarations of a database's tables, by lower-cased name."""
+    tables = {}
+    for stmt in statements:
+        table = parse_create_table(stmt) if stmt.upper().startswith("CREATE TABLE") else None
+        if table is not None:
+            tables[table.name.lower()] = table
+    return tables
 
 
 def dump_digest(path: Path) -> str:
@@ -150,6 +211,13 @@ class SpiderDevDatabases:
     def names(self) -> list[str]:
         return sorted(self._per_db())
 
+    def mysql_tables(self, db: str) -> dict[str, MySQLTable]:
+        """MySQL's declarations of ``db``'s tables (types, keys) from the dump."""
+        statements = self._per_db().get(db)
+        if statements is None:
+            raise KeyError(f"the Spider dev dump has no database {db!r}")
+        return mysql_tables(statements)
+
     def path(self, db: str) -> Path:
         """The SQLite file of ``db``, converting it now if it is not cached yet."""
         target = self.cache_dir / f"{db}.sqlite"
@@ -162,10 +230,15 @@ class SpiderDevDatabases:
         fd, tmp = tempfile.mkstemp(dir=self.cache_dir, suffix=".sqlite.tmp")
         os.close(fd)
         try:
+            padded = trailing_space_columns(statements)
             conn = sqlite3.connect(tmp)
+            register_mysql_functions(conn)  # the PAD SPACE collation, for the indexes
             try:
                 for stmt in statements:
-                    for sql in mysql_statement_to_sqlite(stmt):
+                    for sql in mysql_statement_to_sqlite(stmt, padded):
+                        conn.execute(sql)
+                for table in mysql_tables(statements).values():
+                    for sql in index_statements(table):
                         conn.execute(sql)
                 conn.commit()
             finally:

@@ -19,15 +19,22 @@ changes leaked into later episodes. Here:
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from multiturn_envs.envs.intercode_sql.functions import register_mysql_functions
+from multiturn_envs.envs.intercode_sql.functions import (
+    DEFAULT_CLOCK,
+    MySQLClock,
+    StatementRandom,
+    mysql_surface,
+    register_mysql_functions,
+)
 
 Row = tuple[Any, ...]
 
@@ -60,12 +67,14 @@ class Limits:
         seconds: wall-clock backstop for one query.
         max_rows: rows kept for scoring and display; further rows are only counted.
         max_pages: pages (4 KiB) the episode's copy may grow to.
+        clock: the fixed "now" of MySQL's date functions (episodes replay exactly).
     """
 
     vm_instructions: int = 50_000_000
     seconds: float = 5.0
     max_rows: int = 100_000
     max_pages: int = 16_384
+    clock: dt.datetime = DEFAULT_CLOCK
 
 
 @dataclass
@@ -108,6 +117,9 @@ def _make_authorizer(guard: _Guard) -> Callable[..., int]:
     def authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, _: Any) -> int:
         if guard.trusted:
             return sqlite3.SQLITE_OK
+        if db == "information_schema" and action not in _READ_ACTIONS:
+            guard.denied.append("information_schema is read-only")
+            return sqlite3.SQLITE_DENY
         if action in _READ_ACTIONS:
             if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in DENIED_FUNCTIONS:
                 guard.denied.append(f"function {arg2}() is disabled in this sandbox")
@@ -158,7 +170,8 @@ def first_statement(sql: str) -> tuple[str, str]:
         idx = sql.find(";", start)
         if idx < 0:
             return sql.strip(), ""
-        if sqlite3.complete_statement(sql[: idx + 1]):
+        # complete_statement rejects NUL; a NUL is an error SQLite reports when the text runs
+        if sqlite3.complete_statement(sql[: idx + 1].replace("\x00", " ")):
             return sql[:idx].strip(), sql[idx + 1 :].strip()
         start = idx + 1
 
@@ -175,12 +188,14 @@ class SandboxedConnection:
         self._guard = _Guard(read_only=read_only)
         self.limits = limits
         self.read_only = read_only
+        self.clock = MySQLClock(limits.clock)
+        self._rand = StatementRandom()
+        register_mysql_functions(conn, self.clock, self._rand)
         with self.trusted():
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute(f"PRAGMA max_page_count = {int(limits.max_pages)}")
             if read_only:
                 conn.execute("PRAGMA query_only = ON")
-        register_mysql_functions(conn)
         conn.set_authorizer(_make_authorizer(self._guard))
         conn.set_progress_handler(_make_progress_handler(self._guard), _PROGRESS_EVERY)
 
@@ -222,7 +237,7 @@ class SandboxedConnection:
     @classmethod
     def from_bytes(cls, data: bytes, limits: Limits | None = None) -> SandboxedConnection:
         conn = cls._blank()
-        conn.deserialize(data)
+        cast(Any, conn).deserialize(data)  # Python >= 3.11
         restored = cls(conn, read_only=False, limits=limits or Limits())
         restored._guard.dirty = True  # its contents may differ from the pristine database
         return restored
@@ -250,7 +265,8 @@ class SandboxedConnection:
 
     def serialize(self) -> bytes:
         with self.trusted():
-            return self._conn.serialize()
+            data: bytes = cast(Any, self._conn).serialize()  # Python >= 3.11
+            return data
 
     @contextmanager
     def trusted(self) -> Iterator[sqlite3.Connection]:
@@ -275,8 +291,9 @@ class SandboxedConnection:
         guard.max_ticks = max(1, self.limits.vm_instructions // _PROGRESS_EVERY)
         guard.deadline = time.perf_counter() + self.limits.seconds
         before = self._conn.total_changes
+        self._rand.reseed(sql)
         try:
-            cursor = self._conn.execute(sql)
+            cursor = self._conn.execute(mysql_surface(sql, self.clock))
             columns = tuple(d[0] for d in cursor.description) if cursor.description else ()
             if cursor.description is None:
                 return QueryResult(rows_affected=self._conn.total_changes - before)

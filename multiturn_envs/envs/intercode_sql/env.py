@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,10 +22,20 @@ from multiturn_envs.envs.intercode_sql.database import (
 from multiturn_envs.envs.intercode_sql.dialect import (
     emulate,
     is_sqlite_error_worth_transpiling,
+    mysql_division,
     mysql_error,
     transpile_mysql,
 )
 from multiturn_envs.envs.intercode_sql.errors import gold_mutations
+from multiturn_envs.envs.intercode_sql.functions import DEFAULT_CLOCK
+from multiturn_envs.envs.intercode_sql.mysql_order import (
+    is_query,
+    needs_mysql_order,
+    order_like_mysql,
+    run_set_operation,
+)
+from multiturn_envs.envs.intercode_sql.mysql_rejects import might_be_rejected, mysql_rejects
+from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
 from multiturn_envs.envs.intercode_sql.scoring import (
     SCORING_MODES,
     Scores,
@@ -80,10 +91,15 @@ class InterCodeSQLEnv(TextEnv):
 
     ## Arguments
     ``max_turns`` (default 10, InterCode's), ``budget_mode``, ``render_mode``, ``tasks``
-    (``"bundled"``, ``"intercode"``, ``"all"``, a task file, or a list of :class:`SQLTask`),
-    ``scoring``, ``end_on_success``, ``db_dir`` (extra SQLite databases), ``transpile``
-    (MySQL fallback), ``max_rows_shown``, ``max_cell_chars``, ``vm_instructions`` and
-    ``query_seconds`` (the runaway-query budget), ``hardness`` (keep only these levels).
+    (``"bundled"``, ``"intercode"``, ``"spider-dev"`` (the 1,034 Spider dev tasks; file from
+    ``spider_dev_file``, ``$MULTITURN_ENVS_SPIDER_DEV`` or the cache), ``"all"``, a task file,
+    or a list of :class:`SQLTask`), ``scoring``, ``end_on_success``, ``db_dir`` (extra SQLite
+    databases), ``transpile`` (MySQL fallback), ``max_rows_shown``, ``max_cell_chars``,
+    ``vm_instructions`` and ``query_seconds`` (the runaway-query budget), ``hardness`` (keep
+    only these levels), ``mysql_row_order`` (default on: MySQL 8's order where SQL leaves it
+    open), ``mysql_strict`` (default off: refuse, with MySQL's error, queries MySQL 8 rejects
+    and SQLite runs, e.g. under ``ONLY_FULL_GROUP_BY``), ``describe_types`` (``"bytes"``: DESC
+    types as ``b'int'``; ``"str"``), ``clock`` (the fixed "now" of date functions).
 
     ## Turn Budget
     Owned by :class:`~multiturn_envs.core.TextEnv`: every reply is a turn, parse errors
@@ -97,7 +113,9 @@ class InterCodeSQLEnv(TextEnv):
     (``sqlite3`` serialize/deserialize, skipped while the copy is untouched).
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version; MySQL 8 row order, PAD SPACE text columns, MySQL's functions with a
+      fixed clock, ``information_schema``, MySQL's DESC and error texts, ``"spider-dev"``
+      tasks, ``mysql_strict`` (measured against InterCode's published runs, see the env card).
     """
 
     def __init__(
@@ -116,11 +134,16 @@ class InterCodeSQLEnv(TextEnv):
         vm_instructions: int = 50_000_000,
         query_seconds: float = 5.0,
         hardness: Sequence[str] | None = None,
+        mysql_row_order: bool = True,
+        mysql_strict: bool = False,
+        describe_types: str = "bytes",
+        spider_dev_file: str | Path | None = None,
+        clock: dt.datetime = DEFAULT_CLOCK,
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         if scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}")
-        loaded = load_tasks(tasks)
+        loaded = load_tasks(tasks, spider_dev_file)
         if hardness is not None:
             loaded = [t for t in loaded if t.hardness in set(hardness)]
         if not loaded:
@@ -135,8 +158,18 @@ class InterCodeSQLEnv(TextEnv):
         self.transpile = bool(transpile)
         self.max_rows_shown = int(max_rows_shown)
         self.max_cell_chars = int(max_cell_chars)
-        self._limits = Limits(vm_instructions=int(vm_instructions), seconds=float(query_seconds))
+        self._limits = Limits(
+            vm_instructions=int(vm_instructions), seconds=float(query_seconds), clock=clock
+        )
         self._catalog = DatabaseCatalog(db_dir, self._limits)
+        if describe_types not in ("bytes", "str"):
+            raise ValueError(f"describe_types must be 'bytes' or 'str', got {describe_types!r}")
+        self.describe_types = describe_types
+        self.mysql_row_order = bool(mysql_row_order)
+        self.mysql_strict = bool(mysql_strict)
+        self._rejections: dict[tuple[str, str], str | None] = {}
+        self._order_plans: dict[tuple[str, str], tuple[str, str | None]] = {}
+        self._divisions: dict[str, str | None] = {}
         self._golds: dict[str, _Gold] = {}
         self._mutations: dict[str, list[str]] = {}
         self._clean_errors: dict[str, list[str]] = {}
@@ -162,10 +195,18 @@ class InterCodeSQLEnv(TextEnv):
         """The gold query's result on the pristine database (cached)."""
         return self._gold(self.task(task_id)).result
 
+    def gold_orders(self, task_id: str | None = None) -> bool:
+        """Whether the gold query orders its result (then the ``exact`` mode grades order)."""
+        return self._gold(self.task(task_id)).order_matters
+
+    def mysql_tables(self, db: str) -> dict[str, MySQLTable]:
+        """MySQL's declarations of ``db``'s tables (Spider dev databases; empty for others)."""
+        return self._catalog.mysql_tables(db)
+
     def _gold(self, task: SQLTask) -> _Gold:
         gold = self._golds.get(task.task_id)
         if gold is None:
-            result = self._catalog.pristine(task.db).execute(task.gold)
+            result = self.execute(self._catalog.pristine(task.db), task.gold, task.db)
             if not result.ok:
                 raise RuntimeError(
                     f"the gold query of {task.task_id} fails on {task.db}: {result.error}"
@@ -212,12 +253,21 @@ class InterCodeSQLEnv(TextEnv):
         first, rest = first_statement(sql)
         if rest:
             notes.append("Only the first statement was run; send one statement per turn.")
-        emulated = emulate(first, self._conn, db)
+        emulated = emulate(
+            first,
+            self._conn,
+            db,
+            mysql_tables=self._catalog.mysql_tables(db),
+            describe_types=self.describe_types,
+        )
         if emulated is not None:
             if emulated.note:
                 notes.append(emulated.note)
             return emulated.result, notes, False
-        result = self._conn.execute(first)
+        result = self.execute(self._conn, first, db)
+        if self.mysql_strict and result.ok and (rejected := self._mysql_rejection(first, db)):
+            # only queries are checked (might_be_rejected), so nothing was written
+            return QueryResult(error=rejected), notes, False
         if (
             result.ok
             or not self.transpile
@@ -227,13 +277,82 @@ class InterCodeSQLEnv(TextEnv):
         rewrite = transpile_mysql(first, db)
         if rewrite is None:
             return result, notes, False
-        retried = self._conn.execute(rewrite)
+        retried = self.execute(self._conn, rewrite, db)
         if not retried.ok:
             return result, notes, False
         notes.append(
             f"SQLite rejected the query as written; ran its MySQL-to-SQLite rewrite: {rewrite}"
         )
         return retried, notes, True
+
+    @property
+    def last_result(self) -> QueryResult | None:
+        """The result of the episode's last query (``None`` before the first)."""
+        return self._last
+
+    def _mysql_rejection(self, sql: str, db: str) -> str | None:
+        """MySQL 8's error for a query SQLite accepts (``mysql_strict``; cached per query)."""
+        key = (db, sql)
+        if key not in self._rejections:
+            if len(self._rejections) > 8192:
+                self._rejections.clear()
+            tables = self._catalog.mysql_tables(db)
+            self._rejections[key] = (
+                mysql_rejects(sql, tables, db) if tables and might_be_rejected(sql) else None
+            )
+        return self._rejections[key]
+
+    def execute(self, conn: SandboxedConnection, sql: str, db: str) -> QueryResult:
+        """Run one statement on ``conn`` as InterCode's MySQL would order its rows.
+
+        With ``mysql_row_order`` (default), a query SQL leaves unordered (GROUP BY without an
+        index on the key, ties under ORDER BY, set operations) is run in the form that gives
+        MySQL 8's order (:mod:`.mysql_order`); the plain SQLite result is used when that form
+        does not apply or fails. A query that divides runs with MySQL's exact ``/``
+        (:func:`.dialect.mysql_division`). Gold and agent queries go through here alike.
+        """
+        divided = self._exact_division(sql)
+        result = conn.execute(divided) if divided is not None else conn.execute(sql)
+        if divided is not None:
+            if result.ok:  # MySQL's exact division; otherwise the query as written
+                sql = divided
+            else:
+                result = conn.execute(sql)
+        if (
+            not self.mysql_row_order
+            or not result.ok
+            or result.rows is None
+            or not needs_mysql_order(sql)
+        ):
+            return result
+        plan = self._order_plans.get((db, sql))
+        if plan is None:
+            if len(self._order_plans) > 8192:
+                self._order_plans.clear()
+            rewritten = order_like_mysql(sql, self._catalog.indexed_columns(db))
+            plan = ("rewrite", rewritten) if rewritten is not None else ("set", None)
+            self._order_plans[(db, sql)] = plan
+        if plan[0] == "set":
+            combined = run_set_operation(sql, lambda leaf: self.execute(conn, leaf, db))
+            if combined is None:
+                self._order_plans[(db, sql)] = ("none", None)
+                return result
+            return combined
+        if plan[0] == "rewrite" and plan[1] is not None:
+            ordered = conn.execute(plan[1])
+            if ordered.ok and ordered.rows is not None:
+                return ordered
+        return result
+
+    def _exact_division(self, sql: str) -> str | None:
+        """``sql`` with MySQL's ``/`` (cached per query), or ``None`` when it has none."""
+        if not is_query(sql) or "/" not in sql:
+            return None
+        if sql not in self._divisions:
+            if len(self._divisions) > 8192:
+                self._divisions.clear()
+            self._divisions[sql] = mysql_division(sql)
+        return self._divisions[sql]
 
     def _score(self, result: QueryResult | None) -> Scores:
         assert self._task is not None
@@ -248,11 +367,12 @@ class InterCodeSQLEnv(TextEnv):
             gold_width=len(gold.result.columns),
         )
 
-    def _render(self, result: QueryResult, notes: list[str]) -> str:
+    def _render(self, result: QueryResult, notes: list[str], sql: str = "") -> str:
         assert self._task is not None
         lines = [*notes]
         if not result.ok:
-            lines.append(f"Error executing query: {mysql_error(result.error or '', self._task.db)}")
+            message = mysql_error(result.error or "", self._task.db, sql)
+            lines.append(f"Error executing query: {message}")
         elif result.rows is None:
             if not notes or notes[-1] != "Database changed":
                 lines.append(
@@ -294,7 +414,7 @@ class InterCodeSQLEnv(TextEnv):
             result, notes, transpiled = self.run_query(parsed.sql)
             self._last = result
             self._last_scores = self._score(result)
-            observation = self._render(result, notes)
+            observation = self._render(result, notes, parsed.sql)
             extra["transpiled"] = transpiled
             extra["query_error"] = not result.ok
         scores = self._last_scores or Scores(0.0, 0.0, 0.0)

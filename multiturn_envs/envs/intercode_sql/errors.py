@@ -10,6 +10,7 @@ at the current state, so an error never ends the episode and is never secretly r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 _AGG_SWAPS: Mapping[str, tuple[str, ...]] = {
     "Count": ("Sum", "Max"),
@@ -40,8 +41,6 @@ def gold_mutations(gold: str, schema: Mapping[str, Sequence[str]]) -> list[str]:
         original = sqlglot.parse_one(gold, read="sqlite")
     except Exception:
         return []
-    if original is None:
-        return []
     lower_schema = {t.lower(): list(cols) for t, cols in schema.items()}
     tables = [t.name.lower() for t in original.find_all(exp.Table)]
     pool = [c for t in tables for c in lower_schema.get(t, [])]
@@ -49,7 +48,7 @@ def gold_mutations(gold: str, schema: Mapping[str, Sequence[str]]) -> list[str]:
     out: list[str] = []
     seen = {gold.strip()}
 
-    def emit(edit: Callable[[exp.Expression], bool]) -> None:
+    def emit(edit: Callable[[Any], bool]) -> None:
         tree = original.copy()
         try:
             if not edit(tree):
@@ -80,6 +79,8 @@ def gold_mutations(gold: str, schema: Mapping[str, Sequence[str]]) -> list[str]:
 
             def wrong_column(tree: exp.Expression, i: int = i, new: str = replacement) -> bool:
                 sel = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+                if sel is None:
+                    return False
                 cols = [c for p in sel.expressions for c in p.find_all(exp.Column)]
                 if i >= len(cols) or cols[i].name.lower() == new.lower():
                     return False

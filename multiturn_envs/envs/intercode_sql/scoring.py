@@ -137,8 +137,14 @@ def _shared_in_order(items: list[str], shared: Counter[str]) -> list[str]:
     return out
 
 
-def intercode_reward(agent_rows: Sequence[Row] | None, gold_rows: Sequence[Row]) -> float:
-    """InterCode-SQL's reward, unclipped: ``None`` (no result set, an error) scores 0.0."""
+def intercode_reward(
+    agent_rows: Sequence[Row] | None, gold_rows: Sequence[Row], *, order_weighted: bool = True
+) -> float:
+    """InterCode-SQL's reward, unclipped: ``None`` (no result set, an error) scores 0.0.
+
+    ``order_weighted=False`` gives the IoU alone, without the Kendall-tau factor: the reward of
+    an earlier InterCode version, which scored part of its published runs (see the env card).
+    """
     if agent_rows is None:
         return 0.0
     agent = [str(tuple(r)) for r in agent_rows]
@@ -150,7 +156,7 @@ def intercode_reward(agent_rows: Sequence[Row] | None, gold_rows: Sequence[Row])
     if not union:
         return 1.0
     reward = sum(intersection.values()) / sum(union.values())
-    if intersection:
+    if intersection and order_weighted:
         tau = kendall_tau_b(
             _shared_in_order(agent, intersection), _shared_in_order(gold, intersection)
         )

@@ -6,6 +6,9 @@ A task is a natural-language question about one database plus its gold SQL. Sour
   (``library``, ``company``, ``shop``; SQL scripts in ``data/``), easy to extra hard; offline.
 * ``"intercode"``: the 23 Spider-dev tasks of ``intercode-bench``'s ``sql_queries.csv``, on the
   Spider dev databases converted from its MySQL dump (:mod:`.conversion`).
+* ``"spider-dev"``: the whole Spider dev set, InterCode's 1,034 tasks (``ic_spider_dev.json``),
+  found by :func:`find_spider_dev_file` (a path, ``$MULTITURN_ENVS_SPIDER_DEV``, or the cache);
+  the file is third-party data (CC BY-SA 4.0) and is never shipped with this package.
 * a path to a task file: InterCode's JSON format (``ic_spider_dev.json``: records with ``db``,
   ``query`` = question, ``gold``, optional ``hardness``), Spider's (``db_id``, ``question``,
   ``query``), as a JSON list or JSON lines, or InterCode's CSV (``query,gold,db``).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -30,9 +34,11 @@ from multiturn_envs.envs.intercode_sql.conversion import (
     TASKS_RELATIVE_PATH,
     IntercodeNotInstalled,
     SpiderDevDatabases,
+    cache_root,
     intercode_asset,
 )
 from multiturn_envs.envs.intercode_sql.database import Limits, SandboxedConnection
+from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
 
 BUNDLED_DATABASES: tuple[str, ...] = ("company", "library", "shop")
 HARDNESS_LEVELS: tuple[str, ...] = ("easy", "medium", "hard", "extra")
@@ -53,7 +59,8 @@ class SQLTask:
 def _data_text(name: str) -> str:
     return (
         resources.files("multiturn_envs.envs.intercode_sql")
-        .joinpath("data", name)
+        .joinpath("data")
+        .joinpath(name)
         .read_text(encoding="utf-8")
     )
 
@@ -123,10 +130,57 @@ def load_spider_dataset(name: str, split: str = "validation", **kwargs: Any) -> 
     return _records_to_tasks(dataset, prefix=Path(str(name)).stem or "spider")
 
 
-def load_tasks(spec: str | Path | Sequence[SQLTask]) -> list[SQLTask]:
+SPIDER_DEV = "spider-dev"
+SPIDER_DEV_FILE = "ic_spider_dev.json"
+SPIDER_DEV_ENV = "MULTITURN_ENVS_SPIDER_DEV"
+SPIDER_DEV_SOURCE = (
+    "InterCode's repository, https://github.com/princeton-nlp/intercode, file "
+    "data/sql/spider/ic_spider_dev.json (1,034 tasks; Spider's questions and SQL are CC BY-SA "
+    "4.0)"
+)
+
+
+def spider_dev_cache_path() -> Path:
+    """The documented cache location of the Spider dev task file."""
+    return cache_root() / "intercode_sql" / SPIDER_DEV_FILE
+
+
+def find_spider_dev_file(path: str | Path | None = None) -> Path:
+    """The Spider dev task file: ``path`` if given, else ``$MULTITURN_ENVS_SPIDER_DEV``, else
+    :func:`spider_dev_cache_path`. Raises ``FileNotFoundError`` saying where to get it."""
+    candidates: list[tuple[str, Path]] = []
+    if path is not None:
+        candidates.append(("the spider_dev_file argument", Path(path)))
+    elif os.environ.get(SPIDER_DEV_ENV):
+        candidates.append((f"${SPIDER_DEV_ENV}", Path(os.environ[SPIDER_DEV_ENV])))
+    else:
+        candidates.append(("the cache", spider_dev_cache_path()))
+    for _, candidate in candidates:
+        if candidate.is_dir() and (candidate / SPIDER_DEV_FILE).is_file():
+            return candidate / SPIDER_DEV_FILE
+        if candidate.is_file():
+            return candidate
+    where, looked = candidates[0]
+    raise FileNotFoundError(
+        f"tasks='spider-dev' needs {SPIDER_DEV_FILE}, not found at {looked} ({where}). "
+        f"Get it from {SPIDER_DEV_SOURCE}, then pass spider_dev_file=<path>, set "
+        f"${SPIDER_DEV_ENV}=<path>, or copy it to {spider_dev_cache_path()}."
+    )
+
+
+def load_spider_dev_tasks(path: str | Path | None = None) -> list[SQLTask]:
+    """The 1,034 Spider dev tasks, in file order (task ids ``spider-dev/<db>/<n>``)."""
+    return load_task_file(find_spider_dev_file(path), prefix=SPIDER_DEV)
+
+
+def load_tasks(
+    spec: str | Path | Sequence[SQLTask], spider_dev_file: str | Path | None = None
+) -> list[SQLTask]:
     """Resolve the env's ``tasks`` argument."""
     if not isinstance(spec, str | Path):
         return list(spec)
+    if spec == SPIDER_DEV:
+        return load_spider_dev_tasks(spider_dev_file)
     if spec == "bundled":
         return load_bundled_tasks()
     if spec == "intercode":
@@ -136,7 +190,8 @@ def load_tasks(spec: str | Path | Sequence[SQLTask]) -> list[SQLTask]:
     if Path(spec).is_file():
         return load_task_file(spec)
     raise ValueError(
-        f"tasks={spec!r}: use 'bundled', 'intercode', 'all', a task file path, or a list of SQLTask"
+        f"tasks={spec!r}: use 'bundled', 'intercode', 'spider-dev', 'all', a task file path, "
+        "or a list of SQLTask"
     )
 
 
@@ -153,6 +208,7 @@ class DatabaseCatalog:
         self.limits = limits or Limits()
         self._pristine: dict[str, SandboxedConnection] = {}
         self._spider: SpiderDevDatabases | None = None
+        self._mysql: dict[str, dict[str, MySQLTable]] = {}
 
     def _spider_dev(self) -> SpiderDevDatabases | None:
         if self._spider is None:
@@ -189,6 +245,45 @@ class DatabaseCatalog:
             conn = SandboxedConnection.load_file(spider.path(db), self.limits)
         self._pristine[db] = conn
         return conn
+
+    def mysql_tables(self, db: str) -> dict[str, MySQLTable]:
+        """MySQL's declarations of ``db``'s tables (Spider dev databases; empty for others)."""
+        if db in self._mysql:
+            return self._mysql[db]
+        tables: dict[str, MySQLTable] = {}
+        if db not in BUNDLED_DATABASES and self._local_file(db) is None:
+            spider = self._spider_dev()
+            if spider is not None and db in spider.names():
+                tables = spider.mysql_tables(db)
+        self._mysql[db] = tables
+        return tables
+
+    def indexed_columns(self, db: str) -> dict[str, frozenset[str]]:
+        """Lower-cased table -> lower-cased columns leading one of its MySQL indexes.
+
+        For databases without a MySQL declaration (bundled, ``db_dir``), SQLite's own indexes
+        and primary keys stand in for MySQL's.
+        """
+        declared = self.mysql_tables(db)
+        if declared:
+            return {name: table.indexed_first_columns() for name, table in declared.items()}
+        out: dict[str, frozenset[str]] = {}
+        with self.pristine(db).trusted() as raw:
+            tables = raw.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+            for (table,) in tables:
+                quoted = table.replace('"', '""')
+                lead = {
+                    r[1].lower() for r in raw.execute(f'PRAGMA table_info("{quoted}")') if r[5] == 1
+                }
+                for index in raw.execute(f'PRAGMA index_list("{quoted}")').fetchall():
+                    name = index[1].replace('"', '""')
+                    first = raw.execute(f'PRAGMA index_info("{name}")').fetchone()
+                    if first is not None and first[2] is not None:
+                        lead.add(str(first[2]).lower())
+                out[table.lower()] = frozenset(lead)
+        return out
 
     def episode_copy(self, db: str) -> SandboxedConnection:
         """A private writable copy of ``db`` for one episode."""

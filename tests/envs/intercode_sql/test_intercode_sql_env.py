@@ -127,7 +127,8 @@ def test_mysql_habits(env: InterCodeSQLEnv) -> None:
     env.reset(seed=0, options={"task_id": TOP_AUTHOR})
     assert env.step("SHOW TABLES")[0] == "[('authors',), ('books',), ('loans',), ('members',)]"
     desc = env.step("DESC books")[0]
-    assert desc.startswith("[('book_id', 'int', 'NO', 'PRI', None, '')")
+    # the Type column as bytes, as MySQL's connector returned it in InterCode's later runs
+    assert desc.startswith("[('book_id', b'int', 'NO', 'PRI', None, '')")
     assert env.step("DESCRIBE `books`")[0] == desc
     assert env.step("SHOW COLUMNS FROM library.books")[0] == desc
     assert env.step("USE library")[0] == "Database changed"
@@ -140,7 +141,16 @@ def test_mysql_habits(env: InterCodeSQLEnv) -> None:
     obs = env.step("SELECT nme FROM authors")[0]
     assert obs.startswith("Error executing query: Unknown column 'nme'")
     obs = env.step("SELECT * FROM nope")[0]
-    assert "Table 'library.nope' doesn't exist" in obs
+    assert obs == "Error executing query: Table 'library.nope' doesn't exist"
+
+
+def test_describe_types_as_str_like_the_gpt35_run() -> None:
+    env = InterCodeSQLEnv(describe_types="str")
+    env.reset(options={"task_id": TOP_AUTHOR})
+    assert env.step("DESC books")[0].startswith("[('book_id', 'int', 'NO', 'PRI', None, '')")
+    env.close()
+    with pytest.raises(ValueError, match="describe_types"):
+        InterCodeSQLEnv(describe_types="text")
 
 
 def test_runaway_queries_stop_deterministically() -> None:
@@ -251,3 +261,18 @@ def test_custom_tasks_and_bad_golds() -> None:
         InterCodeSQLEnv(scoring="fuzzy")
     env.close()
     bad.close()
+
+
+def test_conforms_in_strict_mysql_mode_on_spider_databases() -> None:
+    require(HAVE_INTERCODE, "the intercode-bench package")
+    check_text_env(
+        lambda: InterCodeSQLEnv(max_turns=4, tasks="intercode", mysql_strict=True),
+        hostile=False,
+        run_gymnasium_check=False,
+    )
+
+
+def test_a_nul_byte_before_a_semicolon_is_an_error_not_an_exception(env: InterCodeSQLEnv) -> None:
+    env.reset(options={"task_id": TOP_AUTHOR})
+    obs = env.step("SELECT\x00;")[0]
+    assert obs.startswith("Error executing query:")
