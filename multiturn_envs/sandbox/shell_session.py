@@ -45,15 +45,15 @@ mkdir -p {state} 2>/dev/null
 __mte_base="$(compgen -v | tr '\n' ' ')"
 __mte_save() {{
   {{ local __n
+    printf 'cd -- %q 2>/dev/null; unset OLDPWD\n' "$PWD"
     for __n in $(compgen -v); do
       case " $__mte_base " in *" $__n "*) continue;; esac
-      case "$__n" in __mte*|BASH*|FUNCNAME|PIPESTATUS|_) continue;; esac
+      case "$__n" in __*|BASH*|FUNCNAME|PIPESTATUS|_) continue;; esac
       declare -p "$__n" 2>/dev/null
     done
     export -p
     declare -f
     alias -p
-    printf 'cd -- %q 2>/dev/null\n' "$PWD"
   }} >{state}/state.tmp 2>/dev/null && mv -f {state}/state.tmp {state}/state 2>/dev/null
 }}
 __mte_done() {{
@@ -229,7 +229,7 @@ class ShellSession:
         script = _PRELUDE.format(state=STATE_DIR)
         if restore:
             script += f". {STATE_DIR}/state >/dev/null 2>&1\n"
-        script += f"printf '%s %s\\n' {nonce} $$\n"
+        script += f"__mte_save; printf '%s %s\\n' {nonce} $$\n"
         stream.send(script.encode())
         text = bytearray()
         deadline = time.monotonic() + 30

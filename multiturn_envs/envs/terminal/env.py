@@ -24,6 +24,7 @@ from multiturn_envs.sandbox.warm_containers import WarmContainers
 APP = "/app"
 SHELL_ENV = {
     "HOME": APP,
+    "HOSTNAME": "sandbox",
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
     "TERM": "dumb",

@@ -29,7 +29,7 @@ FORMAT_HINT = (
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(
-    r"```[ \t]*(bash|sh|shell|console|terminal|zsh|text)?[ \t]*\n(.*?)(?:\n[ \t]*```|$(?![\s\S]))",
+    r"```[ \t]*(bash|sh|shell|console|terminal|zsh|text)?[ \t]*\n(.*?)(?:\n?[ \t]*```|$(?![\s\S]))",
     re.DOTALL | re.IGNORECASE,
 )
 _SUBMIT = re.compile(r"^[\s`'\"*]*submit[\s`'\".!*]*$", re.IGNORECASE)
