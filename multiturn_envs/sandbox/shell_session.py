@@ -177,6 +177,16 @@ class _CappedOutput:
             del self.tail[:excess]
             self.omitted += excess
 
+    def parts(self, tail_end: int | None = None) -> tuple[bytes, bytes, int]:
+        """(head, tail, omitted) of the stream up to ``tail_end`` in the tail, the tail cut to
+        its cap (the extra bytes kept to find a terminator are not shown)."""
+        tail = bytes(self.tail if tail_end is None else self.tail[:tail_end])
+        omitted = self.omitted
+        if omitted and len(tail) > self.tail_cap:
+            omitted += len(tail) - self.tail_cap
+            tail = tail[-self.tail_cap :]
+        return bytes(self.head), tail, omitted
+
 
 def cap_marker(omitted: int) -> str:
     """The line that stands where output was cut."""
@@ -338,29 +348,22 @@ class ShellSession:
                 before, rest = bytes(joined[:head_where]), bytes(joined[head_where + len(tag) :])
                 head_bytes, tail_bytes = before, b""
             else:
-                head_bytes = bytes(out.head)
-                tail_bytes = bytes(out.tail[:where])
                 rest = bytes(out.tail[where + len(tag) :])
-                if out.omitted and len(tail_bytes) > out.tail_cap:  # drop the overlap kept
-                    out.omitted += len(tail_bytes) - out.tail_cap
-                    tail_bytes = tail_bytes[-out.tail_cap :]
             if b"\n" not in rest:
                 continue  # the status line is not complete yet
+            omitted = 0
+            if head_where < 0:
+                head_bytes, tail_bytes, omitted = out.parts(where)
             status = rest.split(b"\n", 1)[0].split()
             rc = int(status[0])
             cwd = base64.b64decode(status[1]).decode("utf-8", "replace") if len(status) > 1 else ""
             self.cwd = cwd or self.cwd
-            return CommandResult(
-                self._text(head_bytes, tail_bytes, out.omitted), rc, self.cwd, out.omitted
-            )
+            return CommandResult(self._text(head_bytes, tail_bytes, omitted), rc, self.cwd, omitted)
 
     def _partial(self, out: _CappedOutput, timed_out: bool) -> CommandResult:
+        head, tail, omitted = out.parts()
         return CommandResult(
-            self._text(bytes(out.head), bytes(out.tail), out.omitted),
-            None,
-            self.cwd,
-            out.omitted,
-            timed_out=timed_out,
+            self._text(head, tail, omitted), None, self.cwd, omitted, timed_out=timed_out
         )
 
     @staticmethod

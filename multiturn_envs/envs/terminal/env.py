@@ -308,6 +308,16 @@ class TerminalEnv(TextEnv):
         if cached is not None:
             return cached
         episode = self._new_episode(task, files_tar(dict(task.files)) if task.files else None)
+        if task.app_from_image:
+            client = episode.container.client
+            holder = client.containers.create(self._image_of(task), ["true"])
+            try:
+                stream, _ = holder.get_archive(APP)
+                image_app = strip_top(archive_bytes(stream))
+            finally:
+                holder.remove(force=True, v=True)
+            if not episode.container.put_archive(APP, image_app):
+                raise RuntimeError(f"could not copy the image's {APP} of task {task.task_id}")
         if task.setup.strip():
             code, output = episode.container.exec_run(
                 ["bash", "-c", task.setup],

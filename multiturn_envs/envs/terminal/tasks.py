@@ -37,6 +37,8 @@ class TerminalTask:
         score_from_pytest: the checks print pytest's ``-rA`` summary; ``step_score`` counts
             its PASSED/FAILED lines instead of the checks (Terminal-Bench tasks).
         command_timeout_s: the per-command limit (``None``: the env's).
+        app_from_image: the starting ``/app`` is the image's own ``/app`` (Terminal-Bench
+            images ``COPY`` their files there; the env's tmpfs ``/app`` hides it otherwise).
     """
 
     task_id: str
@@ -51,6 +53,7 @@ class TerminalTask:
     support_files: Mapping[str, bytes] = field(default_factory=dict)
     score_from_pytest: bool = False
     command_timeout_s: float | None = None
+    app_from_image: bool = False
 
     def __post_init__(self) -> None:
         if not self.task_id or not self.instruction.strip():
