@@ -110,6 +110,10 @@ class WarmContainers(Generic[T]):
             self._live.pop(container.id, None)
         self._doomed.put(container)
 
+    def ready_count(self) -> int:
+        """Containers ready to be taken now."""
+        return self._ready.qsize()
+
     def live_ids(self) -> list[str]:
         """Ids of the containers made here and not yet discarded (ready or handed out)."""
         with self._lock:
