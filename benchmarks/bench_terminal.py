@@ -43,7 +43,7 @@ def _time(fn: Callable[[], object], n: int) -> list[float]:
 def _wait_ready(env: TerminalEnv, limit_s: float = 20.0) -> None:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        if all(pool.ready_count() >= 1 for pool in env._pools.values()):  # noqa: SLF001
+        if all(pool.ready_count() >= 1 for pool in env._pools.values()):
             return
         time.sleep(0.02)
 
@@ -58,13 +58,20 @@ def main() -> None:
     try:
         task = "rename-extensions"
         env.reset(seed=0, options={"task_id": task})
-        make = env._container_factory(env.image)  # noqa: SLF001
+        make = env._container_factory(env.image)
         container = make()
         try:
             shell = ShellSession(container.client.api, container.id, environment=SHELL_ENV)
             shell.run("true")
-            rows.append(("command, warm persistent shell", *_ms(_time(lambda: shell.run("true"), args.n))))
-            rows.append(("command, warm shell, `ls -la`", *_ms(_time(lambda: shell.run("ls -la /"), args.n))))
+            rows.append(
+                ("command, warm persistent shell", *_ms(_time(lambda: shell.run("true"), args.n)))
+            )
+            rows.append(
+                (
+                    "command, warm shell, `ls -la`",
+                    *_ms(_time(lambda: shell.run("ls -la /"), args.n)),
+                )
+            )
             user = f"{AGENT_UID}:{AGENT_UID}"
 
             def exec_once() -> None:
@@ -96,15 +103,19 @@ def main() -> None:
 
         env.reset(seed=0, options={"task_id": task})
         env.step("true")
-        rows.append(("step, /app unchanged (cached)", *_ms(_time(lambda: env.step("pwd"), args.n // 2))))
+        rows.append(
+            ("step, /app unchanged (cached)", *_ms(_time(lambda: env.step("pwd"), args.n // 2)))
+        )
         counter = iter(range(10**6))
-        rows.append((
-            "step, /app changed (checker run)",
-            *_ms(_time(lambda: env.step(f"echo {next(counter)} > n.txt"), args.n // 2)),
-        ))
+        rows.append(
+            (
+                "step, /app changed (checker run)",
+                *_ms(_time(lambda: env.step(f"echo {next(counter)} > n.txt"), args.n // 2)),
+            )
+        )
 
         env.reset(seed=0, options={"task_id": task})
-        history = env.task(task).solution[:2] + ("x=1", "mkdir -p a/b", "echo hi > a/b/c")
+        history = (*env.task(task).solution[:2], "x=1", "mkdir -p a/b", "echo hi > a/b/c")
         for command in history:
             env.step(command)
         state = env.get_state()
@@ -121,8 +132,8 @@ def main() -> None:
             _wait_ready(env)
             start = time.perf_counter()
             env.reset(seed=0, options={"task_id": task})
-            for command in history:
-                env.step(command)
+            for command in history:  # through the shell alone: a replay needs no checks
+                env._episode.shell.run(command)  # noqa: SLF001
             replays.append(time.perf_counter() - start)
         rows.append((f"replay: reset + {len(history)} commands", *_ms(replays)))
     finally:
@@ -141,10 +152,9 @@ def main() -> None:
         f"{by['episode on a fresh `docker run`'] / by['reset from the warm pool']:.1f}x "
         f"(goal: reset median < 300 ms: {by['reset from the warm pool']:.1f} ms)"
     )
-    print(
-        f"snapshot restore: replay / set_state = "
-        f"{by[f'replay: reset + {len(history)} commands'] / by['snapshot: set_state (fresh container)']:.1f}x"
-    )
+    replay = by[f"replay: reset + {len(history)} commands"]
+    restore = by["snapshot: set_state (fresh container)"]
+    print(f"snapshot restore: replay / set_state = {replay / restore:.1f}x")
 
 
 if __name__ == "__main__":

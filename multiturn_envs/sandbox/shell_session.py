@@ -322,7 +322,9 @@ class ShellSession:
         if stream is None:
             raise RuntimeError("the shell session is closed")
         nonce = "__MTE_" + secrets.token_hex(8)
-        line = f'eval "$(printf %s {_b64(command)} | base64 -d)" </dev/null; __mte_done {nonce} $?\n'
+        line = (
+            f'eval "$(printf %s {_b64(command)} | base64 -d)" </dev/null; __mte_done {nonce} $?\n'
+        )
         try:
             stream.send(line.encode())
         except OSError:

@@ -56,7 +56,10 @@ def test_nll_and_llr_on_terminal_records(tmp_path: Path) -> None:
     a = build_tiny_chat_model(tmp_path / "a", seed=0)
     b = build_tiny_chat_model(tmp_path / "b", seed=1)
     out = tmp_path / "nll.json"
-    assert main(["nll", str(records), "--model", f"hf:{a}", "--bootstrap", "50", "--out", str(out)]) == 0
+    assert (
+        main(["nll", str(records), "--model", f"hf:{a}", "--bootstrap", "50", "--out", str(out)])
+        == 0
+    )
     nll = json.loads(out.read_text())
     text = json.dumps(nll)
     assert "success" in text and "failure" in text

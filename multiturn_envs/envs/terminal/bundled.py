@@ -57,12 +57,16 @@ LOG = """\
 2024-05-01 10:05:00 INFO heartbeat
 """
 
-ACCESS_LOG = "\n".join(
-    f'10.0.0.{i % 7} - - [01/May/2024:10:{i:02d}:00 +0000] "GET /p{i % 5} HTTP/1.1" {code} {100 + i}'
-    for i, code in enumerate(
-        [200, 200, 404, 200, 500, 301, 200, 404, 200, 200, 500, 200, 301, 200, 404, 200]
+ACCESS_LOG = (
+    "\n".join(
+        f"10.0.0.{i % 7} - - [01/May/2024:10:{i:02d}:00 +0000] "
+        f'"GET /p{i % 5} HTTP/1.1" {code} {100 + i}'
+        for i, code in enumerate(
+            [200, 200, 404, 200, 500, 301, 200, 404, 200, 200, 500, 200, 301, 200, 404, 200]
+        )
     )
-) + "\n"
+    + "\n"
+)
 
 
 def _tasks() -> list[TerminalTask]:
@@ -163,10 +167,11 @@ def _tasks() -> list[TerminalTask]:
             "(part1, part2, ..., part12) into /app/full.txt.",
             {
                 "full.txt exists": "test -f full.txt",
-                "numeric order": "for i in $(seq 1 12); do echo \"chunk $i\"; done | diff - full.txt",
+                "numeric order": 'for i in $(seq 1 12); do echo "chunk $i"; done | diff - full.txt',
             },
             ["cat $(ls parts/part*.txt | sort -V) > full.txt"],
-            setup="mkdir -p parts && for i in $(seq 1 12); do echo \"chunk $i\" > parts/part$i.txt; done",
+            setup="mkdir -p parts && for i in $(seq 1 12); do "
+            'echo "chunk $i" > parts/part$i.txt; done',
         ),
         _t(
             "word-frequency",
@@ -219,7 +224,7 @@ def _tasks() -> list[TerminalTask]:
                 "no .jpeg left": "! ls photos | grep -q '\\.jpeg$'",
                 "three .jpg": "test $(ls photos | grep -c '\\.jpg$') = 3",
                 "contents kept": "test \"$(cat 'photos/beach day.jpg')\" = beach && "
-                "test \"$(cat photos/cat.jpg)\" = cat",
+                'test "$(cat photos/cat.jpg)" = cat',
                 "others untouched": "test -f photos/notes.txt",
             },
             [
@@ -345,7 +350,7 @@ def _tasks() -> list[TerminalTask]:
                 "| diff - items.csv",
             },
             [
-                "jq -r '\"id,name,price\", (.[] | \"\\(.id),\\(.name),\\(.price)\")' "
+                'jq -r \'"id,name,price", (.[] | "\\(.id),\\(.name),\\(.price)")\' '
                 "items.json > items.csv"
             ],
             files={
@@ -361,12 +366,12 @@ def _tasks() -> list[TerminalTask]:
             "keeping every other setting. The file must stay valid JSON.",
             {
                 "valid json": "python3 -c 'import json; json.load(open(\"config.json\"))'",
-                "port": "python3 -c 'import json; c=json.load(open(\"config.json\")); "
-                "assert c[\"server\"][\"port\"] == 8081'",
-                "tls": "python3 -c 'import json; c=json.load(open(\"config.json\")); "
-                "assert c[\"server\"][\"tls\"] is True'",
-                "rest kept": "python3 -c 'import json; c=json.load(open(\"config.json\")); "
-                "assert c[\"server\"][\"host\"] == \"0.0.0.0\" and c[\"debug\"] is False'",
+                "port": 'python3 -c \'import json; c=json.load(open("config.json")); '
+                'assert c["server"]["port"] == 8081\'',
+                "tls": 'python3 -c \'import json; c=json.load(open("config.json")); '
+                'assert c["server"]["tls"] is True\'',
+                "rest kept": 'python3 -c \'import json; c=json.load(open("config.json")); '
+                'assert c["server"]["host"] == "0.0.0.0" and c["debug"] is False\'',
             },
             [
                 "jq '.server.port = 8081 | .server.tls = true' config.json > config.new "
@@ -410,11 +415,11 @@ def _tasks() -> list[TerminalTask]:
                 "> top_customer.txt"
             ],
             setup=(
-                "sqlite3 shop.db \"CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT); "
+                'sqlite3 shop.db "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT); '
                 "CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INT, amount REAL); "
                 "INSERT INTO customers VALUES (1,'Ava'),(2,'Ben'),(3,'Chen'); "
                 "INSERT INTO orders(customer_id, amount) VALUES (1,50),(1,70),(2,300),"
-                "(3,120),(3,200),(2,10);\""
+                '(3,120),(3,200),(2,10);"'
             ),
         ),
         _t(
@@ -432,13 +437,12 @@ def _tasks() -> list[TerminalTask]:
                 "{'ts': 9, 'user': 'ann', 'action': 'logout'}], rows\nEOF",
             },
             [
-                "python3 -c 'import csv, json, sys\nfor r in csv.DictReader(open(\"events.tsv\"),"
-                " delimiter=\"\\t\"):\n    r[\"ts\"] = int(r[\"ts\"])\n    print(json.dumps(r))'"
+                'python3 -c \'import csv, json, sys\nfor r in csv.DictReader(open("events.tsv"),'
+                ' delimiter="\\t"):\n    r["ts"] = int(r["ts"])\n    print(json.dumps(r))\''
                 " > events.jsonl"
             ],
             files={
-                "events.tsv": "ts\tuser\taction\n1\tann\tlogin\n5\tbob\tview page\n"
-                "9\tann\tlogout\n"
+                "events.tsv": "ts\tuser\taction\n1\tann\tlogin\n5\tbob\tview page\n9\tann\tlogout\n"
             },
         ),
         # ---------------------------------------------------------------- scripting
@@ -473,7 +477,8 @@ def _tasks() -> list[TerminalTask]:
                 "N=1": 'test "$(python3 fizzbuzz.py 1)" = 1',
             },
             [
-                "cat > fizzbuzz.py <<'EOF'\nimport sys\n\nfor i in range(1, int(sys.argv[1]) + 1):\n"
+                "cat > fizzbuzz.py <<'EOF'\nimport sys\n\n"
+                "for i in range(1, int(sys.argv[1]) + 1):\n"
                 "    out = ('Fizz' if i % 3 == 0 else '') + ('Buzz' if i % 5 == 0 else '')\n"
                 "    print(out or i)\nEOF"
             ],
@@ -548,7 +553,7 @@ def _tasks() -> list[TerminalTask]:
                 "content": "printf 'a.txt 3\\nb.txt 1\\nc.txt 5\\n' | diff - report.txt",
             },
             [
-                "for f in docs/*.txt; do echo \"$(basename \"$f\") $(wc -w < \"$f\")\"; done "
+                'for f in docs/*.txt; do echo "$(basename "$f") $(wc -w < "$f")"; done '
                 "| sort > report.txt"
             ],
             files={
@@ -606,7 +611,7 @@ def _tasks() -> list[TerminalTask]:
                 "grep -rl FATAL /tmp/logs | xargs -n1 basename > fatal.txt",
             ],
             setup=(
-                "mkdir -p L/var && for i in 1 2 3 4; do echo \"worker $i ok\" > L/var/worker-$i.log;"
+                'mkdir -p L/var && for i in 1 2 3 4; do echo "worker $i ok" > L/var/worker-$i.log;'
                 " done && echo 'FATAL: out of memory' >> L/var/worker-3.log && "
                 "tar --mtime=2024-01-01 -czf logs.tar.gz -C L var && rm -rf L"
             ),
@@ -645,7 +650,8 @@ def _tasks() -> list[TerminalTask]:
             {
                 "all .sh executable": "test -z \"$(find scripts -name '*.sh' ! -perm -u+x)\"",
                 "count": "test $(find scripts -name '*.sh' -perm -u+x | wc -l) = 3",
-                "others not executable": "test ! -x scripts/README && test ! -x scripts/lib/data.txt",
+                "others not executable": "test ! -x scripts/README && "
+                "test ! -x scripts/lib/data.txt",
             },
             ["find scripts -name '*.sh' -exec chmod +x {} +"],
             files={
@@ -664,7 +670,7 @@ def _tasks() -> list[TerminalTask]:
             "mode 600.",
             {
                 "dir mode": 'test "$(stat -c %a secrets)" = 700',
-                "file modes": "test -z \"$(find secrets -type f ! -perm 600)\" && "
+                "file modes": 'test -z "$(find secrets -type f ! -perm 600)" && '
                 "test $(find secrets -type f | wc -l) = 2",
             },
             ["chmod 700 secrets && chmod 600 secrets/*"],

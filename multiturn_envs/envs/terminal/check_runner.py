@@ -14,12 +14,14 @@ Protocol: one JSON line per job on stdin, ``{"checks": [{"name", "script"}], "ti
 """
 
 import base64
+import contextlib
 import ctypes
 import json
 import os
 import signal
 import subprocess
 import sys
+from typing import Any
 
 APP = "/app"
 SUPPORT = "/tmp/checks"
@@ -53,7 +55,7 @@ def _untar(data: bytes, dest: str, strip: int) -> str:
     return done.stderr.decode("utf-8", "replace")[-500:] if done.returncode else ""
 
 
-def _run_check(script: str, timeout_s: float) -> dict:
+def _run_check(script: str, timeout_s: float) -> dict[str, Any]:
     proc = subprocess.Popen(
         ["bash", "-c", script],
         cwd=APP,
@@ -76,7 +78,7 @@ def _run_check(script: str, timeout_s: float) -> dict:
     return {"passed": code == 0, "exit_code": code, "output": text}
 
 
-def _job(job: dict) -> dict:
+def _job(job: dict[str, Any]) -> dict[str, Any]:
     _wipe()
     problem = _untar(base64.b64decode(job["app_tar"]), APP, 1)
     if job.get("support_tar"):
@@ -100,10 +102,8 @@ def main() -> None:
         except Exception as exc:  # a bad job: say so and keep serving
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(-1, signal.SIGKILL)  # every other process of this uid (not this one)
-            except OSError:
-                pass
             _wipe()
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()

@@ -154,7 +154,9 @@ class TerminalEnv(TextEnv):
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         if isinstance(tasks, str):
             if tasks != "bundled":
-                raise ValueError(f"tasks must be 'bundled' or a list of TerminalTask, not {tasks!r}")
+                raise ValueError(
+                    f"tasks must be 'bundled' or a list of TerminalTask, not {tasks!r}"
+                )
             from multiturn_envs.envs.terminal.bundled import bundled_tasks
 
             loaded = bundled_tasks()
@@ -179,6 +181,7 @@ class TerminalEnv(TextEnv):
         self.check_timeout_s = float(check_timeout_s)
         self.image = image
         # heavy resources, per image, started lazily
+        self._sandboxes: dict[str, Any] = {}  # image -> DockerSandbox (its hardening)
         self._pools: dict[str, WarmContainers[ShellSession]] = {}
         self._checkers: dict[str, Checker] = {}
         self._initial: dict[str, tuple[bytes, str]] = {}  # task -> (tar for /app, digest)
@@ -194,25 +197,35 @@ class TerminalEnv(TextEnv):
         return task.image or self.image
 
     def _container_factory(self, image: str) -> Callable[[], Any]:
+        import docker
         from docker.types import DriverConfig, Mount
 
         from multiturn_envs.sandbox.docker_pool import DockerSandbox
 
-        sandbox = DockerSandbox(
-            image=image, memory_mb=self.memory_mb, cpus=self.cpus, pids_limit=self.pids_limit
-        )
+        sandbox = self._sandboxes.get(image)
+        if sandbox is None:
+            sandbox = DockerSandbox(
+                image=image, memory_mb=self.memory_mb, cpus=self.cpus, pids_limit=self.pids_limit
+            )
+            self._sandboxes[image] = sandbox
         options = f"size={self.app_mb}m,uid={AGENT_UID},gid={AGENT_UID},mode=0755,nosuid,nodev"
         app = Mount(
             APP,
             None,
             type="volume",
-            driver_config=DriverConfig(
-                "local", {"type": "tmpfs", "device": "tmpfs", "o": options}
-            ),
+            driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": options}),
         )
 
         def make() -> Any:
-            return sandbox.hardened_container(mounts=[app])
+            # the sandbox's orphan reaper (on its first use) lists containers and inspects each;
+            # one removed in between (ours, by the background reaper) fails that: try again
+            for attempt in range(3):
+                try:
+                    return sandbox.hardened_container(mounts=[app])
+                except docker.errors.NotFound:
+                    if attempt == 2:
+                        raise
+            raise AssertionError("unreachable")
 
         return make
 
@@ -281,8 +294,11 @@ class TerminalEnv(TextEnv):
             pool.close()
         for checker in self._checkers.values():
             checker.close()
+        for sandbox in self._sandboxes.values():
+            sandbox.close()
         self._pools.clear()
         self._checkers.clear()
+        self._sandboxes.clear()
 
     # ------------------------------------------------------------------ tasks
     def task_ids(self) -> Sequence[str]:

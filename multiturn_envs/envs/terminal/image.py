@@ -62,7 +62,10 @@ def terminal_unavailable(image: str = TERMINAL_IMAGE) -> str | None:
     """Why MT/Terminal-v0 cannot run here (with the fix), or ``None``."""
     from multiturn_envs.sandbox.docker_pool import docker_unavailable
 
-    return docker_unavailable(image)
+    problem = docker_unavailable(image)
+    if problem is not None and image == TERMINAL_IMAGE and "missing" in problem:
+        return f"the terminal image {image} is missing; build it: {BUILD_HINT}"
+    return problem
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,9 +47,9 @@ class ParsedAction:
 
 def _strip_prompts(text: str, console: bool) -> str:
     lines = text.split("\n")
-    if console or (lines and all(_PROMPT.match(line) for line in lines if line.strip())):
-        if any(_PROMPT.match(line) for line in lines):
-            lines = [_PROMPT.sub("", line, count=1) for line in lines if _PROMPT.match(line)]
+    every = bool(lines) and all(_PROMPT.match(line) for line in lines if line.strip())
+    if (console or every) and any(_PROMPT.match(line) for line in lines):
+        lines = [_PROMPT.sub("", line, count=1) for line in lines if _PROMPT.match(line)]
     return "\n".join(lines)
 
 

@@ -97,7 +97,7 @@ def strip_top(archive: bytes) -> bytes:
         tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst,
     ):
         for member in src:
-            head, _, rest = member.name.partition("/")
+            _, _, rest = member.name.partition("/")
             if not rest:  # the top directory itself
                 continue
             member.name = rest

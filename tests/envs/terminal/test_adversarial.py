@@ -17,21 +17,31 @@ pytestmark = pytest.mark.docker
 # (command, text expected in the observation (or ""), one that must NOT appear)
 CORPUS: list[tuple[str, str, str]] = [
     (":(){ :|:& };: ; sleep 1; echo survived", "Resource temporarily unavailable", ""),
-    ("dd if=/dev/zero of=/app/fill bs=1M count=400 2>&1 | tail -1; df -m /app | tail -1; rm -f /app/fill",
-     "100% /app", ""),
+    (
+        "dd if=/dev/zero of=/app/fill bs=1M count=400 2>&1 | tail -1; df -m /app | tail -1; "
+        "rm -f /app/fill",
+        "100% /app",
+        "",
+    ),
     ("head -c 200M /dev/zero > /tmp/fill; echo rc=$?; rm -f /tmp/fill", "No space left", "rc=0"),
     ("python3 -c 'x = bytearray(2 << 30); print(\"allocated\")'", "", "allocated"),
     ("yes flood | head -c 50000000", "output truncated", ""),
     ("cat /dev/urandom | head -c 3000000 | base64 -w0", "output truncated", ""),
     ("touch /etc/owned /usr/bin/owned 2>&1; echo $?", "Read-only file system", ""),
     ("id -u; su -c id 2>&1; sudo id 2>&1; echo end", "65534", "uid=0"),
-    ("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>&1 | tail -1",
-     "Network is unreachable", ""),
+    (
+        "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>&1 | tail -1",
+        "Network is unreachable",
+        "",
+    ),
     ("ls -la /var/run/docker.sock /run/docker.sock 2>&1 | head -2", "No such file", ""),
     ("cat /proc/1/environ 2>&1 | head -c 100; env | grep -ci docker", "", "DOCKER_HOST"),
     ("mount -t tmpfs none /mnt 2>&1; echo rc=$?", "rc=", "rc=0"),
-    ("grep -rl 'count is right' /app /tmp /job /etc /home /root /var 2>/dev/null; echo searched",
-     "searched", "/"),
+    (
+        "grep -rl 'count is right' /app /tmp /job /etc /home /root /var 2>/dev/null; echo searched",
+        "searched",
+        "/",
+    ),
     ("kill -9 $$", "", ""),
     ("kill -9 -1", "", ""),
 ]

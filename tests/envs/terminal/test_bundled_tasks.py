@@ -15,7 +15,14 @@ def test_there_are_at_least_30_tasks_with_unique_ids_across_categories() -> None
     ids = [t.task_id for t in TASKS]
     assert len(ids) >= 30 and len(set(ids)) == len(ids)
     assert {t.category for t in TASKS} >= {
-        "text", "files", "data", "scripting", "archives", "permissions", "git", "debugging",
+        "text",
+        "files",
+        "data",
+        "scripting",
+        "archives",
+        "permissions",
+        "git",
+        "debugging",
     }
     assert all(t.solution and t.checks for t in TASKS)
 

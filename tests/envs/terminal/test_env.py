@@ -48,7 +48,7 @@ def test_output_is_capped_with_a_marker_and_a_timeout_restarts_the_shell(
 ) -> None:
     env = terminal_env
     env.reset(seed=0, options={"task_id": "count-errors"})
-    obs, *_ , info = env.step("seq 1 300000")
+    obs, *_, info = env.step("seq 1 300000")
     assert obs.startswith("1\n2\n3\n") and "300000\n[exit status: 0" in obs
     assert "output truncated" in obs and info["output_truncated"]
     assert len(obs) < env.output_cap + 200
@@ -79,10 +79,10 @@ def test_snapshots_restore_files_cwd_and_variables_on_a_fresh_container(
     env.reset(seed=0, options={"task_id": "count-errors"})
     env.step("mkdir -p w && cd w && echo one > f.txt && v=1 && chmod 600 f.txt")
     state = env.get_state()
-    container = env._episode.container.id  # noqa: SLF001
+    container = env._episode.container.id
     env.step("echo two > f.txt && v=2 && cd / && rm -rf /app/w")
     env.set_state(state)
-    assert env._episode.container.id != container  # noqa: SLF001
+    assert env._episode.container.id != container
     obs, *_ = env.step("cat f.txt; echo $v; pwd; stat -c %a f.txt")
     assert obs.startswith("one\n1\n/app/w\n600\n")
     assert env.state_key() != ""

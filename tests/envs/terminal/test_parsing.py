@@ -75,5 +75,7 @@ def test_error_commands_differ_from_the_expert_and_never_submit(cmd: str, seed: 
 def test_mutations_are_plausible_one_edit_typos() -> None:
     variants = mutations("head -n 10 data.csv > top.csv")
     assert "head -n 11 data.csv > top.csv" in variants
-    assert any("dat.acsv" in v or "daat.csv" in v or "dtaa.csv" in v or "daa" in v for v in variants)
+    assert any(
+        "dat.acsv" in v or "daat.csv" in v or "dtaa.csv" in v or "daa" in v for v in variants
+    )
     assert "head 10 data.csv > top.csv" in variants

@@ -18,7 +18,7 @@ from multiturn_envs.envs.terminal.terminal_bench import (
 
 pytestmark = pytest.mark.docker
 
-TEST_OUTPUTS = '''\
+TEST_OUTPUTS = """\
 from pathlib import Path
 
 
@@ -28,7 +28,7 @@ def test_greeting_exists():
 
 def test_greeting_text():
     assert Path("/app/greeting.txt").read_text() == "hello, " + Path("/app/name.txt").read_text()
-'''
+"""
 
 
 def _task_folder(root: Path, name: str, base: str) -> Path:
@@ -86,7 +86,7 @@ def test_an_image_that_cannot_be_built_offline_is_reported_clearly(
 
 
 def test_malformed_folders_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="no task.yaml"):
+    with pytest.raises(ValueError, match=r"no task\.yaml"):
         load_terminal_bench_task(tmp_path)
     (tmp_path / "task.yaml").write_text("difficulty: easy\n")
     with pytest.raises(ValueError, match="instruction"):
