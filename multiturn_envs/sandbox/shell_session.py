@@ -37,7 +37,9 @@ from multiturn_envs.sandbox.docker_pool import pop_frames
 
 AGENT_UID = 65534
 STATE_DIR = "/tmp/.mte-shell"
-"""Where the shell saves its state after each command (the agent's own, so its own tmpfs)."""
+"""Where the shell saves its state after each command by default (the agent's own place). A
+caller that must read it from outside (the engine's ``get_archive`` cannot see a tmpfs) passes
+a directory on a volume instead."""
 
 _PRELUDE = r"""exec 2>&1
 umask 022
@@ -202,6 +204,8 @@ class ShellSession:
         workdir: the shell's first working directory.
         environment: the shell's initial environment (added to the image's).
         output_cap: bytes of output kept per command (head and tail halves).
+        state_dir: where the shell saves its state after each command (the agent's uid must be
+            able to write there).
     """
 
     def __init__(
@@ -212,8 +216,10 @@ class ShellSession:
         workdir: str = "/app",
         environment: dict[str, str] | None = None,
         output_cap: int = 10_000,
+        state_dir: str = STATE_DIR,
     ) -> None:
         self.api = api
+        self.state_dir = state_dir
         self.container_id = container_id
         self.workdir = workdir
         self.environment = dict(environment or {})
@@ -236,9 +242,9 @@ class ShellSession:
         )
         self._stream = stream
         nonce = secrets.token_hex(8)
-        script = _PRELUDE.format(state=STATE_DIR)
+        script = _PRELUDE.format(state=self.state_dir)
         if restore:
-            script += f". {STATE_DIR}/state >/dev/null 2>&1\n"
+            script += f". {self.state_dir}/state >/dev/null 2>&1\n"
         script += f"__mte_save; printf '%s %s\\n' {nonce} $$\n"
         stream.send(script.encode())
         text = bytearray()
@@ -255,20 +261,37 @@ class ShellSession:
                 self.cwd = probe.output.strip() or self.workdir
 
     def kill_agent_processes(self) -> None:
-        """``kill -9 -1`` as the agent's uid: every process of the agent, the shell included."""
+        """``kill -9 -1`` as the agent's uid: every process of the agent, the shell included.
+
+        Three passes in one process (``kill`` is a shell builtin): a fork bomb forks while the
+        first pass walks the process table."""
         exec_id = self.api.exec_create(
-            self.container_id, ["kill", "-9", "-1"], user=f"{AGENT_UID}:{AGENT_UID}"
+            self.container_id,
+            ["sh", "-c", "kill -9 -1; kill -9 -1; kill -9 -1; true"],
+            user=f"{AGENT_UID}:{AGENT_UID}",
         )["Id"]
         self.api.exec_start(exec_id)
 
     def restart(self) -> None:
-        """Kill everything of the agent and start a shell with the last saved state."""
+        """Kill everything of the agent and start a shell with the last saved state.
+
+        Raises ``RuntimeError`` when no shell can be started (the engine refuses the exec, e.g.
+        while a fork bomb holds every pid): the caller moves to a fresh container."""
         if self._stream is not None:
             self._stream.close()
         with contextlib.suppress(Exception):
             self.kill_agent_processes()
         self.restarts += 1
-        self._start(restore=True)
+        last: Exception | None = None
+        for _attempt in range(3):
+            try:
+                self._start(restore=True)
+                return
+            except Exception as exc:  # the engine refused the exec, or the shell died at once
+                last = exc
+                with contextlib.suppress(Exception):
+                    self.kill_agent_processes()
+        raise RuntimeError(f"the shell could not be restarted: {last}")
 
     def close(self) -> None:
         if self._stream is not None:
@@ -381,7 +404,7 @@ class ShellSession:
     # ------------------------------------------------------------------ state
     def saved_state(self) -> str:
         """The shell's state after the last command, as bash text that recreates it."""
-        result = self._roundtrip(f"cat {STATE_DIR}/state", 10.0)
+        result = self._roundtrip(f"cat {self.state_dir}/state", 10.0)
         if result is None or result.exit_code != 0:
             raise RuntimeError("could not read the shell's saved state")
         return result.output

@@ -18,10 +18,17 @@ from multiturn_envs.envs.terminal.image import TERMINAL_IMAGE
 from multiturn_envs.envs.terminal.oracle import error_command, expert_command
 from multiturn_envs.envs.terminal.parsing import FORMAT_HINT, parse_action
 from multiturn_envs.envs.terminal.tasks import TerminalTask, files_tar, select_tasks, strip_top
-from multiturn_envs.sandbox.shell_session import AGENT_UID, CommandResult, ShellSession
+from multiturn_envs.sandbox.shell_session import (
+    AGENT_UID,
+    CommandResult,
+    ShellSession,
+)
 from multiturn_envs.sandbox.warm_containers import WarmContainers
 
 APP = "/app"
+SHELL_STATE_DIR = "/job/work/.shell"
+"""The shell's saved state: on the container's ``/job`` volume (writable by the agent's uid),
+where the engine can read it even when the container can no longer run a command."""
 SHELL_ENV = {
     "HOME": APP,
     "HOSTNAME": "sandbox",
@@ -241,6 +248,7 @@ class TerminalEnv(TextEnv):
                     workdir=APP,
                     environment=SHELL_ENV,
                     output_cap=self.output_cap,
+                    state_dir=SHELL_STATE_DIR,
                 )
 
             pool = WarmContainers(make, prepare, size=self.warm)
@@ -400,7 +408,10 @@ class TerminalEnv(TextEnv):
             observation = parsed.error
         elif parsed.command is not None:
             timeout = task.command_timeout_s or self.command_timeout_s
-            result = self._episode.shell.run(parsed.command, timeout)
+            try:
+                result = self._episode.shell.run(parsed.command, timeout)
+            except Exception as exc:  # no shell could be restarted in this container
+                result = self._move_to_fresh_container(exc)
             self.last_command = result
             self._executed.append(parsed.command)
             observation = format_observation(result)
@@ -439,6 +450,29 @@ class TerminalEnv(TextEnv):
         return StepOutcome(
             observation, reward, terminated, solved, report.score, parsed.error, extra
         )
+
+    def _move_to_fresh_container(self, why: Exception) -> CommandResult:
+        """Carry ``/app`` and the shell's last saved state over to a fresh container.
+
+        The last resort when the episode's container cannot run a shell any more (a fork bomb
+        holding every pid makes the engine refuse execs). Both are read by the engine itself
+        (``get_archive``), which needs nothing from inside the container.
+        """
+        assert self._episode is not None
+        old = self._episode.container
+        app = strip_top(self._app_archive())
+        stream, _ = old.get_archive(f"{SHELL_STATE_DIR}/state")
+        with tarfile.open(fileobj=io.BytesIO(archive_bytes(stream))) as tar:
+            member = tar.next()
+            handle = tar.extractfile(member) if member is not None else None
+            shell_state = handle.read().decode("utf-8", "surrogateescape") if handle else ""
+        episode = self._new_episode(self.task(), app)
+        episode.shell.load_state(shell_state)
+        note = (
+            f"[the container stopped running commands ({type(why).__name__}); the episode "
+            f"moved to a fresh container with /app and the shell's state; cwd {episode.shell.cwd}]"
+        )
+        return CommandResult(note, None, episode.shell.cwd, restarted=True)
 
     # ------------------------------------------------------------------ snapshots
     def _get_state(self) -> Any:

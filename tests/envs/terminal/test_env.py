@@ -128,3 +128,18 @@ def test_nothing_of_an_episode_reaches_the_next_and_close_removes_every_containe
     alive = {c.id for c in client.containers.list(all=True)}
     assert not alive & set(ids)
     env.close()  # idempotent
+
+
+def test_a_container_that_cannot_run_a_shell_is_replaced_with_the_state_carried_over(
+    terminal_env: TerminalEnv,
+) -> None:
+    """The last resort after a failed shell restart (e.g. a fork bomb holding every pid)."""
+    env = terminal_env
+    env.reset(seed=0, options={"task_id": "count-errors"})
+    env.step("mkdir -p d && cd d && echo kept > f.txt && v=7")
+    old = env._episode.container.id  # noqa: SLF001
+    result = env._move_to_fresh_container(RuntimeError("simulated"))  # noqa: SLF001
+    assert "moved to a fresh container" in result.output and result.cwd == "/app/d"
+    assert env._episode.container.id != old  # noqa: SLF001
+    obs, *_ = env.step("cat f.txt; echo $v")
+    assert obs.startswith("kept\n7\n")
