@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import string
 import tarfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from multiturn_envs.sandbox.shell_session import (
     ShellSession,
 )
 from multiturn_envs.sandbox.warm_containers import WarmContainers
+from multiturn_envs.spaces import UnicodeText
 
 APP = "/app"
 SHELL_STATE_DIR = "/job/work/.shell"
@@ -48,6 +50,33 @@ you will see its output (stdout and stderr together, long output shortened in th
 exit status and the working directory. The shell persists between turns: cd, variables and
 background jobs carry over. Interactive programs get no terminal (stdin is empty). When the
 task is done, reply `submit`; the task's hidden tests then decide whether it is solved."""
+
+
+class ShellText(UnicodeText):
+    """Any ``str``, like :class:`UnicodeText`; ``sample()`` leaves out ``& | $ ` `` characters.
+
+    Random text is run by bash: ``&`` and ``|`` start processes that run concurrently, whose
+    interleaved output differs from run to run, and ``$`` can expand ``$$``, ``$RANDOM`` or
+    ``$SECONDS``. Without them a sampled action is garbage that bash runs deterministically
+    (what ``check_env`` and PettingZoo's seed tests assume of a random action).
+    """
+
+    ALPHABET = "".join(
+        c
+        for c in string.ascii_letters + string.digits + string.punctuation + " \n"
+        if c not in "&|$`"
+    )
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        if mask is not None or probability is not None:
+            raise NotImplementedError("ShellText.sample takes no mask or probability")
+        hi = self.sample_max_length
+        if self.max_length is not None:
+            hi = min(hi, self.max_length)
+        lo = min(self.min_length, hi)
+        length = int(self.np_random.integers(lo, hi + 1))
+        chars = self.np_random.choice(len(self.ALPHABET), size=length)
+        return "".join(self.ALPHABET[i] for i in chars)
 
 
 @dataclass
@@ -159,6 +188,7 @@ class TerminalEnv(TextEnv):
         image: str = TERMINAL_IMAGE,
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
+        self.action_space = ShellText()
         if isinstance(tasks, str):
             if tasks != "bundled":
                 raise ValueError(
