@@ -133,7 +133,7 @@ def main() -> None:
             start = time.perf_counter()
             env.reset(seed=0, options={"task_id": task})
             for command in history:  # through the shell alone: a replay needs no checks
-                env._episode.shell.run(command)  # noqa: SLF001
+                env._episode.shell.run(command)
             replays.append(time.perf_counter() - start)
         rows.append((f"replay: reset + {len(history)} commands", *_ms(replays)))
     finally:

@@ -137,9 +137,9 @@ def test_a_container_that_cannot_run_a_shell_is_replaced_with_the_state_carried_
     env = terminal_env
     env.reset(seed=0, options={"task_id": "count-errors"})
     env.step("mkdir -p d && cd d && echo kept > f.txt && v=7")
-    old = env._episode.container.id  # noqa: SLF001
-    result = env._move_to_fresh_container(RuntimeError("simulated"))  # noqa: SLF001
+    old = env._episode.container.id
+    result = env._move_to_fresh_container(RuntimeError("simulated"))
     assert "moved to a fresh container" in result.output and result.cwd == "/app/d"
-    assert env._episode.container.id != old  # noqa: SLF001
+    assert env._episode.container.id != old
     obs, *_ = env.step("cat f.txt; echo $v")
     assert obs.startswith("kept\n7\n")
