@@ -53,18 +53,18 @@ task is done, reply `submit`; the task's hidden tests then decide whether it is 
 
 
 class ShellText(UnicodeText):
-    """Any ``str``, like :class:`UnicodeText`; ``sample()`` leaves out ``& | $ ` `` characters.
+    """Any ``str``, like :class:`UnicodeText`; ``sample()`` leaves out ``& | $ ` ( )``.
 
-    Random text is run by bash: ``&`` and ``|`` start processes that run concurrently, whose
-    interleaved output differs from run to run, and ``$`` can expand ``$$``, ``$RANDOM`` or
-    ``$SECONDS``. Without them a sampled action is garbage that bash runs deterministically
+    Random text is run by bash: ``&``, ``|`` and process substitution (``<(...)``) start
+    processes that run concurrently, whose interleaved output differs from run to run, and
+    ``$`` can expand ``$$``, ``$RANDOM`` or ``$SECONDS``. Without them a sampled action is garbage that bash runs deterministically
     (what ``check_env`` and PettingZoo's seed tests assume of a random action).
     """
 
     ALPHABET = "".join(
         c
         for c in string.ascii_letters + string.digits + string.punctuation + " \n"
-        if c not in "&|$`"
+        if c not in "&|$`()"
     )
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
