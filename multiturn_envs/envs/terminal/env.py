@@ -57,8 +57,9 @@ class ShellText(UnicodeText):
 
     Random text is run by bash: ``&``, ``|`` and process substitution (``<(...)``) start
     processes that run concurrently, whose interleaved output differs from run to run, and
-    ``$`` can expand ``$$``, ``$RANDOM`` or ``$SECONDS``. Without them a sampled action is garbage that bash runs deterministically
-    (what ``check_env`` and PettingZoo's seed tests assume of a random action).
+    ``$`` can expand ``$$``, ``$RANDOM`` or ``$SECONDS``. Without them a sampled action is
+    garbage that bash runs deterministically (what ``check_env`` and PettingZoo's seed tests
+    assume of a random action).
     """
 
     ALPHABET = "".join(
