@@ -61,7 +61,7 @@ class TextParallelEnv(ParallelEnv[str, dict[str, str], str]):
         self.possible_agents = [agent]
         self.agents: list[str] = []
         self._obs_space = _text_space()
-        self._act_space = UnicodeText()
+        self._act_space = self.env.action_space  # the env's: its sample() suits the env
 
     def observation_space(self, agent: str) -> spaces.Space[Any]:
         return self._obs_space
@@ -137,7 +137,7 @@ class HeadToHeadEnv(ParallelEnv[str, dict[str, str], str]):
         self.possible_agents = list(agents)
         self.agents: list[str] = []
         self._obs_space = _text_space()
-        self._act_space = UnicodeText()
+        self._act_space = self.env.action_space  # the env's: its sample() suits the env
         self._rng = np.random.default_rng()
 
     def observation_space(self, agent: str) -> spaces.Space[Any]:
