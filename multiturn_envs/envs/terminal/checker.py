@@ -10,6 +10,7 @@ cannot change the agent's state. Results are cached by the tar's digest: a comma
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import hashlib
@@ -98,6 +99,7 @@ class Checker:
         self._stream: ExecStream | None = None
         self.runs = 0
         self.cache_hits = 0
+        atexit.register(self.close)  # an env never closed still removes its checker at exit
 
     def _start(self) -> ExecStream:
         if self._stream is not None and not self._stream.closed:
@@ -197,4 +199,6 @@ class Checker:
         return CheckReport(names, (), (), error=last)
 
     def close(self) -> None:
+        """Remove the checker's container; idempotent."""
         self._stop()
+        atexit.unregister(self.close)

@@ -143,3 +143,28 @@ def test_a_container_that_cannot_run_a_shell_is_replaced_with_the_state_carried_
     assert env._episode.container.id != old
     obs, *_ = env.step("cat f.txt; echo $v")
     assert obs.startswith("kept\n7\n")
+
+
+def test_an_env_never_closed_leaves_no_container_when_its_process_exits(
+    terminal_ready: None,
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import docker
+
+    script = (
+        "import json, gymnasium as gym, multiturn_envs\n"
+        "env = gym.make('MT/Terminal-v0', disable_env_checker=True)\n"
+        "env.reset(seed=0, options={'task_id': 'count-errors'})\n"
+        "env.step('ls')\n"
+        "print(json.dumps(env.unwrapped.container_ids()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=240, check=True
+    )
+    ids = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(ids) >= 2  # the episode's container (warm ones too) and the checker's
+    alive = {c.id for c in docker.from_env().containers.list(all=True)}
+    assert not alive & set(ids)
