@@ -16,6 +16,7 @@ ENV_ENTRY_POINTS: tuple[tuple[str, str], ...] = (
     ("MT/DeepCoder-v0", "multiturn_envs.envs.deepcoder.env:DeepCoderEnv"),
     ("MT/FrozenLake-v0", "multiturn_envs.envs.frozenlake.env:FrozenLakeTextEnv"),
     ("MT/InterCode-SQL-v0", "multiturn_envs.envs.intercode_sql.env:InterCodeSQLEnv"),
+    ("MT/Terminal-v0", "multiturn_envs.envs.terminal.env:TerminalEnv"),
 )
 
 

@@ -22,6 +22,9 @@ if bash scripts/ensure_docker.sh; then
   if ! .venv/bin/python -m multiturn_envs.sandbox.image status >/dev/null 2>&1; then
     .venv/bin/multiturn-envs sandbox build
   fi
+  if ! .venv/bin/python -m multiturn_envs.envs.terminal.image status >/dev/null 2>&1; then
+    .venv/bin/multiturn-envs sandbox terminal build  # MT/Terminal-v0 (offline)
+  fi
 elif [ "${CI:-}" = "true" ]; then
   echo "test.sh: CI=true but no Docker engine could be started" >&2
   exit 1

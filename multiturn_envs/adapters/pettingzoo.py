@@ -49,9 +49,9 @@ class _TextSpaces:
     _obs_space: spaces.Space[Any]  # per instance: a space carries its own seedable RNG
     _act_space: spaces.Space[Any]
 
-    def _init_spaces(self) -> None:
+    def _init_spaces(self, env: gym.Env[str, str]) -> None:
         self._obs_space = _text_space()
-        self._act_space = UnicodeText()
+        self._act_space = env.action_space  # the env's own: its sample() suits the env
 
     def observation_space(self, agent: str) -> spaces.Space[Any]:
         return self._obs_space
@@ -77,7 +77,7 @@ class TextParallelEnv(_TextSpaces, ParallelEnv[str, dict[str, str], str]):
         self.env = _make(env, env_kwargs)
         self.possible_agents = [agent]
         self.agents: list[str] = []
-        self._init_spaces()
+        self._init_spaces(self.env)
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
@@ -146,7 +146,7 @@ class HeadToHeadEnv(_TextSpaces, ParallelEnv[str, dict[str, str], str]):
         self.epsilon = float(epsilon)
         self.possible_agents = list(agents)
         self.agents: list[str] = []
-        self._init_spaces()
+        self._init_spaces(self.env)
         self._rng = np.random.default_rng()
 
     def reset(

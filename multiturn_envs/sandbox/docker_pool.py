@@ -365,10 +365,11 @@ class DockerSandbox(Sandbox):
             atexit.register(self.close)
             self._started = True
 
-    def hardened_container(self) -> Any:
+    def hardened_container(self, mounts: Sequence[Any] = ()) -> Any:
         """A new container with this pool's hardening, limits and labels, and the runner in
         ``/job`` (byte-compiled by root); no session, not part of the pool (the caller removes
-        it). The pool's own containers are made here, and so are the benchmark's."""
+        it). The pool's own containers are made here, and so are the benchmark's. ``mounts``:
+        extra ``docker.types.Mount``s (MT/Terminal-v0's size-capped ``/app``)."""
         from docker.types import Mount, Ulimit
 
         self._start()
@@ -381,7 +382,7 @@ class DockerSandbox(Sandbox):
             network_mode="none",
             read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777"},
-            mounts=[Mount("/job", None, type="volume")],
+            mounts=[Mount("/job", None, type="volume"), *mounts],
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             pids_limit=self.pids_limit,

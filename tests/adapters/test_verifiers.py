@@ -48,7 +48,7 @@ def free_port() -> int:
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("torch", "transformers", "tokenizers"):
         require(__import__("importlib").util.find_spec(name) is not None, f"the package {name}")
-    from multiturn_envs.policies.tiny_lm import build_tiny_chat_model
+    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
 
     return Path(build_tiny_chat_model(tmp_path_factory.mktemp("tiny_lm")))
 

@@ -1,0 +1,161 @@
+"""MT/Terminal-v0: command round trip, reset, oracle and snapshot costs, with their anchors.
+
+    python benchmarks/bench_terminal.py [--n 40] [--resets 8]
+
+Rows, all measured in this run on hardened containers of the terminal image:
+
+* command round trip in a warm persistent shell (goal: median < 20 ms) vs one
+  ``docker exec`` per command (the anchor);
+* reset from the warm pool (goal: median < 300 ms) vs a fresh container per episode
+  (``docker run`` + shell + files, what a reset costs without a pool: the anchor);
+* the oracle's cost per step: a step whose command leaves ``/app`` unchanged (archive read,
+  cached verdict) and one that changes it (archive read + a checker run);
+* snapshots: ``get_state`` and ``set_state`` (``/app`` tar + shell state onto a fresh
+  container) vs deterministic replay (reset + re-running the commands) of the same state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+from multiturn_envs.envs.terminal.env import APP, SHELL_ENV, TerminalEnv
+from multiturn_envs.envs.terminal.tasks import files_tar
+from multiturn_envs.sandbox.shell_session import AGENT_UID, ShellSession
+
+
+def _ms(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered) * 1e3, ordered[int(0.9 * (len(ordered) - 1))] * 1e3
+
+
+def _time(fn: Callable[[], object], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def _wait_ready(env: TerminalEnv, limit_s: float = 20.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if all(pool.ready_count() >= 1 for pool in env._pools.values()):
+            return
+        time.sleep(0.02)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=40, help="commands per round-trip row")
+    parser.add_argument("--resets", type=int, default=8, help="episodes per reset row")
+    args = parser.parse_args()
+    rows: list[tuple[str, float, float]] = []
+    env = TerminalEnv(max_turns=None, end_on_success=False, warm=1)
+    try:
+        task = "rename-extensions"
+        env.reset(seed=0, options={"task_id": task})
+        make = env._container_factory(env.image)
+        container = make()
+        try:
+            shell = ShellSession(container.client.api, container.id, environment=SHELL_ENV)
+            shell.run("true")
+            rows.append(
+                ("command, warm persistent shell", *_ms(_time(lambda: shell.run("true"), args.n)))
+            )
+            rows.append(
+                (
+                    "command, warm shell, `ls -la`",
+                    *_ms(_time(lambda: shell.run("ls -la /"), args.n)),
+                )
+            )
+            user = f"{AGENT_UID}:{AGENT_UID}"
+
+            def exec_once() -> None:
+                container.exec_run(["bash", "-c", "true"], user=user, workdir=APP)
+
+            rows.append(("command, one `docker exec` each", *_ms(_time(exec_once, args.n))))
+            shell.close()
+        finally:
+            container.remove(force=True, v=True)
+
+        resets = []
+        for _ in range(args.resets):
+            _wait_ready(env)
+            start = time.perf_counter()
+            env.reset(seed=0, options={"task_id": task})
+            resets.append(time.perf_counter() - start)
+        rows.append(("reset from the warm pool", *_ms(resets)))
+        files = files_tar(dict(env.task(task).files))
+
+        def fresh() -> None:
+            c = make()
+            try:
+                ShellSession(c.client.api, c.id, environment=SHELL_ENV)
+                c.put_archive(APP, files)
+            finally:
+                c.remove(force=True, v=True)
+
+        rows.append(("episode on a fresh `docker run`", *_ms(_time(fresh, args.resets))))
+
+        env.reset(seed=0, options={"task_id": task})
+        env.step("true")
+        rows.append(
+            ("step, /app unchanged (cached)", *_ms(_time(lambda: env.step("pwd"), args.n // 2)))
+        )
+        counter = iter(range(10**6))
+        rows.append(
+            (
+                "step, /app changed (checker run)",
+                *_ms(_time(lambda: env.step(f"echo {next(counter)} > n.txt"), args.n // 2)),
+            )
+        )
+
+        env.reset(seed=0, options={"task_id": task})
+        history = (*env.task(task).solution[:2], "x=1", "mkdir -p a/b", "echo hi > a/b/c")
+        for command in history:
+            env.step(command)
+        state = env.get_state()
+        rows.append(("snapshot: get_state", *_ms(_time(env.get_state, 10))))
+        sets = []
+        for _ in range(6):
+            _wait_ready(env)
+            start = time.perf_counter()
+            env.set_state(state)
+            sets.append(time.perf_counter() - start)
+        rows.append(("snapshot: set_state (fresh container)", *_ms(sets)))
+        replays = []
+        for _ in range(6):
+            _wait_ready(env)
+            start = time.perf_counter()
+            env.reset(seed=0, options={"task_id": task})
+            for command in history:  # through the shell alone: a replay needs no checks
+                env._episode.shell.run(command)
+            replays.append(time.perf_counter() - start)
+        rows.append((f"replay: reset + {len(history)} commands", *_ms(replays)))
+    finally:
+        env.close()
+    print(f"{'row':45s} {'median ms':>10s} {'p90 ms':>9s}")
+    for name, median, p90 in rows:
+        print(f"{name:45s} {median:10.1f} {p90:9.1f}")
+    by = {name: median for name, median, _ in rows}
+    print(
+        f"\nround trip: exec per command / warm shell = "
+        f"{by['command, one `docker exec` each'] / by['command, warm persistent shell']:.1f}x "
+        f"(goal: shell median < 20 ms: {by['command, warm persistent shell']:.1f} ms)"
+    )
+    print(
+        f"reset: fresh run per episode / warm pool = "
+        f"{by['episode on a fresh `docker run`'] / by['reset from the warm pool']:.1f}x "
+        f"(goal: reset median < 300 ms: {by['reset from the warm pool']:.1f} ms)"
+    )
+    replay = by[f"replay: reset + {len(history)} commands"]
+    restore = by["snapshot: set_state (fresh container)"]
+    print(f"snapshot restore: replay / set_state = {replay / restore:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

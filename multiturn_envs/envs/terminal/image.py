@@ -1,0 +1,87 @@
+"""Build and inspect MT/Terminal-v0's image, offline.
+
+    python -m multiturn_envs.envs.terminal.image build [--force]
+    python -m multiturn_envs.envs.terminal.image status
+
+No image registry is reachable here, so ``docker build`` cannot pull a base. The build makes a
+local base first with the sandbox's offline bootstrap (``sandboxes/bootstrap.sh``: debootstrap
+from the Debian mirror apt uses, then ``docker import``) with the command-line tools in
+``sandboxes/terminal/packages.txt``, then builds ``sandboxes/terminal/Dockerfile`` on top of
+it (``FROM`` a local image needs no registry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TERMINAL_IMAGE = "multiturn-envs-terminal:latest"
+BASE_IMAGE = "multiturn-envs-terminal-base:latest"
+SANDBOXES_DIR = Path(__file__).resolve().parents[3] / "sandboxes"
+BUILD_HINT = "python -m multiturn_envs.envs.terminal.image build"
+
+
+def image_exists(tag: str) -> bool:
+    done = subprocess.run(["docker", "image", "inspect", tag], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def packages(sandboxes_dir: Path = SANDBOXES_DIR) -> list[str]:
+    text = (sandboxes_dir / "terminal" / "packages.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def build(force: bool = False, sandboxes_dir: Path = SANDBOXES_DIR) -> str:
+    """Build the base (when missing or ``force``) and the terminal image; say what was done."""
+    if not (sandboxes_dir / "terminal" / "Dockerfile").is_file():
+        raise FileNotFoundError(f"{sandboxes_dir}/terminal not found (build from a checkout)")
+    did = []
+    if force or not image_exists(BASE_IMAGE):
+        env = dict(os.environ, MTE_IMAGE_PACKAGES=",".join(packages(sandboxes_dir)))
+        script = sandboxes_dir / "bootstrap.sh"
+        done = subprocess.run(["bash", str(script), BASE_IMAGE], env=env, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{script} failed with status {done.returncode}")
+        did.append(f"built {BASE_IMAGE} offline (debootstrap + docker import)")
+    done2 = subprocess.run(
+        ["docker", "build", "-q", "-t", TERMINAL_IMAGE, str(sandboxes_dir / "terminal")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done2.returncode != 0:
+        raise RuntimeError(f"docker build of {TERMINAL_IMAGE} failed: {done2.stderr[-800:]}")
+    did.append(f"built {TERMINAL_IMAGE} from sandboxes/terminal/Dockerfile")
+    return "; ".join(did)
+
+
+def terminal_unavailable(image: str = TERMINAL_IMAGE) -> str | None:
+    """Why MT/Terminal-v0 cannot run here (with the fix), or ``None``."""
+    from multiturn_envs.sandbox.docker_pool import docker_unavailable
+
+    problem = docker_unavailable(image)
+    if problem is not None and image == TERMINAL_IMAGE and "missing" in problem:
+        return f"the terminal image {image} is missing; build it: {BUILD_HINT}"
+    return problem
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m multiturn_envs.envs.terminal.image")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_build = sub.add_parser("build", help="build the terminal image (offline)")
+    p_build.add_argument("--force", action="store_true", help="rebuild the base too")
+    sub.add_parser("status", help="say whether MT/Terminal-v0 can run")
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        print(f"terminal image: {build(args.force)}")
+        return 0
+    problem = terminal_unavailable()
+    print("terminal image: ready" if problem is None else f"terminal image: {problem}")
+    return 0 if problem is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
