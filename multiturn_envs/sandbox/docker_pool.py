@@ -40,10 +40,10 @@ process is gone are removed by id. Nothing unlabelled is ever touched.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import io
 import os
-import queue
 import socket
 import struct
 import tarfile
@@ -51,7 +51,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
 from multiturn_envs.sandbox.jobs import (
@@ -72,6 +72,30 @@ CODE_UID = 65534
 SCRATCH = "/tmp/scratch"
 WIPE = ("/tmp", "/dev/shm")
 """Where the code can write: emptied after every job."""
+SIZE_VARIABLE = "MTE_SANDBOX_POOL_SIZE"
+"""Environment variable overriding the default pool size (containers per pool)."""
+
+
+def default_pool_size() -> int:
+    """Containers per pool unless told otherwise: ``$MTE_SANDBOX_POOL_SIZE``, else the CPUs
+    this process may run on.
+
+    Each container runs one submission at a time and a submission is CPU-bound (one test at a
+    time), so more containers than CPUs only add latency (docs/sandbox.md measures it).
+    """
+    text = os.environ.get(SIZE_VARIABLE, "").strip()
+    if text:
+        try:
+            size = int(text)
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise ValueError(f"{SIZE_VARIABLE} must be a positive integer, got {text!r}")
+        return size
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def _process_start(pid: int) -> str | None:
@@ -287,12 +311,24 @@ class _Worker:
     session: _Session | None = None
 
 
+class PoolSaturated(RuntimeError):
+    """More submissions wait for a container than the pool's ``max_waiting`` allows."""
+
+
 class DockerSandbox(Sandbox):
     """Runs programs in a pool of warm hardened containers (see the module docstring).
 
+    A pool serves any number of threads: a run takes an idle container, starts a new one while
+    the pool has fewer than ``size``, or waits in a first-come-first-served queue (a freed
+    container goes to the submission that has waited longest, never to a newcomer), so callers
+    feel back-pressure instead of the machine being oversubscribed. ``DockerSandbox.shared()``
+    is the one pool of this process that every env instance uses by default, so 64 episodes in
+    flight share a few warm containers instead of starting 64.
+
     Args:
         image: the sandbox image (build it with ``python -m multiturn_envs.sandbox.image build``).
-        size: containers in the pool (default: the number of CPUs); runs beyond it wait.
+        size: containers in the pool (default :func:`default_pool_size`: the CPUs this process
+            may use, or ``$MTE_SANDBOX_POOL_SIZE``); runs beyond it wait their turn.
         memory_mb: each container's memory limit, swap included (per-test ``Limits.memory_mb``
             is enforced inside as ``RLIMIT_AS``).
         cpus: each container's CPU quota.
@@ -301,10 +337,16 @@ class DockerSandbox(Sandbox):
         max_uses: runs after which a container is replaced anyway.
         transport: ``"stdin"`` (stream the job on the session's stdin) or ``"archive"``
             (``put_archive`` into the ``/job`` volume, the session is sent its path).
+        max_waiting: submissions allowed to wait for a container; one more gets an error result
+            at once (``None``: no limit; waiting is the back-pressure).
+        guard_slack_s: how long past a job's own time guard the host waits for its report
+            before it gives up on the container (the runner's alarm should end a runaway job
+            first; this covers a runner that is stopped or an engine that hangs).
         client: a ``docker.DockerClient`` to use (default: ``docker.from_env``).
     """
 
     name = "docker"
+    _registry: ClassVar[_SharedPools]
 
     def __init__(
         self,
@@ -316,26 +358,73 @@ class DockerSandbox(Sandbox):
         tmpfs_mb: int = 64,
         max_uses: int = 500,
         transport: str = "stdin",
+        max_waiting: int | None = None,
+        guard_slack_s: float = 15.0,
         client: Any = None,
     ) -> None:
         if transport not in ("stdin", "archive"):
             raise ValueError(f"transport must be 'stdin' or 'archive', not {transport!r}")
+        if size is not None and size < 1:
+            raise ValueError(f"size must be a positive number of containers, got {size}")
+        if max_waiting is not None and max_waiting < 0:
+            raise ValueError(f"max_waiting must be >= 0 or None, got {max_waiting}")
         self.image = image
-        self.size = max(1, size or os.cpu_count() or 1)
+        self.size = default_pool_size() if size is None else int(size)
         self.memory_mb = memory_mb
         self.cpus = cpus
         self.pids_limit = pids_limit
         self.tmpfs_mb = tmpfs_mb
         self.max_uses = max_uses
         self.transport = transport
+        self.max_waiting = max_waiting
+        self.guard_slack_s = float(guard_slack_s)
         self._client = client
         self._lock = threading.Lock()
-        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._cond = threading.Condition(self._lock)
+        self._idle: collections.deque[_Worker] = collections.deque()
+        self._waiters: collections.deque[object] = collections.deque()
         self._all: dict[str, _Worker] = {}
         self._creating = 0
         self._started = False
         self._closed = False
+        self._shared = False
+        self._pid = os.getpid()
         self._owner = owner_tag()
+        self._runs = 0
+        self._wait_s = 0.0
+        self._most_waiting = 0
+
+    # -- the process's shared pool ----------------------------------------------------------------
+
+    @classmethod
+    def shared(cls, **options: Any) -> DockerSandbox:
+        """The process-wide pool for these options, created on first use.
+
+        Every caller with the same options gets the same pool (``size`` is resolved first, so
+        ``size=None`` and the machine's default are one pool). Its :meth:`close` does nothing:
+        the pool outlives its users and is closed at interpreter exit, or by
+        :meth:`shutdown_shared`. A forked child gets its own pool, never its parent's.
+        Tests and benchmarks that want a pool of their own construct ``DockerSandbox(...)``.
+        """
+        if "client" in options:
+            raise TypeError("a shared pool makes its own client; pass client= to a private pool")
+        if options.get("size") is None:
+            options["size"] = default_pool_size()
+        return cls._registry.get(options)
+
+    @classmethod
+    def shutdown_shared(cls) -> None:
+        """Close every shared pool of this process (their containers are removed). A later
+        :meth:`shared` starts a new one."""
+        cls._registry.shutdown()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def is_shared(self) -> bool:
+        return self._shared
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -362,7 +451,7 @@ class DockerSandbox(Sandbox):
                     f"the sandbox image {self.image} is missing; build it: {BUILD_HINT}"
                 ) from exc
             reap_orphans(self._client)
-            atexit.register(self.close)
+            atexit.register(self._shutdown)
             self._started = True
 
     def hardened_container(self) -> Any:
@@ -417,57 +506,111 @@ class DockerSandbox(Sandbox):
         return worker
 
     def _acquire(self) -> _Worker:
-        """An idle container, a new one while the pool is below ``size``, or wait for one."""
+        """An idle container, a new one while the pool is below ``size``, or wait for one.
+
+        Waiters are served strictly in arrival order: only the head of the queue may take a
+        container, and every change (a release, a discard, a failed start) wakes the queue.
+        """
         self._start()
-        while True:
+        ticket = object()
+        create = False
+        worker: _Worker | None = None
+        with self._cond:
+            if self.max_waiting is not None and len(self._waiters) >= self.max_waiting:
+                raise PoolSaturated(
+                    f"the sandbox pool is saturated: {len(self._waiters)} submissions already "
+                    f"wait for its {self.size} containers (max_waiting={self.max_waiting})"
+                )
+            self._waiters.append(ticket)
+            self._most_waiting = max(self._most_waiting, len(self._waiters))
+            arrived = time.monotonic()
             try:
-                return self._idle.get(timeout=0.05)
-            except queue.Empty:
-                pass
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError("this DockerSandbox is closed")
-                create = len(self._all) + self._creating < self.size
-                if create:
-                    self._creating += 1
-            if create:
-                try:
-                    return self._create()
-                finally:
-                    with self._lock:
-                        self._creating -= 1
+                while True:
+                    if self._closed:
+                        raise RuntimeError("this DockerSandbox is closed")
+                    if self._waiters[0] is ticket:
+                        if self._idle:
+                            worker = self._idle.popleft()
+                            break
+                        if len(self._all) + self._creating < self.size:
+                            self._creating += 1
+                            create = True
+                            break
+                    self._cond.wait(timeout=1.0)
+            finally:
+                self._waiters.remove(ticket)
+                self._wait_s += time.monotonic() - arrived
+                self._cond.notify_all()  # the next in line may go now
+        if worker is not None:
+            return worker
+        try:
+            return self._create()
+        finally:
+            with self._cond:
+                self._creating -= 1
+                self._cond.notify_all()
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
         worker.uses += 1
-        if healthy and worker.uses < self.max_uses and not self._closed:
-            self._idle.put(worker)
-        else:
-            self._discard(worker)
+        with self._cond:
+            self._runs += 1
+            if healthy and worker.uses < self.max_uses and not self._closed:
+                self._idle.append(worker)
+                self._cond.notify_all()
+                return
+        self._discard(worker)
 
     def _discard(self, worker: _Worker) -> None:
-        with self._lock:
+        with self._cond:
             self._all.pop(worker.container.id, None)
+            self._cond.notify_all()  # room for a new container
         if worker.session is not None:
             worker.session.close()
         with contextlib.suppress(Exception):
             worker.container.remove(force=True, v=True)
 
     def close(self) -> None:
-        """Remove every container of this pool (by id). Idempotent."""
-        with self._lock:
+        """Remove every container of this pool (by id). Idempotent.
+
+        Does nothing on the shared pool (:meth:`shared`): other env instances use it; it is
+        closed at interpreter exit or by :meth:`shutdown_shared`.
+        """
+        if not self._shared:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        with self._cond:
             if self._closed:
                 return
             self._closed = True
             workers = list(self._all.values())
-        for worker in workers:
-            self._discard(worker)
+            self._idle.clear()
+            self._cond.notify_all()  # waiters learn the pool is closed
+        if os.getpid() == self._pid:  # a forked child never removes its parent's containers
+            for worker in workers:
+                self._discard(worker)
         if self._started:
-            atexit.unregister(self.close)
+            atexit.unregister(self._shutdown)
 
     def container_ids(self) -> list[str]:
         """The ids of this pool's live containers."""
         with self._lock:
             return list(self._all)
+
+    def stats(self) -> dict[str, float]:
+        """The pool's state and totals: ``size``, ``containers`` (live), ``idle``, ``waiting``
+        (submissions queued now), ``most_waiting`` (the longest queue seen), ``runs`` and
+        ``wait_s`` (seconds submissions spent queued, summed)."""
+        with self._lock:
+            return {
+                "size": self.size,
+                "containers": len(self._all),
+                "idle": len(self._idle),
+                "waiting": len(self._waiters),
+                "most_waiting": self._most_waiting,
+                "runs": self._runs,
+                "wait_s": self._wait_s,
+            }
 
     def footprint(self) -> dict[str, int]:
         """Memory in use per container (bytes, from the engine's cgroup statistics)."""
@@ -542,7 +685,7 @@ class DockerSandbox(Sandbox):
         with contextlib.suppress(OSError):  # a session that died since: read_report sees it
             session.send(request)
         # host-side guard: the runner's own alarm (guard_s) should end a runaway job first
-        stdout, stderr, ended = session.read_report(guard + 15)
+        stdout, stderr, ended = session.read_report(guard + self.guard_slack_s)
         report = stdout.decode("utf-8", "replace")
         died: str | None = None
         if ended == "hung":
@@ -557,3 +700,43 @@ class DockerSandbox(Sandbox):
                 tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
                 died = f"the runner exited with status {exit_code} {tail[0]}".strip()
         return parse_report(report, tests, self.name, died), died is None
+
+
+class _SharedPools:
+    """The process's shared pools, one per configuration (:meth:`DockerSandbox.shared`).
+
+    Created lazily under a lock; closed at interpreter exit (registered on first use) or by
+    :meth:`shutdown`. It remembers the process that made its pools: in a forked child it
+    starts afresh instead of handing out (or closing) the parent's containers.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pools: dict[tuple[tuple[str, Any], ...], DockerSandbox] = {}
+        self._pid = os.getpid()
+        self._at_exit = False
+
+    def get(self, options: dict[str, Any]) -> DockerSandbox:
+        key = tuple(sorted(options.items()))
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pools, self._pid, self._at_exit = {}, os.getpid(), False
+            pool = self._pools.get(key)
+            if pool is None or pool.closed:
+                pool = DockerSandbox(**options)
+                pool._shared = True
+                self._pools[key] = pool
+                if not self._at_exit:
+                    atexit.register(self.shutdown)
+                    self._at_exit = True
+            return pool
+
+    def shutdown(self) -> None:
+        with self._lock:
+            pools = list(self._pools.values()) if self._pid == os.getpid() else []
+            self._pools = {}
+        for pool in pools:
+            pool._shutdown()
+
+
+DockerSandbox._registry = _SharedPools()
