@@ -217,13 +217,25 @@ def _exit_code(api: Any, exec_id: str) -> int | None:
     return None
 
 
-def _oom_killed(container: Any) -> bool:
-    """Whether the engine recorded an out-of-memory kill in the container (one API call)."""
+def _oom_killed(api: Any, container_id: str, since: float) -> bool:
+    """Whether the kernel killed a process of the container for memory since ``since``.
+
+    Asked of the engine's event log (an ``oom`` event per kill), not of the container's
+    ``State.OOMKilled``: the engine only sets that flag when the container itself exits, and
+    a pool's container outlives the runner the kernel killed. ``until`` is a second ahead so
+    that an event the engine is still processing is waited for (this path runs only after a
+    runner died, so the wait costs nothing in the normal case).
+    """
     try:
-        container.reload()
+        events = api.events(
+            since=int(since) - 1,
+            until=int(time.time()) + 1,
+            filters={"container": container_id, "event": "oom"},
+            decode=True,
+        )
+        return any(True for _ in events)
     except Exception:
         return False
-    return bool(container.attrs.get("State", {}).get("OOMKilled"))
 
 
 class _Session:
@@ -516,7 +528,9 @@ class DockerSandbox(Sandbox):
         create = False
         worker: _Worker | None = None
         with self._cond:
-            if self.max_waiting is not None and len(self._waiters) >= self.max_waiting:
+            free = bool(self._idle) or len(self._all) + self._creating < self.size
+            must_wait = bool(self._waiters) or not free
+            if must_wait and self.max_waiting is not None and len(self._waiters) >= self.max_waiting:
                 raise PoolSaturated(
                     f"the sandbox pool is saturated: {len(self._waiters)} submissions already "
                     f"wait for its {self.size} containers (max_waiting={self.max_waiting})"
@@ -682,6 +696,7 @@ class DockerSandbox(Sandbox):
             if not worker.container.put_archive("/job", _job_archive(program, job)):
                 raise RuntimeError("put_archive of the job failed")
             request = header_frame({"job_file": "/job/work/job.jsonl"})
+        started = time.time()
         with contextlib.suppress(OSError):  # a session that died since: read_report sees it
             session.send(request)
         # host-side guard: the runner's own alarm (guard_s) should end a runaway job first
@@ -692,7 +707,7 @@ class DockerSandbox(Sandbox):
             died = "the sandbox did not answer within its time guard"
         elif ended == "eof":
             exit_code = _exit_code(self._client.api, session.exec_id)
-            if _oom_killed(worker.container):
+            if _oom_killed(self._client.api, worker.container.id, started):
                 died = "the container ran out of memory"
             elif exit_code in (137, 142, -9, None):
                 died = "the runner was killed (its overall time guard, memory, or the program)"
