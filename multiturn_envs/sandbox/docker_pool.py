@@ -525,12 +525,15 @@ class DockerSandbox(Sandbox):
         """
         self._start()
         ticket = object()
-        create = False
         worker: _Worker | None = None
         with self._cond:
             free = bool(self._idle) or len(self._all) + self._creating < self.size
             must_wait = bool(self._waiters) or not free
-            if must_wait and self.max_waiting is not None and len(self._waiters) >= self.max_waiting:
+            if (
+                must_wait
+                and self.max_waiting is not None
+                and len(self._waiters) >= self.max_waiting
+            ):
                 raise PoolSaturated(
                     f"the sandbox pool is saturated: {len(self._waiters)} submissions already "
                     f"wait for its {self.size} containers (max_waiting={self.max_waiting})"
@@ -548,7 +551,6 @@ class DockerSandbox(Sandbox):
                             break
                         if len(self._all) + self._creating < self.size:
                             self._creating += 1
-                            create = True
                             break
                     self._cond.wait(timeout=1.0)
             finally:

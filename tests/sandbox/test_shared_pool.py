@@ -100,9 +100,7 @@ def test_waiting_submissions_are_served_in_arrival_order(one_container: DockerSa
 def test_max_waiting_refuses_at_once(docker_ready: None) -> None:
     with DockerSandbox(size=1, max_waiting=0) as sandbox:
         assert sandbox.run(ECHO, _echo(0)).all_passed
-        slow = threading.Thread(
-            target=sandbox.run, args=("import time\ntime.sleep(2)\n", _echo(1))
-        )
+        slow = threading.Thread(target=sandbox.run, args=("import time\ntime.sleep(2)\n", _echo(1)))
         slow.start()
         while sandbox.stats()["idle"] > 0:
             time.sleep(0.005)

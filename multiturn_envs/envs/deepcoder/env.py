@@ -218,9 +218,8 @@ class DeepCoderEnv(TextEnv):
             raise ValueError(f"sandbox_pool must be one of {SANDBOX_POOLS}, got {sandbox_pool!r}")
         if after_timeout not in ("stop", "continue"):
             raise ValueError(f"after_timeout must be 'stop' or 'continue', got {after_timeout!r}")
-        if deadline_s is not None and deadline_s != "auto":
-            if isinstance(deadline_s, str) or not deadline_s > 0:
-                raise ValueError(f"deadline_s must be 'auto', None or > 0, got {deadline_s!r}")
+        if deadline_s not in (None, "auto") and (isinstance(deadline_s, str) or not deadline_s > 0):
+            raise ValueError(f"deadline_s must be 'auto', None or > 0, got {deadline_s!r}")
         for name, value in (("timeout_s", timeout_s), ("verify_timeout_s", verify_timeout_s)):
             if not (math.isfinite(value) and 0 < value <= 3600):
                 raise ValueError(f"{name} must be in (0, 3600] seconds, got {value!r}")

@@ -30,7 +30,7 @@ Convergence can be slow when slips are rare (success rates near 1 make the optim
 into walls on purpose, and each turn gains only the slip probability: 4x4 at 0.99 reaches its
 fixed point after ~860,000 backups), so memory and time are capped too:
 
-* the stored table holds at most ``_TABLE_BYTES`` (16 MiB) of horizons; beyond it, horizons are
+* the stored table holds at most ``_TABLE_BYTES`` (8 MiB) of horizons; beyond it, horizons are
   computed in blocks of the same size from checkpoints of ``V`` (one vector per block), and the
   block last used is kept (an episode asks ``h, h - 1, ...``: one block serves many turns);
 * at most ``_MAX_WORK / n_states`` horizons are ever computed (2**24 cell-backups: ~1M horizons
@@ -63,7 +63,7 @@ _TOL = 1e-13
 _MAX_ITERATIONS = 20_000
 _DENSE_MAX_STATES = 256
 _SOLVE_MAX_STATES = 1024
-_TABLE_BYTES = 16 << 20
+_TABLE_BYTES = 8 << 20
 """Memory for stored finite-horizon rows (the table, and again for the block beyond it)."""
 _MAX_WORK = 1 << 24
 """Cell-backups ever spent on finite horizons of one map (see the module docstring)."""
@@ -240,9 +240,9 @@ class LakeOracle:
         kept as a checkpoint (one vector per block), and the block last asked for is kept
         whole, so an episode's ``h, h - 1, ...`` are lookups after the first.
         """
-        if self._fixed_row is not None and self.fixed_horizon is not None:
-            if h >= self.fixed_horizon:
-                return self._fixed_row
+        fixed = self.fixed_horizon
+        if self._fixed_row is not None and fixed is not None and h >= fixed:
+            return self._fixed_row
         block = self._block
         if block is not None and block[0] <= h < block[0] + block[1].shape[0]:
             return block[1][h - block[0]], block[2][h - block[0]]
@@ -250,7 +250,7 @@ class LakeOracle:
         rows = self._table_rows
         start = top + 1 + ((h - top - 1) // rows) * rows  # the block's first horizon
         known = max((c for c in self._checkpoints if c < start), default=top)
-        prev = (self._checkpoints[known] if known in self._checkpoints else self._finite[1][top])
+        prev = self._checkpoints[known] if known in self._checkpoints else self._finite[1][top]
         prev = prev.copy()
         n = prev.shape[0]
         q_scratch, nxt = np.empty((N_ACTIONS, n)), np.empty(n)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 import multiturn_envs  # noqa: F401 (registers MT/*)
 from multiturn_envs.envs.deepcoder.env import DeepCoderEnv, clip, extract_program
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
+from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase, TestResult
 from multiturn_envs.testing import check_text_env
 from multiturn_envs.wrappers.error_injection import ErrorInjection
 
@@ -201,15 +202,13 @@ class _RecordingSandbox(Sandbox):
     """Records the limits it is given; every test passes."""
 
     name = "recording"
-    seen: list[Limits] = []
+    seen: ClassVar[list[Limits]] = []
 
     def run(self, program: str, tests: Sequence[TestCase], limits: Limits | None = None):
         assert limits is not None
         type(self).seen.append(limits)
-        from multiturn_envs.sandbox.base import TestResult
-
-        ok = TestResult(True, t.expected, t.expected, "", 0, 0.0)
-        return RunResult(results=tuple(ok for t in tests), backend=self.name)
+        passed = (TestResult(True, t.expected, t.expected, "", 0, 0.0) for t in tests)
+        return RunResult(results=tuple(passed), backend=self.name)
 
 
 def test_submission_deadline_defaults_and_options(make_env: MakeEnv) -> None:

@@ -248,7 +248,8 @@ def test_a_budget_of_a_billion_turns_is_the_fixed_point() -> None:
     # the claim itself: more backups from V_k reproduce row k bit for bit
     q, v = np.empty((4, oracle.dynamics.n_states)), oracle.finite_v(k).copy()
     for _ in range(50):
-        assert oracle._step(v, q, v_next := np.empty_like(v))
+        v_next = np.empty_like(v)
+        assert oracle._step(v, q, v_next)
         np.testing.assert_array_equal(q.T, oracle.finite_q(k))
         v = v_next
     env.close()
