@@ -42,9 +42,9 @@ def build(tag: str = IMAGE, offline: bool = False, sandboxes_dir: Path = SANDBOX
         reason = (done.stderr.strip().splitlines() or ["unknown error"])[-1]
         print(f"image: docker build failed ({reason}); using the offline bootstrap", flush=True)
     script = sandboxes_dir / "bootstrap.sh"
-    done = subprocess.run(["bash", str(script), tag])
-    if done.returncode != 0:
-        raise RuntimeError(f"{script} failed with status {done.returncode}")
+    status = subprocess.run(["bash", str(script), tag]).returncode
+    if status != 0:
+        raise RuntimeError(f"{script} failed with status {status}")
     return f"built {tag} offline with {script.name} (debootstrap + docker import)"
 
 

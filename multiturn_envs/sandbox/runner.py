@@ -178,7 +178,7 @@ def _libc() -> Any:
 
 def _prctl(option: int, value: int) -> bool:
     try:
-        return _libc().prctl(option, value, 0, 0, 0) == 0
+        return bool(_libc().prctl(option, value, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 
@@ -666,9 +666,9 @@ def _run_one(
 
 
 def _killpg(pid: int) -> None:
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+    for kill in (os.killpg, os.kill):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            target()
+            kill(pid, signal.SIGKILL)
 
 
 def _verdict(
@@ -779,7 +779,7 @@ def _read_header(read: Callable[[int], bytes]) -> dict[str, Any] | None:
                 raise EOFError("the job's header was cut short")
             return None
         digits += byte
-    header = json.loads(_read_exact(read, int(digits)).decode("utf-8"))
+    header: dict[str, Any] = json.loads(_read_exact(read, int(digits)).decode("utf-8"))
     _read_exact(read, 1)  # the newline after the header
     return header
 

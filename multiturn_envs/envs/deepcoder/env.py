@@ -52,7 +52,7 @@ def extract_program(reply: str) -> str:
     opening fence (a reply cut off mid-block), else the whole reply (``<think>`` blocks removed).
     """
     text = _THINK.sub("", reply)
-    blocks = _FENCE.findall(text)
+    blocks: list[str] = _FENCE.findall(text)
     if blocks:
         return blocks[-1]
     opening = list(_OPEN_FENCE.finditer(text))

@@ -156,11 +156,13 @@ class LakeOracle:
         if discount != 1.0:
             future *= discount
         future += self._expected_reward
-        return future
+        result: np.ndarray = future
+        return result
 
     def finite_q(self, h: int) -> np.ndarray:
         """``Q_h`` as an ``(n_states, 4)`` array (a read-only view); ``Q_0 = 0``."""
-        return self._row(h)[0].T
+        q: np.ndarray = self._row(h)[0].T
+        return q
 
     def finite_v(self, h: int) -> np.ndarray:
         """``V_h = max_a Q_h``: the best probability of reaching the goal within ``h`` turns."""
@@ -287,7 +289,7 @@ class LakeOracle:
                         if o.prob > 0.0:
                             predecessors[o.next_state].append(s)
         dist = np.full(n, -1)
-        frontier = list(np.flatnonzero(self.dynamics.is_goal))
+        frontier: list[int] = [int(x) for x in np.flatnonzero(self.dynamics.is_goal)]
         dist[frontier] = 0
         while frontier:
             nxt = []
@@ -342,9 +344,9 @@ class LakeOracle:
             current = q[policy, cells]
             better = solve & (q.max(axis=0) > current + 1e-12)
             if not better.any():
-                q = q.T
-                q.flags.writeable = False
-                return q
+                solved: np.ndarray = q.T
+                solved.flags.writeable = False
+                return solved
             policy[better] = q[:, better].argmax(axis=0)
         return None
 
@@ -374,9 +376,9 @@ class LakeOracle:
             # too large or too ill-conditioned to solve: keep the lower bound reached so far
             # (a step must never raise) and say so.
             self.exact = False
-        q = self._backup(v, discount).T
-        q.flags.writeable = False
-        return q
+        approx: np.ndarray = self._backup(v, discount).T
+        approx.flags.writeable = False
+        return approx
 
     def reach_q(self) -> np.ndarray:
         """Undiscounted infinite-horizon Q: the best reach probability after ``a`` (no budget)."""
@@ -393,7 +395,8 @@ class LakeOracle:
     # ------------------------------------------------------------------ scores
     def q_values(self, s: int, h: int | None) -> np.ndarray:
         """The four ``Q`` values at ``s`` with ``h`` turns left (``None``: no budget)."""
-        return self.reach_q()[s] if h is None else self.finite_q(h)[s]
+        row: np.ndarray = self.reach_q()[s] if h is None else self.finite_q(h)[s]
+        return row
 
     def scores(self, s: int, h: int | None) -> np.ndarray:
         """Normalised scores of the four moves: ``Q_h(s, a) / V_h(s)``, all 1.0 if ``V_h = 0``."""
