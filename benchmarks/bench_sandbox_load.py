@@ -24,7 +24,6 @@ load; the ratios are measured under the same load.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import threading
 import time
@@ -62,17 +61,9 @@ class Tally:
 
 
 def memory_mib(pools: list[DockerSandbox]) -> tuple[int, float]:
-    """(containers, MiB in use) over ``pools``, from one-shot engine statistics."""
-    containers, total = 0, 0
-    for pool in pools:
-        for cid in pool.container_ids():
-            with contextlib.suppress(Exception):
-                stats = pool._client.api.stats(cid, stream=False, one_shot=True)
-                mem = stats.get("memory_stats", {})
-                cache = mem.get("stats", {}).get("cache", 0)
-                total += int(mem.get("usage", 0)) - int(cache)
-                containers += 1
-    return containers, total / 2**20
+    """(containers, MiB in use) over ``pools`` (``DockerSandbox.footprint``)."""
+    sizes = [size for pool in pools for size in pool.footprint().values()]
+    return len(sizes), sum(sizes) / 2**20
 
 
 def run_config(

@@ -30,8 +30,15 @@ sends the session its path; the runner reads and deletes the file before any cod
 runner itself arrives by ``put_archive`` once per container, and is byte-compiled there by root
 (a ``.pyc`` the code cannot rewrite) so that no zygote pays for compiling it.
 
+Sharing: ``DockerSandbox.shared()`` is the process's one pool (per configuration), used by every
+env instance by default; callers beyond ``size`` wait first come, first served, each handed a
+released container directly. Time per job is bounded inside the runner (per-test limit, stop at
+the first timeout, the job's deadline: :class:`~multiturn_envs.sandbox.base.Limits`) and, should
+the runner be stopped or the engine hang, by a host-side guard.
+
 Recycling: a container whose session hit the job's guard, died or reported garbage, that was
-OOM-killed, or that has served ``max_uses`` runs is removed and replaced lazily.
+OOM-killed (read from the engine's ``oom`` events), or that has served ``max_uses`` runs is
+removed and replaced lazily.
 Orphans: every container carries the owner's host, pid and process start time as labels; at
 start-up (and from ``python -m multiturn_envs.sandbox.image reap``) containers whose owner
 process is gone are removed by id. Nothing unlabelled is ever touched.
@@ -655,7 +662,7 @@ class DockerSandbox(Sandbox):
         sizes = {}
         for cid in self.container_ids():
             with contextlib.suppress(Exception):
-                stats = self._client.api.stats(cid, stream=False)
+                stats = self._client.api.stats(cid, stream=False, one_shot=True)
                 mem = stats.get("memory_stats", {})
                 cache = mem.get("stats", {}).get("cache", 0)
                 sizes[cid] = int(mem.get("usage", 0)) - int(cache)
