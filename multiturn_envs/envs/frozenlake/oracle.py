@@ -407,12 +407,12 @@ class LakeOracle:
         used dropped past ``_SCORE_TABLES``: a step is a lookup, and memory stays bounded)."""
         key = None if h is None else self.horizon_key(h)
         with self._score_lock:
-            table = self._score_tables.get(key)
-            if table is not None:
+            known = self._score_tables.get(key)
+            if known is not None:
                 self._score_tables.move_to_end(key)
-                return table
+                return known
         q = self.reach_q() if h is None else self.finite_q(h)
-        table = normalise(q).tolist()
+        table: list[list[float]] = normalise(q).tolist()
         with self._score_lock:
             self._score_tables[key] = table
             while len(self._score_tables) > _SCORE_TABLES:
