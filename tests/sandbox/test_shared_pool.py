@@ -167,3 +167,23 @@ def test_a_container_out_of_memory_is_reported_and_replaced(docker_ready: None) 
         assert result.error is not None and "ran out of memory" in result.error, result
         assert first not in sandbox.container_ids()
         assert sandbox.run(ECHO, _echo(1)).all_passed
+
+
+def test_a_forked_child_gets_its_own_shared_pool() -> None:
+    """The child must never use (or, at its exit, remove) its parent's containers."""
+    try:
+        parent_pool = DockerSandbox.shared()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without running atexit handlers
+            ok = DockerSandbox.shared() is not parent_pool and not parent_pool.closed
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        answer = os.read(read, 1)
+        os.close(read)
+        os.waitpid(pid, 0)
+        assert answer == b"1"
+        assert DockerSandbox.shared() is parent_pool
+    finally:
+        DockerSandbox.shutdown_shared()
