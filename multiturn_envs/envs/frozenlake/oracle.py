@@ -405,6 +405,8 @@ class LakeOracle:
     def score_table(self, h: int | None) -> list[list[float]]:
         """``scores`` for every state as nested lists (memoised per horizon key, least recently
         used dropped past ``_SCORE_TABLES``: a step is a lookup, and memory stays bounded)."""
+        if h is not None:
+            self._row(h)  # first, so that a fixed point it finds is in the key
         key = None if h is None else self.horizon_key(h)
         with self._score_lock:
             known = self._score_tables.get(key)
