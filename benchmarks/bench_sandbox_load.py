@@ -126,11 +126,23 @@ def run_config(
     return row
 
 
+def same_pool(pool: DockerSandbox) -> Callable[[int], Sandbox]:
+    """Every episode's sandbox is ``pool``."""
+    return lambda episode: pool
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--timeout", type=float, default=1.0, help="per-test limit (s)")
+    parser.add_argument(
+        "--also-size",
+        type=int,
+        action="append",
+        default=[],
+        help="also run the shared pool + deadline with this many containers (repeatable)",
+    )
     args = parser.parse_args()
     problem = docker_unavailable()
     if problem:
@@ -163,25 +175,27 @@ def main() -> int:
     for pool in private:
         pool.close()
 
-    shared = DockerSandbox.shared()
-    for key, label, limits in (
-        ("shared", "shared pool, no cap", old),
-        ("deadline", "shared pool + stop/deadline", new),
-    ):
-        results[key] = run_config(label, args.episodes, args.seconds, lambda i: shared, limits)
-        containers, mib = memory_mib([shared])
+    configs = [
+        ("shared", "shared pool, no cap", None, old),
+        ("deadline", "shared pool + stop/deadline", None, new),
+    ]
+    configs += [(f"size{n}", f"shared pool of {n} + stop/deadline", n, new) for n in args.also_size]
+    for key, label, size, limits in configs:
+        pool = DockerSandbox.shared() if size is None else DockerSandbox.shared(size=size)
+        results[key] = run_config(label, args.episodes, args.seconds, same_pool(pool), limits)
+        containers, mib = memory_mib([pool])
         results[key].update(containers=containers, memory_mib=mib)
-        stats = shared.stats()
+        stats = pool.stats()
         print(
             f"{'':<34} {containers} containers, {mib:.0f} MiB; most waiting "
             f"{stats['most_waiting']:.0f}, mean queue wait "
             f"{stats['wait_s'] / max(stats['runs'], 1):.2f} s"
         )
-    DockerSandbox.shutdown_shared()
+        DockerSandbox.shutdown_shared()  # each configuration starts from its own warm-up
 
     anchor = results["anchor"]
     print("\nratios to the anchor (same run):")
-    for key in ("shared", "deadline"):
+    for key in [k for k in results if k != "anchor"]:
         row = results[key]
         print(
             f"  {key:<9} submissions/s x{row['submissions_s'] / anchor['submissions_s']:.2f}  "
