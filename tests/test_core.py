@@ -117,10 +117,26 @@ def test_seed_fixes_the_task() -> None:
     assert len(spread) > 5
 
 
+class _CountingEnv(GuessEnv):
+    """Counts how often its resources are released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.releases = 0
+
+    def _close(self) -> None:
+        self.releases += 1
+
+
 def test_close_is_idempotent() -> None:
-    env = GuessEnv()
+    env = _CountingEnv()
+    env.reset(seed=0)
     env.close()
     env.close()
+    assert env.releases == 1  # the env's resources are released exactly once
+    fresh = _CountingEnv()
+    fresh.close()  # closing an env that was never reset is fine too
+    assert fresh.releases == 1
 
 
 def test_unknown_reset_options_are_dropped_with_a_warning(guess_env: GuessEnv) -> None:

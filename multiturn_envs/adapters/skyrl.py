@@ -37,7 +37,7 @@ from multiturn_envs.wrappers.turn_budget import text_env_of
 ENTRY_POINT = "multiturn_envs.adapters.skyrl:MTSkyRLEnv"
 
 
-class MTSkyRLEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym has no type information
+class MTSkyRLEnv(BaseTextEnv):
     """One MT/* env as a SkyRL-gym text env (one instance per trajectory).
 
     Args:

@@ -46,7 +46,7 @@ STEP_SCORE_WEIGHT = 0.1
 """Weight of the mean oracle step score in the trace's reward (success has weight 1)."""
 
 
-class MTTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]  # verifiers is untyped here
+class MTTasksetConfig(vf.TasksetConfig):
     env_id: str = "MT/FrozenLake-v0"
     """A registered MT id."""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -60,7 +60,7 @@ class MTTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]  # verifiers is u
     budget_mode: str = "hidden"
 
 
-class MTTaskData(vf.TaskData):  # type: ignore[misc]
+class MTTaskData(vf.TaskData):
     env_id: str
     env_kwargs: dict[str, Any]
     task_id: str
@@ -69,27 +69,27 @@ class MTTaskData(vf.TaskData):  # type: ignore[misc]
     budget_mode: str
 
 
-class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):  # type: ignore[misc]
+class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):
     """One episode; its rubric reads what :class:`MTEnv` stored in ``trace.info["mt"]``."""
 
-    @vf.reward(weight=1.0)  # type: ignore[untyped-decorator]
+    @vf.reward(weight=1.0)
     async def success(self, trace: Any) -> float:
         return 1.0 if _episode(trace).get("success") else 0.0
 
-    @vf.reward(weight=STEP_SCORE_WEIGHT)  # type: ignore[untyped-decorator]
+    @vf.reward(weight=STEP_SCORE_WEIGHT)
     async def step_score(self, trace: Any) -> float:
         scores = [s for s in _episode(trace).get("step_scores", []) if s is not None]
         return float(sum(scores) / len(scores)) if scores else 0.0
 
-    @vf.metric  # type: ignore[untyped-decorator]
+    @vf.metric
     async def turns(self, trace: Any) -> float:
         return float(_episode(trace).get("turns", 0))
 
-    @vf.metric  # type: ignore[untyped-decorator]
+    @vf.metric
     async def env_return(self, trace: Any) -> float:
         return float(sum(_episode(trace).get("rewards", [])))
 
-    @vf.metric  # type: ignore[untyped-decorator]
+    @vf.metric
     async def first_success_turn(self, trace: Any) -> float:
         first = _episode(trace).get("first_success_turn")
         return -1.0 if first is None else float(first)
@@ -99,7 +99,7 @@ def _episode(trace: Any) -> dict[str, Any]:
     return dict(trace.info.get("mt") or {})
 
 
-class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):  # type: ignore[misc]
+class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):
     """The tasks of one MT env: every (task id, seed) pair, with the env's system prompt."""
 
     def load(self) -> Iterator[MTTask]:
@@ -130,11 +130,11 @@ class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):  # type: ignore[misc]
             env.close()
 
 
-class MTEnvConfig(vf.EnvConfig):  # type: ignore[misc]
+class MTEnvConfig(vf.EnvConfig):
     player: vf.AgentConfig = vf.AgentConfig()
 
 
-class MTEnv(vf.Env[MTEnvConfig]):  # type: ignore[misc]
+class MTEnv(vf.Env[MTEnvConfig]):
     """Runs one MT episode with the ``player`` agent; the env plays the user."""
 
     async def run(self, task: MTTask, agents: Any) -> None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 TestKind = Literal["stdio", "functional"]
+AfterTimeout = Literal["stop", "continue"]
 
 
 @dataclass(frozen=True)
@@ -49,17 +51,54 @@ class Limits:
         max_output_bytes: stdout/stderr kept per test (the rest is dropped, never buffered).
         numeric_tolerance: when set, numeric tokens compare equal within this absolute/relative
             tolerance (judges' float checking); ``None``: exact token comparison.
+        deadline_s: wall-clock cap on the whole run (all tests together). A test still running
+            when it passes is killed (``timed_out``, its error names the deadline) and the tests
+            after it are not run (``not_run``). ``None``: no cap (a run may take every test's
+            limit). :func:`default_deadline` is the DeepCoder env's default.
+        after_timeout: what the first test that exceeds its limit does to the rest of the run:
+            ``"stop"`` (default): the remaining tests are not run, so a program that loops,
+            sleeps or floods costs ONE per-test limit, not one per test; ``"continue"``: every
+            test still runs at its own limit (the behaviour before deadlines existed). A program
+            that timed out on one test almost always times out on the others (LiveCodeBench's
+            grader stops at the first failure of any kind); tests it would have passed count as
+            failed, and the feedback says they were not run.
     """
 
     timeout_s: float = 2.0
     memory_mb: int = 256
     max_output_bytes: int = 64 * 1024
     numeric_tolerance: float | None = None
+    deadline_s: float | None = None
+    after_timeout: AfterTimeout = "stop"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise ValueError(f"timeout_s must be a positive number, got {self.timeout_s!r}")
+        if self.deadline_s is not None and not self.deadline_s > 0:
+            raise ValueError(f"deadline_s must be positive or None, got {self.deadline_s!r}")
+        if self.after_timeout not in ("stop", "continue"):
+            raise ValueError(
+                f"after_timeout must be 'stop' or 'continue', got {self.after_timeout!r}"
+            )
+
+
+def default_deadline(timeout_s: float, n_tests: int) -> float:
+    """The default wall-clock cap of one submission: one full per-test limit (for the one slow
+    test the stop-after-timeout rule allows) plus a quarter limit per test.
+
+    A looping program is stopped by ``after_timeout="stop"`` after one limit; this cap bounds
+    the other hostile shape, a program slow on EVERY test but never over the limit (5.9 s
+    each under a 6 s limit: 16.5 s for 7 tests instead of 41 s), while a correct program may
+    still average a quarter of the limit per test on top of one slow test.
+    """
+    return timeout_s * (1.0 + max(n_tests, 1) / 4.0)
 
 
 @dataclass(frozen=True)
 class TestResult:
     """The outcome of one test."""
+
+    __test__ = False  # not a pytest test class
 
     passed: bool
     expected: str
@@ -70,6 +109,9 @@ class TestResult:
     timed_out: bool = False
     memory_killed: bool = False
     error: str | None = None
+    not_run: bool = False
+    """The test never ran: an earlier one timed out (``after_timeout="stop"``), the run's
+    deadline had passed, or the runner died first. It counts as failed."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +129,10 @@ class RunResult:
     @property
     def n_passed(self) -> int:
         return sum(r.passed for r in self.results)
+
+    @property
+    def n_not_run(self) -> int:
+        return sum(r.not_run for r in self.results)
 
     @property
     def pass_rate(self) -> float:

@@ -30,8 +30,15 @@ sends the session its path; the runner reads and deletes the file before any cod
 runner itself arrives by ``put_archive`` once per container, and is byte-compiled there by root
 (a ``.pyc`` the code cannot rewrite) so that no zygote pays for compiling it.
 
+Sharing: ``DockerSandbox.shared()`` is the process's one pool (per configuration), used by every
+env instance by default; callers beyond ``size`` wait first come, first served, each handed a
+released container directly. Time per job is bounded inside the runner (per-test limit, stop at
+the first timeout, the job's deadline: :class:`~multiturn_envs.sandbox.base.Limits`) and, should
+the runner be stopped or the engine hang, by a host-side guard.
+
 Recycling: a container whose session hit the job's guard, died or reported garbage, that was
-OOM-killed, or that has served ``max_uses`` runs is removed and replaced lazily.
+OOM-killed (read from the engine's ``oom`` events), or that has served ``max_uses`` runs is
+removed and replaced lazily.
 Orphans: every container carries the owner's host, pid and process start time as labels; at
 start-up (and from ``python -m multiturn_envs.sandbox.image reap``) containers whose owner
 process is gone are removed by id. Nothing unlabelled is ever touched.
@@ -40,18 +47,18 @@ process is gone are removed by id. Nothing unlabelled is ever touched.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import io
 import os
-import queue
 import socket
 import struct
 import tarfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
 from multiturn_envs.sandbox.jobs import (
@@ -72,6 +79,30 @@ CODE_UID = 65534
 SCRATCH = "/tmp/scratch"
 WIPE = ("/tmp", "/dev/shm")
 """Where the code can write: emptied after every job."""
+SIZE_VARIABLE = "MTE_SANDBOX_POOL_SIZE"
+"""Environment variable overriding the default pool size (containers per pool)."""
+
+
+def default_pool_size() -> int:
+    """Containers per pool unless told otherwise: ``$MTE_SANDBOX_POOL_SIZE``, else the CPUs
+    this process may run on.
+
+    Each container runs one submission at a time and a submission is CPU-bound (one test at a
+    time), so more containers than CPUs only add latency (docs/sandbox.md measures it).
+    """
+    text = os.environ.get(SIZE_VARIABLE, "").strip()
+    if text:
+        try:
+            size = int(text)
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise ValueError(f"{SIZE_VARIABLE} must be a positive integer, got {text!r}")
+        return size
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def _process_start(pid: int) -> str | None:
@@ -193,13 +224,25 @@ def _exit_code(api: Any, exec_id: str) -> int | None:
     return None
 
 
-def _oom_killed(container: Any) -> bool:
-    """Whether the engine recorded an out-of-memory kill in the container (one API call)."""
+def _oom_killed(api: Any, container_id: str, since: float) -> bool:
+    """Whether the kernel killed a process of the container for memory since ``since``.
+
+    Asked of the engine's event log (an ``oom`` event per kill), not of the container's
+    ``State.OOMKilled``: the engine only sets that flag when the container itself exits, and
+    a pool's container outlives the runner the kernel killed. ``until`` is a second ahead so
+    that an event the engine is still processing is waited for (this path runs only after a
+    runner died, so the wait costs nothing in the normal case).
+    """
     try:
-        container.reload()
+        events = api.events(
+            since=int(since) - 1,
+            until=int(time.time()) + 1,
+            filters={"container": container_id, "event": "oom"},
+            decode=True,
+        )
+        return any(True for _ in events)
     except Exception:
         return False
-    return bool(container.attrs.get("State", {}).get("OOMKilled"))
 
 
 class _Session:
@@ -287,12 +330,34 @@ class _Worker:
     session: _Session | None = None
 
 
+@dataclass(eq=False)
+class _Waiter:
+    """A submission waiting for a container: handed one (``worker``) or the right to start one
+    (``create``), then woken by ``ready``; woken with neither when the pool closes."""
+
+    ready: threading.Event = field(default_factory=threading.Event)
+    worker: _Worker | None = None
+    create: bool = False
+
+
+class PoolSaturated(RuntimeError):
+    """More submissions wait for a container than the pool's ``max_waiting`` allows."""
+
+
 class DockerSandbox(Sandbox):
     """Runs programs in a pool of warm hardened containers (see the module docstring).
 
+    A pool serves any number of threads: a run takes an idle container, starts a new one while
+    the pool has fewer than ``size``, or waits in a first-come-first-served queue (a freed
+    container goes to the submission that has waited longest, never to a newcomer), so callers
+    feel back-pressure instead of the machine being oversubscribed. ``DockerSandbox.shared()``
+    is the one pool of this process that every env instance uses by default, so 64 episodes in
+    flight share a few warm containers instead of starting 64.
+
     Args:
         image: the sandbox image (build it with ``python -m multiturn_envs.sandbox.image build``).
-        size: containers in the pool (default: the number of CPUs); runs beyond it wait.
+        size: containers in the pool (default :func:`default_pool_size`: the CPUs this process
+            may use, or ``$MTE_SANDBOX_POOL_SIZE``); runs beyond it wait their turn.
         memory_mb: each container's memory limit, swap included (per-test ``Limits.memory_mb``
             is enforced inside as ``RLIMIT_AS``).
         cpus: each container's CPU quota.
@@ -301,10 +366,16 @@ class DockerSandbox(Sandbox):
         max_uses: runs after which a container is replaced anyway.
         transport: ``"stdin"`` (stream the job on the session's stdin) or ``"archive"``
             (``put_archive`` into the ``/job`` volume, the session is sent its path).
+        max_waiting: submissions allowed to wait for a container; one more gets an error result
+            at once (``None``: no limit; waiting is the back-pressure).
+        guard_slack_s: how long past a job's own time guard the host waits for its report
+            before it gives up on the container (the runner's alarm should end a runaway job
+            first; this covers a runner that is stopped or an engine that hangs).
         client: a ``docker.DockerClient`` to use (default: ``docker.from_env``).
     """
 
     name = "docker"
+    _registry: ClassVar[_SharedPools]
 
     def __init__(
         self,
@@ -316,26 +387,72 @@ class DockerSandbox(Sandbox):
         tmpfs_mb: int = 64,
         max_uses: int = 500,
         transport: str = "stdin",
+        max_waiting: int | None = None,
+        guard_slack_s: float = 15.0,
         client: Any = None,
     ) -> None:
         if transport not in ("stdin", "archive"):
             raise ValueError(f"transport must be 'stdin' or 'archive', not {transport!r}")
+        if size is not None and size < 1:
+            raise ValueError(f"size must be a positive number of containers, got {size}")
+        if max_waiting is not None and max_waiting < 0:
+            raise ValueError(f"max_waiting must be >= 0 or None, got {max_waiting}")
         self.image = image
-        self.size = max(1, size or os.cpu_count() or 1)
+        self.size = default_pool_size() if size is None else int(size)
         self.memory_mb = memory_mb
         self.cpus = cpus
         self.pids_limit = pids_limit
         self.tmpfs_mb = tmpfs_mb
         self.max_uses = max_uses
         self.transport = transport
+        self.max_waiting = max_waiting
+        self.guard_slack_s = float(guard_slack_s)
         self._client = client
         self._lock = threading.Lock()
-        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._idle: collections.deque[_Worker] = collections.deque()
+        self._waiters: collections.deque[_Waiter] = collections.deque()
         self._all: dict[str, _Worker] = {}
         self._creating = 0
         self._started = False
         self._closed = False
+        self._shared = False
+        self._pid = os.getpid()
         self._owner = owner_tag()
+        self._runs = 0
+        self._wait_s = 0.0
+        self._most_waiting = 0
+
+    # -- the process's shared pool ----------------------------------------------------------------
+
+    @classmethod
+    def shared(cls, **options: Any) -> DockerSandbox:
+        """The process-wide pool for these options, created on first use.
+
+        Every caller with the same options gets the same pool (``size`` is resolved first, so
+        ``size=None`` and the machine's default are one pool). Its :meth:`close` does nothing:
+        the pool outlives its users and is closed at interpreter exit, or by
+        :meth:`shutdown_shared`. A forked child gets its own pool, never its parent's.
+        Tests and benchmarks that want a pool of their own construct ``DockerSandbox(...)``.
+        """
+        if "client" in options:
+            raise TypeError("a shared pool makes its own client; pass client= to a private pool")
+        if options.get("size") is None:
+            options["size"] = default_pool_size()
+        return cls._registry.get(options)
+
+    @classmethod
+    def shutdown_shared(cls) -> None:
+        """Close every shared pool of this process (their containers are removed). A later
+        :meth:`shared` starts a new one."""
+        cls._registry.shutdown()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def is_shared(self) -> bool:
+        return self._shared
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -362,7 +479,7 @@ class DockerSandbox(Sandbox):
                     f"the sandbox image {self.image} is missing; build it: {BUILD_HINT}"
                 ) from exc
             reap_orphans(self._client)
-            atexit.register(self.close)
+            atexit.register(self._shutdown)
             self._started = True
 
     def hardened_container(self, mounts: Sequence[Any] = ()) -> Any:
@@ -418,64 +535,135 @@ class DockerSandbox(Sandbox):
         return worker
 
     def _acquire(self) -> _Worker:
-        """An idle container, a new one while the pool is below ``size``, or wait for one."""
+        """An idle container, a new one while the pool is below ``size``, or wait for one.
+
+        Waiters are served strictly in arrival order, by direct hand-over: a released
+        container (or the room a discarded one leaves) goes to the longest waiter, and only
+        that waiter's thread is woken. (Waking every waiter to let the head through costs a
+        context switch per waiter per release: with 64 waiters on a loaded 2-core machine that
+        alone took a few hundred ms per submission.)
+        """
         self._start()
-        while True:
-            try:
-                return self._idle.get(timeout=0.05)
-            except queue.Empty:
-                pass
+        waiter: _Waiter | None = None
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this DockerSandbox is closed")
+            if not self._waiters and self._idle:
+                return self._idle.popleft()
+            if not self._waiters and len(self._all) + self._creating < self.size:
+                self._creating += 1
+            else:
+                if self.max_waiting is not None and len(self._waiters) >= self.max_waiting:
+                    raise PoolSaturated(
+                        f"the sandbox pool is saturated: {len(self._waiters)} submissions "
+                        f"already wait for its {self.size} containers "
+                        f"(max_waiting={self.max_waiting})"
+                    )
+                waiter = _Waiter()
+                self._waiters.append(waiter)
+                self._most_waiting = max(self._most_waiting, len(self._waiters))
+        if waiter is not None:
+            arrived = time.monotonic()
+            waiter.ready.wait()  # set by a hand-over or by close
             with self._lock:
-                if self._closed:
-                    raise RuntimeError("this DockerSandbox is closed")
-                create = len(self._all) + self._creating < self.size
-                if create:
-                    self._creating += 1
-            if create:
-                try:
-                    return self._create()
-                finally:
-                    with self._lock:
-                        self._creating -= 1
+                self._wait_s += time.monotonic() - arrived
+            if waiter.worker is not None:
+                return waiter.worker
+            if not waiter.create:
+                raise RuntimeError("this DockerSandbox is closed")
+        try:
+            return self._create()
+        finally:
+            with self._lock:
+                self._creating -= 1
+                self._hand_over()  # a failed start leaves its room to the next waiter
+
+    def _hand_over(self) -> None:
+        """Give idle containers, then room for new ones, to the longest waiters (under the
+        lock). A closed pool wakes every waiter with nothing."""
+        while self._waiters:
+            if self._closed:
+                self._waiters.popleft().ready.set()
+            elif self._idle:
+                waiter = self._waiters.popleft()
+                waiter.worker = self._idle.popleft()
+                waiter.ready.set()
+            elif len(self._all) + self._creating < self.size:
+                waiter = self._waiters.popleft()
+                self._creating += 1
+                waiter.create = True
+                waiter.ready.set()
+            else:
+                return
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
         worker.uses += 1
-        if healthy and worker.uses < self.max_uses and not self._closed:
-            self._idle.put(worker)
-        else:
-            self._discard(worker)
+        with self._lock:
+            self._runs += 1
+            if healthy and worker.uses < self.max_uses and not self._closed:
+                self._idle.append(worker)
+                self._hand_over()
+                return
+        self._discard(worker)
 
     def _discard(self, worker: _Worker) -> None:
         with self._lock:
             self._all.pop(worker.container.id, None)
+            self._hand_over()  # room for a new container
         if worker.session is not None:
             worker.session.close()
         with contextlib.suppress(Exception):
             worker.container.remove(force=True, v=True)
 
     def close(self) -> None:
-        """Remove every container of this pool (by id). Idempotent."""
+        """Remove every container of this pool (by id). Idempotent.
+
+        Does nothing on the shared pool (:meth:`shared`): other env instances use it; it is
+        closed at interpreter exit or by :meth:`shutdown_shared`.
+        """
+        if not self._shared:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             workers = list(self._all.values())
-        for worker in workers:
-            self._discard(worker)
+            self._idle.clear()
+            self._hand_over()  # waiters learn the pool is closed
+        if os.getpid() == self._pid:  # a forked child never removes its parent's containers
+            for worker in workers:
+                self._discard(worker)
         if self._started:
-            atexit.unregister(self.close)
+            atexit.unregister(self._shutdown)
 
     def container_ids(self) -> list[str]:
         """The ids of this pool's live containers."""
         with self._lock:
             return list(self._all)
 
+    def stats(self) -> dict[str, float]:
+        """The pool's state and totals: ``size``, ``containers`` (live), ``idle``, ``waiting``
+        (submissions queued now), ``most_waiting`` (the longest queue seen), ``runs`` and
+        ``wait_s`` (seconds submissions spent queued, summed)."""
+        with self._lock:
+            return {
+                "size": self.size,
+                "containers": len(self._all),
+                "idle": len(self._idle),
+                "waiting": len(self._waiters),
+                "most_waiting": self._most_waiting,
+                "runs": self._runs,
+                "wait_s": self._wait_s,
+            }
+
     def footprint(self) -> dict[str, int]:
         """Memory in use per container (bytes, from the engine's cgroup statistics)."""
         sizes = {}
         for cid in self.container_ids():
             with contextlib.suppress(Exception):
-                stats = self._client.api.stats(cid, stream=False)
+                stats = self._client.api.stats(cid, stream=False, one_shot=True)
                 mem = stats.get("memory_stats", {})
                 cache = mem.get("stats", {}).get("cache", 0)
                 sizes[cid] = int(mem.get("usage", 0)) - int(cache)
@@ -540,17 +728,18 @@ class DockerSandbox(Sandbox):
             if not worker.container.put_archive("/job", _job_archive(program, job)):
                 raise RuntimeError("put_archive of the job failed")
             request = header_frame({"job_file": "/job/work/job.jsonl"})
+        started = time.time()
         with contextlib.suppress(OSError):  # a session that died since: read_report sees it
             session.send(request)
         # host-side guard: the runner's own alarm (guard_s) should end a runaway job first
-        stdout, stderr, ended = session.read_report(guard + 15)
+        stdout, stderr, ended = session.read_report(guard + self.guard_slack_s)
         report = stdout.decode("utf-8", "replace")
         died: str | None = None
         if ended == "hung":
             died = "the sandbox did not answer within its time guard"
         elif ended == "eof":
             exit_code = _exit_code(self._client.api, session.exec_id)
-            if _oom_killed(worker.container):
+            if _oom_killed(self._client.api, worker.container.id, started):
                 died = "the container ran out of memory"
             elif exit_code in (137, 142, -9, None):
                 died = "the runner was killed (its overall time guard, memory, or the program)"
@@ -558,3 +747,43 @@ class DockerSandbox(Sandbox):
                 tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
                 died = f"the runner exited with status {exit_code} {tail[0]}".strip()
         return parse_report(report, tests, self.name, died), died is None
+
+
+class _SharedPools:
+    """The process's shared pools, one per configuration (:meth:`DockerSandbox.shared`).
+
+    Created lazily under a lock; closed at interpreter exit (registered on first use) or by
+    :meth:`shutdown`. It remembers the process that made its pools: in a forked child it
+    starts afresh instead of handing out (or closing) the parent's containers.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pools: dict[tuple[tuple[str, Any], ...], DockerSandbox] = {}
+        self._pid = os.getpid()
+        self._at_exit = False
+
+    def get(self, options: dict[str, Any]) -> DockerSandbox:
+        key = tuple(sorted(options.items()))
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pools, self._pid, self._at_exit = {}, os.getpid(), False
+            pool = self._pools.get(key)
+            if pool is None or pool.closed:
+                pool = DockerSandbox(**options)
+                pool._shared = True
+                self._pools[key] = pool
+                if not self._at_exit:
+                    atexit.register(self.shutdown)
+                    self._at_exit = True
+            return pool
+
+    def shutdown(self) -> None:
+        with self._lock:
+            pools = list(self._pools.values()) if self._pid == os.getpid() else []
+            self._pools = {}
+        for pool in pools:
+            pool._shutdown()
+
+
+DockerSandbox._registry = _SharedPools()

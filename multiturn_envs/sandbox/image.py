@@ -18,6 +18,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from multiturn_envs.sandbox.base import Sandbox
 from multiturn_envs.sandbox.docker_pool import IMAGE, docker_unavailable
@@ -41,19 +42,20 @@ def build(tag: str = IMAGE, offline: bool = False, sandboxes_dir: Path = SANDBOX
         reason = (done.stderr.strip().splitlines() or ["unknown error"])[-1]
         print(f"image: docker build failed ({reason}); using the offline bootstrap", flush=True)
     script = sandboxes_dir / "bootstrap.sh"
-    done = subprocess.run(["bash", str(script), tag])
-    if done.returncode != 0:
-        raise RuntimeError(f"{script} failed with status {done.returncode}")
+    status = subprocess.run(["bash", str(script), tag]).returncode
+    if status != 0:
+        raise RuntimeError(f"{script} failed with status {status}")
     return f"built {tag} offline with {script.name} (debootstrap + docker import)"
 
 
-def default_sandbox(allow_local: bool = False, **options: object) -> Sandbox:
-    """The docker pool where it can run; else the local backend if allowed, else an error."""
+def default_sandbox(allow_local: bool = False, shared: bool = False, **options: Any) -> Sandbox:
+    """The docker pool where it can run (the process's shared one with ``shared=True``); else
+    the local backend if allowed, else an error."""
     problem = docker_unavailable(str(options.get("image", IMAGE)))
     if problem is None:
         from multiturn_envs.sandbox.docker_pool import DockerSandbox
 
-        return DockerSandbox(**options)  # type: ignore[arg-type]
+        return DockerSandbox.shared(**options) if shared else DockerSandbox(**options)
     if allow_local:
         from multiturn_envs.sandbox.local import LocalSandbox
 

@@ -90,8 +90,12 @@ def job_bytes(
 
 
 def guard_seconds(limits: Limits, n_tests: int) -> float:
-    """The wall-clock bound on a whole run: every test at its limit, plus start-up slack."""
-    return (limits.timeout_s + 1.0) * max(n_tests, 1) + 10.0
+    """The wall-clock bound on a whole run: every test at its limit (or the run's deadline,
+    when it is shorter), plus start-up and per-test slack."""
+    every_test = (limits.timeout_s + 1.0) * max(n_tests, 1) + 10.0
+    if limits.deadline_s is None:
+        return every_test
+    return min(every_test, limits.deadline_s + 0.1 * n_tests + 10.0)
 
 
 def parse_report(
@@ -140,6 +144,7 @@ def parse_report(
                     exit_status=None,
                     time_s=0.0,
                     error=f"not run: {reason or 'missing from the report'}",
+                    not_run=True,
                 )
             )
             continue
@@ -154,6 +159,7 @@ def parse_report(
                 timed_out=bool(item.get("timed_out", False)),
                 memory_killed=bool(item.get("memory_killed", False)),
                 error=item.get("error"),
+                not_run=bool(item.get("not_run", False)),
             )
         )
     return RunResult(results=tuple(results), backend=backend)

@@ -23,6 +23,12 @@ behind (daemonised, double-forked, ``setsid``-ed) is re-parented to the runner, 
 of them after each test, and, with ``kill_all`` (the container case, where the code's uid owns
 nothing else), also sends ``kill(-1, SIGKILL)`` at the end.
 
+Time: each test has its own wall-clock limit (``timeout_s``, backed by ``RLIMIT_CPU``). With
+``after_timeout="stop"`` the first test over its limit ends the run; with ``deadline_s`` the
+whole run has a wall-clock cap (a test running when it passes is killed). Tests that were not
+run get a ``{"not_run": true}`` line saying why, so a looping program costs one limit, not one
+per test.
+
 Output: one JSON object per line on stdout, one per test as it finishes (so a runner killed
 halfway still reports the tests it ran), then ``{"done": true}``.
 
@@ -172,7 +178,7 @@ def _libc() -> Any:
 
 def _prctl(option: int, value: int) -> bool:
     try:
-        return _libc().prctl(option, value, 0, 0, 0) == 0
+        return bool(_libc().prctl(option, value, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 
@@ -535,7 +541,7 @@ def _run_one(
 ) -> dict[str, Any]:
     """One test: hand its pipes to the zygote, pump I/O under the deadline, kill leftovers."""
     limits = job["limits"]
-    timeout = float(limits["timeout_s"])
+    timeout = float(spec.get("timeout_s") or limits["timeout_s"])
     keep = int(limits["max_output_bytes"])
     expected = test["expected"]
     # generous enough for any whitespace variant of the right answer; past it the answer is wrong
@@ -660,9 +666,9 @@ def _run_one(
 
 
 def _killpg(pid: int) -> None:
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+    for kill in (os.killpg, os.kill):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            target()
+            kill(pid, signal.SIGKILL)
 
 
 def _verdict(
@@ -702,6 +708,9 @@ def _verdict(
     error: str | None = None
     if zygote_died and not timed_out:
         error = "the program killed the test harness (its parent process)"
+    elif (timed_out or cpu_exceeded) and spec.get("deadline_cut"):
+        timed_out = True
+        error = f"time limit exceeded (the submission's deadline, {limits['deadline_s']} s)"
     elif timed_out or cpu_exceeded:
         timed_out = True
         error = f"time limit exceeded ({limits['timeout_s']} s)"
@@ -770,7 +779,7 @@ def _read_header(read: Callable[[int], bytes]) -> dict[str, Any] | None:
                 raise EOFError("the job's header was cut short")
             return None
         digits += byte
-    header = json.loads(_read_exact(read, int(digits)).decode("utf-8"))
+    header: dict[str, Any] = json.loads(_read_exact(read, int(digits)).decode("utf-8"))
     _read_exact(read, 1)  # the newline after the header
     return header
 
@@ -807,16 +816,31 @@ def _run_tests(
         os.chown(scratch, int(header["uid"]), int(header.get("gid", header["uid"])))
     os.chmod(scratch, 0o700)
     limits = header["limits"]
+    timeout = float(limits["timeout_s"])
+    deadline = limits.get("deadline_s")
+    stop_after_timeout = limits.get("after_timeout", "stop") == "stop"
+    start = time.monotonic()
+    skip: str | None = None  # why the remaining tests are not run
     try:
         for index, test in enumerate(tests):
+            left = None if deadline is None else float(deadline) - (time.monotonic() - start)
+            if skip is None and left is not None and left <= 0.0:
+                skip = f"the submission's deadline ({deadline} s) was reached"
+            if skip is not None:
+                out.write(json.dumps(_not_run(index, skip)) + "\n")
+                out.flush()
+                continue
             if not zygote.alive():
                 zygote.restart()
+            cut = left is not None and left < timeout
             spec = {
                 "program": header["program"],
                 "kind": test.get("kind", "stdio"),
                 "fn_name": test.get("fn_name"),
                 "cwd": scratch,
-                "cpu_s": float(limits["timeout_s"]) + 1.0,
+                "timeout_s": min(timeout, left) if cut and left is not None else timeout,
+                "deadline_cut": cut,
+                "cpu_s": timeout + 1.0,
                 "memory_mb": limits.get("memory_mb"),
                 "uid": header.get("uid"),
                 "gid": header.get("gid"),
@@ -840,6 +864,11 @@ def _run_tests(
             clear_dir(scratch)
             out.write(json.dumps(verdict) + "\n")
             out.flush()
+            if verdict.get("timed_out"):
+                if cut:
+                    skip = f"the submission's deadline ({deadline} s) was reached"
+                elif stop_after_timeout:
+                    skip = f"test {index + 1} exceeded its time limit ({timeout} s)"
     finally:
         zygote.close()
         kill_strays(set())
@@ -853,6 +882,22 @@ def _run_tests(
             clear_dir(path)
     out.write(json.dumps({"done": True}) + "\n")
     out.flush()
+
+
+def _not_run(index: int, why: str) -> dict[str, Any]:
+    """The report line of a test that was not run (it counts as failed)."""
+    return {
+        "i": index,
+        "passed": False,
+        "actual": "",
+        "stderr": "",
+        "exit_status": None,
+        "time_s": 0.0,
+        "timed_out": False,
+        "memory_killed": False,
+        "error": f"not run: {why}",
+        "not_run": True,
+    }
 
 
 def run_job(job_path: str) -> int:

@@ -11,6 +11,8 @@ import numpy as np
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 _BUDGET_MIX_STREAM = 0xB4D6  # keeps this wrapper's draws apart from the env's and other wrappers'
+MAX_LISTED_BUDGETS = 1_000_000
+"""Candidates a list may hold; longer uniform sets are given as a ``range`` (never listed)."""
 
 
 class BudgetMix(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
@@ -22,7 +24,9 @@ class BudgetMix(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs
 
     Args:
         env: any MT/* env.
-        budgets: candidate budgets (positive ints).
+        budgets: candidate budgets (positive ints): a list of at most
+            :data:`MAX_LISTED_BUDGETS`, or a ``range`` of any length (e.g. ``range(1, 10**9)``),
+            which is never materialised (drawn uniformly by index when longer than that).
         weights: sampling weights, normalised (``None``: uniform).
         mode: ``"hidden"`` or ``"announced"``.
     """
@@ -34,28 +38,42 @@ class BudgetMix(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs
         weights: Sequence[float] | None = None,
         mode: str = "hidden",
     ) -> None:
+        if not budgets:
+            raise ValueError("BudgetMix needs at least one budget")
+        huge = len(budgets) > MAX_LISTED_BUDGETS
+        if huge and not isinstance(budgets, range):
+            raise ValueError(
+                f"BudgetMix takes at most {MAX_LISTED_BUDGETS} listed budgets, got "
+                f"{len(budgets)}; give a uniform set as a range (e.g. range(1, 10**9))"
+            )
+        if huge and weights is not None:
+            raise ValueError(
+                "weights are for listed budgets; a range longer than "
+                f"{MAX_LISTED_BUDGETS} is drawn uniformly"
+            )
         gym.utils.RecordConstructorArgs.__init__(
             self,
-            budgets=list(budgets),
+            budgets=budgets if huge else list(budgets),
             weights=None if weights is None else list(weights),
             mode=mode,
         )
         gym.Wrapper.__init__(self, env)
-        if not budgets:
-            raise ValueError("BudgetMix needs at least one budget")
-        probs = (
-            np.full(len(budgets), 1.0 / len(budgets))
-            if weights is None
-            else np.asarray(weights, dtype=float)
-        )
-        if probs.shape != (len(budgets),) or np.any(probs < 0) or probs.sum() <= 0:
-            raise ValueError("weights must be non-negative, one per budget, not all zero")
-        self.budgets = [int(b) for b in budgets]
-        self.probs = probs / probs.sum()
+        self.budgets: Sequence[int] = budgets if huge else [int(b) for b in budgets]
+        self.probs: np.ndarray | None = None
+        if not huge:
+            probs = (
+                np.full(len(budgets), 1.0 / len(budgets))
+                if weights is None
+                else np.asarray(weights, dtype=float)
+            )
+            if probs.shape != (len(budgets),) or np.any(probs < 0) or probs.sum() <= 0:
+                raise ValueError("weights must be non-negative, one per budget, not all zero")
+            self.probs = probs / probs.sum()
         self.mode = mode
         base = text_env_of(env)
-        for b in self.budgets:
-            base.set_turn_budget(b, mode)  # validate every candidate now
+        # validate every candidate now (a range's smallest and largest stand for all of it)
+        for b in (budgets[0], budgets[-1]) if huge else self.budgets:
+            base.set_turn_budget(b, mode)
         self._rng = np.random.default_rng()
 
     def reset(
@@ -63,6 +81,9 @@ class BudgetMix(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs
     ) -> tuple[str, dict[str, Any]]:
         if seed is not None:
             self._rng = np.random.default_rng(np.random.SeedSequence([seed, _BUDGET_MIX_STREAM]))
-        budget = self.budgets[int(self._rng.choice(len(self.budgets), p=self.probs))]
+        if self.probs is None:
+            budget = int(self.budgets[int(self._rng.integers(len(self.budgets)))])
+        else:
+            budget = self.budgets[int(self._rng.choice(len(self.budgets), p=self.probs))]
         text_env_of(self.env).set_turn_budget(budget, self.mode)
         return self.env.reset(seed=seed, options=options)

@@ -16,6 +16,9 @@ import numpy as np
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 _ERROR_INJECTION_STREAM = 0xE44
+MAX_PREFIX_STEPS = 100_000
+"""The longest expert prefix: each injected turn is kept in the episode's history, so an
+absurd ``k`` would play (and store) turns until memory ran out on a task the expert cannot end."""
 
 
 class ErrorInjection(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
@@ -48,6 +51,13 @@ class ErrorInjection(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructo
             raise ValueError(
                 f"after_expert_steps must be >= 0 (or a range lo <= hi), got {after_expert_steps!r}"
             )
+        if hi > MAX_PREFIX_STEPS:
+            raise ValueError(
+                f"after_expert_steps must be at most {MAX_PREFIX_STEPS} (each injected turn is "
+                f"played and kept in the history), got {after_expert_steps!r}"
+            )
+        if not 1 <= max_tries <= MAX_PREFIX_STEPS:
+            raise ValueError(f"max_tries must be in [1, {MAX_PREFIX_STEPS}], got {max_tries!r}")
         self.k_range = (int(lo), int(hi))
         self.max_tries = max_tries
         text_env_of(env)

@@ -1,4 +1,6 @@
-"""Hostile programs: each is contained and reported, the sandbox keeps working, nothing is left.
+"""Hostile programs: each is contained and reported, the sandbox keeps working, nothing is left,
+and each costs what the time rules say (counted in tests run and not run, and in the runner's
+own per-test clock, never in host wall time, so a loaded machine cannot make them flaky).
 
 Run against every backend; the docker run is the one that matters (CI runs it for real). The
 local backend's containment is best effort (it is not a security boundary), so the checks that
@@ -14,12 +16,32 @@ from pathlib import Path
 
 import pytest
 
-from multiturn_envs.sandbox.base import Limits, Sandbox, TestCase
+from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
 from multiturn_envs.sandbox.jobs import RUNNER_PATH
+from multiturn_envs.testing import require
 
 ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
 ADD_TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(3)]
+FOUR_TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(4)]
 FAST = Limits(timeout_s=1.0)
+# the runner's clock overshoots a limit by its poll interval and the kill: generous slack
+SLACK_S = 1.0
+
+
+def _cost(result: RunResult) -> tuple[int, int, float]:
+    """(tests run, tests not run, seconds the runner spent in tests) of one run."""
+    assert result.error is None, result.error
+    ran = [r for r in result.results if not r.not_run]
+    return len(ran), result.n_not_run, sum(r.time_s for r in ran)
+
+
+def _costs_one_limit(result: RunResult, limits: Limits) -> None:
+    """The first test hit its limit; the others were not run, and say why."""
+    ran, not_run, seconds = _cost(result)
+    assert (ran, not_run) == (1, len(result.results) - 1), [r.error for r in result.results]
+    assert result.results[0].timed_out and not result.results[0].passed
+    assert all("exceeded its time limit" in (r.error or "") for r in result.results[1:])
+    assert limits.timeout_s * 0.9 <= seconds <= limits.timeout_s + SLACK_S
 
 
 def _token() -> str:
@@ -56,32 +78,67 @@ def test_fork_bomb(sandbox: Sandbox) -> None:
         "    except OSError:\n"
         f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n"
     )
-    result = sandbox.run(program, ADD_TESTS[:2], FAST)
+    result = sandbox.run(program, FOUR_TESTS, FAST)
     assert result.error is None
     assert all(not r.passed for r in result.results)
+    _costs_one_limit(result, FAST)  # the bomb's last child sleeps: one limit, then stop
     assert _procs_with(token) == []
     _still_works(sandbox)
 
 
 def test_memory_hog(sandbox: Sandbox) -> None:
     program = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))\n"
-    result = sandbox.run(program, ADD_TESTS[:2], Limits(timeout_s=5.0, memory_mb=128))
+    limits = Limits(timeout_s=5.0, memory_mb=128)
+    result = sandbox.run(program, ADD_TESTS[:2], limits)
     assert all(r.memory_killed and not r.passed for r in result.results), result
     assert "memory" in (result.results[0].error or "")
+    # every test runs (no timeout), each stopped by the memory limit long before the time one
+    ran, not_run, _ = _cost(result)
+    assert (ran, not_run) == (2, 0)
+    assert all(r.time_s < limits.timeout_s for r in result.results)
     _still_works(sandbox)
 
 
 def test_infinite_loop_and_sleep_past_timeout(sandbox: Sandbox) -> None:
     for program in ("while True:\n    pass\n", "import time\ntime.sleep(60)\n"):
-        result = sandbox.run(program, ADD_TESTS[:2], FAST)
-        assert all(r.timed_out and not r.passed for r in result.results)
-        assert all(r.time_s < 5 for r in result.results)
+        result = sandbox.run(program, FOUR_TESTS, FAST)
+        _costs_one_limit(result, FAST)
     _still_works(sandbox)
 
 
+def test_after_timeout_continue_runs_every_test_at_its_limit(sandbox: Sandbox) -> None:
+    """The behaviour before deadlines: one limit per test."""
+    limits = Limits(timeout_s=0.5, after_timeout="continue")
+    result = sandbox.run("import time\ntime.sleep(60)\n", FOUR_TESTS, limits)
+    ran, not_run, seconds = _cost(result)
+    assert (ran, not_run) == (4, 0)
+    assert all(r.timed_out for r in result.results)
+    assert 4 * limits.timeout_s * 0.9 <= seconds <= 4 * (limits.timeout_s + SLACK_S)
+
+
+def test_deadline_caps_a_program_slow_on_every_test(sandbox: Sandbox) -> None:
+    """Under its limit on every test, so only the submission's deadline stops it."""
+    program = "import time\ntime.sleep(0.4)\na, b = map(int, input().split())\nprint(a + b)\n"
+    tests = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(8)]
+    limits = Limits(timeout_s=1.0, deadline_s=1.0)
+    result = sandbox.run(program, tests, limits)
+    ran, not_run, seconds = _cost(result)
+    # 0.4 s a test: two pass, the third is cut at the deadline, the rest are not run
+    assert 2 <= ran <= 3 and ran + not_run == 8, [r.error for r in result.results]
+    assert result.n_passed == 2 and result.pass_rate == 2 / 8
+    assert seconds <= limits.deadline_s + SLACK_S  # type: ignore[operator]
+    assert all("deadline" in (r.error or "") for r in result.results[result.n_passed :])
+    assert all(r.not_run for r in result.results[3:])
+    # without the cap every test runs and passes
+    assert sandbox.run(program, tests, Limits(timeout_s=1.0)).all_passed
+
+
 def test_network_is_unreachable(sandbox: Sandbox, request: pytest.FixtureRequest) -> None:
-    if sandbox.name == "local" and not getattr(sandbox, "bwrap", None):
-        pytest.skip("the local backend without bubblewrap does not isolate the network")
+    if sandbox.name == "local":
+        require(
+            getattr(sandbox, "bwrap", None) is not None,
+            "bubblewrap (the local backend without it does not isolate the network)",
+        )
     program = (
         "import socket\n"
         "try:\n"
@@ -134,9 +191,12 @@ def test_output_flood(sandbox: Sandbox) -> None:
         assert not r.passed and r.error == "output limit exceeded"
         assert len(r.actual) < 70_000
         assert r.time_s < 4
+    assert _cost(result)[:2] == (2, 0)  # killed at the cap, well before the time limit
+    # stderr is drained and dropped past its cap, so the flood runs into the time limit
     program = "import sys\nwhile True:\n    sys.stderr.write('y' * 65536)\n"
-    result = sandbox.run(program, ADD_TESTS[:1], FAST)
-    assert result.results[0].timed_out and len(result.results[0].stderr) < 70_000
+    result = sandbox.run(program, FOUR_TESTS, FAST)
+    assert len(result.results[0].stderr) < 70_000
+    _costs_one_limit(result, FAST)
     _still_works(sandbox)
 
 

@@ -101,6 +101,12 @@ class BFCLEnv(TextEnv):
         render_mode: str | None = None,
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
+        if max_steps_per_turn is not None and not (
+            isinstance(max_steps_per_turn, int) and max_steps_per_turn >= 1
+        ):
+            raise ValueError(
+                f"max_steps_per_turn must be a positive int or None, got {max_steps_per_turn!r}"
+            )
         self.categories = expand_categories(category)
         self.source = source
         _, self.data_version = resolve_source(source)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
+import math
 import re
 import warnings
 from collections import OrderedDict
@@ -17,9 +19,17 @@ from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.deepcoder.mutations import Mutant, fallback_wrong_program, mutants
 from multiturn_envs.envs.deepcoder.sources import make_source
 from multiturn_envs.envs.deepcoder.tasks import CodeTask, TaskSource
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestResult
+from multiturn_envs.sandbox.base import (
+    AfterTimeout,
+    Limits,
+    RunResult,
+    Sandbox,
+    TestResult,
+    default_deadline,
+)
 
 BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
+SANDBOX_POOLS: tuple[str, ...] = ("shared", "private")
 FORMAT_WITH_STARTER = (
     "You will use the following starter code to write the solution to the problem and enclose "
     "your code within delimiters."
@@ -50,7 +60,7 @@ def extract_program(reply: str) -> str:
     opening fence (a reply cut off mid-block), else the whole reply (``<think>`` blocks removed).
     """
     text = _THINK.sub("", reply)
-    blocks = _FENCE.findall(text)
+    blocks: list[str] = _FENCE.findall(text)
     if blocks:
         return blocks[-1]
     opening = list(_OPEN_FENCE.finditer(text))
@@ -68,25 +78,24 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:half]}{marker}{text[-half:]}"
 
 
-def _backend_factory(backend: str) -> Callable[[], Sandbox]:
-    """A zero-argument constructor for the named backend (``"module:callable"`` also works)."""
+def _backend_factory(backend: str, shared: bool = True) -> Callable[[], Sandbox]:
+    """A zero-argument constructor for the named backend (``"module:callable"`` also works).
+
+    ``shared``: the docker backend is the process's one pool (``DockerSandbox.shared()``),
+    used by every env instance; else each env gets a pool of its own.
+    """
     if ":" in backend:
         module, _, attr = backend.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        factory: Callable[[], Sandbox] = getattr(importlib.import_module(module), attr)
+        return factory
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS} or 'module:callable', got {backend!r}")
-    sandbox_pkg = importlib.import_module("multiturn_envs.sandbox")
-    make = getattr(sandbox_pkg, "make_sandbox", None)
-    if callable(make):  # the sandbox package's own resolver, when it has one
-        return lambda: make(backend)
-    if backend == "local":
-        from multiturn_envs.sandbox.local import LocalSandbox
 
-        return LocalSandbox
-    if backend == "docker":
-        return _docker_factory()
+    def make() -> Sandbox:
+        from multiturn_envs.sandbox import make_sandbox
 
-    def auto() -> Sandbox:
+        if backend != "auto":
+            return make_sandbox(backend, shared=shared)
         from multiturn_envs.sandbox.local import LocalSandbox
 
         try:
@@ -96,19 +105,14 @@ def _backend_factory(backend: str) -> Callable[[], Sandbox]:
         except ImportError as exc:  # the docker SDK (or the pool) is not installed
             problem = str(exc)
         if problem is None:
-            return _docker_factory()()
+            return make_sandbox("docker", shared=shared)
         warnings.warn(
             f"backend='auto': docker is unavailable ({problem}); using the local backend",
             stacklevel=3,
         )
         return LocalSandbox()
 
-    return auto
-
-
-def _docker_factory() -> Callable[[], Sandbox]:
-    module = importlib.import_module("multiturn_envs.sandbox.docker_pool")
-    return module.DockerSandbox
+    return make
 
 
 class DeepCoderEnv(TextEnv):
@@ -148,8 +152,17 @@ class DeepCoderEnv(TextEnv):
     * ``backend``: ``"auto"`` (docker where an engine answers, else local with a warning),
       ``"docker"``, ``"local"`` or ``"module:callable"``. A string, never a client object, so
       the spec deep-copies; the sandbox starts at the first run and is released by ``close``.
+    * ``sandbox_pool``: ``"shared"`` (default: every env instance of the process runs on the
+      one docker pool, ``DockerSandbox.shared()``, sized from the machine; its submissions
+      queue first come, first served) or ``"private"`` (a pool per env, closed with it).
     * ``timeout_s`` (6.0, LiveCodeBench's), ``memory_mb`` (512), ``numeric_tolerance`` (None:
       exact decimal comparison): the per-test limits.
+    * ``deadline_s``: wall-clock cap on one submission (all its tests); ``"auto"`` (default)
+      is ``timeout_s * (1 + n_tests / 4)`` (:func:`multiturn_envs.sandbox.default_deadline`),
+      ``None`` is no cap. ``after_timeout``: ``"stop"`` (default: the first test over its
+      limit ends the submission, the rest are not run, so a looping program costs one limit)
+      or ``"continue"`` (every test runs at its own limit). Tests not run count as failed and
+      the feedback says so.
     * ``max_feedback_failures`` (2), ``feedback_chars`` (300), ``feedback_tests``: ``"all"``
       (failures shown may be any test) or ``"public"`` (only tests whose input appears in the
       statement, else the first two, are shown in detail; the others are only counted).
@@ -189,6 +202,9 @@ class DeepCoderEnv(TextEnv):
         timeout_s: float = 6.0,
         memory_mb: int = 512,
         numeric_tolerance: float | None = None,
+        sandbox_pool: str = "shared",
+        deadline_s: float | str | None = "auto",
+        after_timeout: AfterTimeout = "stop",
         reward: str = "binary",
         max_feedback_failures: int = 2,
         feedback_chars: int = 300,
@@ -209,19 +225,44 @@ class DeepCoderEnv(TextEnv):
                 "backend is a name ('auto', 'docker', 'local' or 'module:callable'), not an "
                 f"object (gym.make deep-copies its kwargs), got {type(backend).__name__}"
             )
-        self._factory = _backend_factory(backend)
+        if sandbox_pool not in SANDBOX_POOLS:
+            raise ValueError(f"sandbox_pool must be one of {SANDBOX_POOLS}, got {sandbox_pool!r}")
+        if after_timeout not in ("stop", "continue"):
+            raise ValueError(f"after_timeout must be 'stop' or 'continue', got {after_timeout!r}")
+        if deadline_s not in (None, "auto") and (isinstance(deadline_s, str) or not deadline_s > 0):
+            raise ValueError(f"deadline_s must be 'auto', None or > 0, got {deadline_s!r}")
+        for name, value in (("timeout_s", timeout_s), ("verify_timeout_s", verify_timeout_s)):
+            if not (math.isfinite(value) and 0 < value <= 3600):
+                raise ValueError(f"{name} must be in (0, 3600] seconds, got {value!r}")
+        if not 16 <= int(memory_mb) <= 1 << 20:
+            raise ValueError(f"memory_mb must be in [16, {1 << 20}] (1 TiB), got {memory_mb!r}")
+        for name, count in (
+            ("max_feedback_failures", max_feedback_failures),
+            ("feedback_chars", feedback_chars),
+            ("max_program_chars", max_program_chars),
+            ("max_statement_chars", max_statement_chars),
+            ("cache_size", cache_size),
+            ("max_error_tries", max_error_tries),
+        ):
+            if int(count) < 0:
+                raise ValueError(f"{name} must be >= 0, got {count!r}")
+        self._factory = _backend_factory(backend, shared=sandbox_pool == "shared")
         self.backend = backend
+        self.sandbox_pool = sandbox_pool
+        self.deadline_s = deadline_s
         self.source: TaskSource = make_source(dataset, **(dataset_options or {}))
         self._tasks = None if tasks is None else [str(t) for t in tasks]
         self.limits = Limits(
             timeout_s=float(timeout_s),
             memory_mb=int(memory_mb),
             numeric_tolerance=numeric_tolerance,
+            after_timeout=after_timeout,
         )
         self._verify_limits = Limits(
             timeout_s=min(float(verify_timeout_s), float(timeout_s)),
             memory_mb=int(memory_mb),
             numeric_tolerance=numeric_tolerance,
+            after_timeout=after_timeout,
         )
         self.reward_mode = reward
         self.max_feedback_failures = int(max_feedback_failures)
@@ -321,8 +362,19 @@ class DeepCoderEnv(TextEnv):
             self._remember(key, result)
         return result
 
+    def _submission_limits(self, limits: Limits) -> Limits:
+        """``limits`` with this task's submission deadline (``deadline_s``, see the class)."""
+        if self.deadline_s is None:
+            return limits
+        if self.deadline_s == "auto":
+            cap = default_deadline(limits.timeout_s, len(self.task.tests))
+        else:
+            cap = float(self.deadline_s)
+        return dataclasses.replace(limits, deadline_s=cap)
+
     def _run_in_sandbox(self, program: str, limits: Limits) -> RunResult:
         """One run; a sandbox failure is retried once on a fresh sandbox, then reported."""
+        limits = self._submission_limits(limits)
         result: RunResult | None = None
         for attempt in range(2):
             sandbox = self._get_sandbox()
@@ -354,6 +406,8 @@ class DeepCoderEnv(TextEnv):
             self._cache.popitem(last=False)
 
     def _release_sandbox(self) -> None:
+        """Let go of the sandbox: a private pool is closed; the shared pool ignores ``close``
+        (other envs use it) and replaces broken containers itself."""
         if self._sandbox is not None:
             sandbox, self._sandbox = self._sandbox, None
             sandbox.close()
@@ -414,6 +468,7 @@ class DeepCoderEnv(TextEnv):
         return {
             "n_tests": n,
             "n_passed": 0 if result is None else result.n_passed,
+            "n_not_run": 0 if result is None else result.n_not_run,
             "pass_rate": 0.0 if result is None else float(result.pass_rate),
             "best_pass_rate": float(self._best),
             "compiled": compiled,
@@ -424,7 +479,8 @@ class DeepCoderEnv(TextEnv):
         n = len(result.results)
         if result.all_passed:
             return f"All {n} tests passed. Congratulations, your program is correct!"
-        failing = [i for i, r in enumerate(result.results) if not r.passed]
+        failing = [i for i, r in enumerate(result.results) if not r.passed and not r.not_run]
+        not_run = [r for r in result.results if r.not_run]
         shown_pool = failing
         if self.feedback_tests == "public":
             shown_pool = [i for i in failing if i in self._public]
@@ -437,6 +493,13 @@ class DeepCoderEnv(TextEnv):
         hidden = len(failing) - len(shown)
         if hidden:
             lines.append(f"({hidden} more failing test{'s' if hidden > 1 else ''} not shown.)")
+        if not_run:
+            why = (not_run[0].error or "not run").removeprefix("not run: ")
+            many = len(not_run) > 1
+            lines.append(
+                f"{len(not_run)} test{'s were' if many else ' was'} not run ({why}); "
+                f"{'they count' if many else 'it counts'} as failed."
+            )
         lines.append(REVISE_LINE)
         return "\n\n".join(lines)
 

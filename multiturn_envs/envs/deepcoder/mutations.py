@@ -156,7 +156,7 @@ def _apply(node: ast.AST, operator: str, variant: int, parents: dict[int, ast.AS
         assert isinstance(node, ast.Constant)
         node.value = not node.value
     elif operator == "off_by_one":
-        assert isinstance(node, ast.Constant)
+        assert isinstance(node, ast.Constant) and isinstance(node.value, int)
         node.value = int(node.value) + variant
     elif operator == "swap_min_max":
         assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
@@ -178,7 +178,9 @@ def _apply(node: ast.AST, operator: str, variant: int, parents: dict[int, ast.AS
     elif operator == "drop_case":
         if variant == -1:
             assert isinstance(node, ast.If)
-            node.orelse = node.orelse[0].orelse
+            inner = node.orelse[0]
+            assert isinstance(inner, ast.If)  # an elif chain
+            node.orelse = inner.orelse
         else:
             parent = parents[id(node)]
             body: list[ast.stmt] = parent.body  # type: ignore[attr-defined]

@@ -90,8 +90,10 @@ class TaskSource(Protocol):
         ...
 
 
-def _tests_from_records(records: Sequence[dict[str, Any]], style: Style, fn_name: str | None):
-    kind = "functional" if style == "functional" else "stdio"
+def _tests_from_records(
+    records: Sequence[dict[str, Any]], style: Style, fn_name: str | None
+) -> tuple[TestCase, ...]:
+    kind: Literal["stdio", "functional"] = "functional" if style == "functional" else "stdio"
     return tuple(
         TestCase(kind=kind, input=str(r["input"]), expected=str(r["expected"]), fn_name=fn_name)
         for r in records

@@ -117,6 +117,7 @@ class LakeDynamics:
             return (Outcome(1.0, s, 0, True, a),)
         row, col = divmod(s, self.ncol)
         fail_rate = (1.0 - self.success_rate) / 2.0
+        directions: tuple[int, ...]
         if self.is_slippery:
             directions = ((a - 1) % 4, a, (a + 1) % 4)
             probs = [fail_rate if b != a else self.success_rate for b in directions]

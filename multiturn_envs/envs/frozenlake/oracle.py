@@ -16,13 +16,34 @@ Three value functions of one map (all on the goal-only reward: 1 for entering G,
 Each Bellman backup is a handful of numpy operations: a dense ``(4n x n)`` matrix-vector product
 for maps of up to 256 cells, a gather over padded ``(n, 4, 3)`` arrays (at most three outcomes
 per action) beyond, so a 100-step horizon on an 8x8 map takes about a millisecond.
-Results are cached on the :class:`LakeOracle` (one per map and slip setting); the finite-horizon
-table grows to the largest horizon asked for. One oracle is shared by every env instance of the
-same settings (``env.build_task``), stepped from several threads when the runner has
-``workers > 1``: its arrays are read-only, its memo dicts only gain entries that are pure
-functions of their key (a race computes the same value twice; either store wins), and the
-finite-horizon table, which is *replaced* when it grows, is one ``(q, v)`` tuple read in a
-single attribute load and grown under a lock.
+Any turn budget, bounded memory and time: the finite-horizon values converge, and the oracle
+uses that exactly. The backup ``f`` is monotone (non-negative weights, and float rounding is
+monotone) and ``V_1 = f(0) >= 0 = V_0``, so the computed ``V_h`` never decrease and, being
+bounded floats, reach a **bit-for-bit fixed point**: the first ``k`` with ``V_k == V_{k-1}``
+exactly. ``f`` is a fixed sequence of float operations on its input's values (each backup reads
+its input from the same scratch buffer, so memory alignment cannot change the summation
+order), hence ``Q_{k+1} = f(V_k) = f(V_{k-1}) = Q_k`` and every later horizon repeats row
+``k`` bit for bit: ``Q_h = Q_min(h, k)``, the very floats an unbounded table would hold. A
+budget of 10**9 on the default 4x4 and 8x8 maps costs the ~1,400 / ~2,400 backups up to ``k``.
+
+Convergence can be slow when slips are rare (success rates near 1 make the optimal policy bump
+into walls on purpose, and each turn gains only the slip probability: 4x4 at 0.99 reaches its
+fixed point after ~860,000 backups), so memory and time are capped too:
+
+* the stored table holds at most ``_TABLE_BYTES`` (8 MiB) of horizons; beyond it, horizons are
+  computed in blocks of the same size from checkpoints of ``V`` (one vector per block), and the
+  block last used is kept (an episode asks ``h, h - 1, ...``: one block serves many turns);
+* at most ``_MAX_WORK / n_states`` horizons are ever computed (2**24 cell-backups: ~1M horizons
+  on a 4x4 map, a few seconds). A budget past that on a map that has not converged by then is
+  answered with the values at that horizon and ``exact`` becomes False; they are within
+  ``max(V* - V_cap)`` of the truth, since ``V_cap <= V_h <= V*`` (reported by
+  :meth:`LakeOracle.finite_gap`).
+
+Results are cached on the :class:`LakeOracle` (one per map and slip setting). One oracle is
+shared by every env instance of the same settings (``env.build_task``), stepped from several
+threads when the runner has ``workers > 1``: its arrays are read-only, the score memo is an LRU
+under a lock, and the finite-horizon table, which is *replaced* when it grows, is one ``(q, v)``
+tuple read in a single attribute load and grown under a lock (as are the blocks beyond it).
 
 Scores (see ``docs/envs/frozenlake.md``) are normalised at the state: ``Q_h(s, a) / V_h(s)``,
 1.0 when ``V_h(s) = 0``.
@@ -30,6 +51,7 @@ Scores (see ``docs/envs/frozenlake.md``) are normalised at the state: ``Q_h(s, a
 
 from __future__ import annotations
 
+import collections
 import threading
 
 import numpy as np
@@ -41,6 +63,12 @@ _TOL = 1e-13
 _MAX_ITERATIONS = 20_000
 _DENSE_MAX_STATES = 256
 _SOLVE_MAX_STATES = 1024
+_TABLE_BYTES = 8 << 20
+"""Memory for stored finite-horizon rows (the table, and again for the block beyond it)."""
+_MAX_WORK = 1 << 24
+"""Cell-backups ever spent on finite horizons of one map (see the module docstring)."""
+_SCORE_TABLES = 1024
+"""Score tables (one per horizon asked) kept per oracle, least recently used dropped."""
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -100,7 +128,21 @@ class LakeOracle:
             _frozen(np.zeros((1, n))),
         )
         self._grow_lock = threading.Lock()
-        self._score_tables: dict[int | None, list[list[float]]] = {}
+        self._table_rows = max(64, _TABLE_BYTES // ((N_ACTIONS + 1) * n * 8))
+        self.max_horizon = max(self._table_rows, _MAX_WORK // n)
+        """Horizons beyond this are answered with its values unless converged before."""
+        self.fixed_horizon: int | None = None
+        """The ``k`` with ``Q_h = Q_k`` for every ``h >= k`` (bit for bit), once found."""
+        self._fixed_row: tuple[np.ndarray, np.ndarray] | None = None
+        self._checkpoints: dict[int, np.ndarray] = {}  # V at block starts beyond the table
+        self._block: tuple[int, np.ndarray, np.ndarray] | None = None  # (first h, q, v)
+        self._capped = False
+        self._x = np.zeros(n)  # the backup's input, always at this address (module doc)
+        self._y = np.zeros(N_ACTIONS * n)
+        self._score_lock = threading.Lock()
+        self._score_tables: collections.OrderedDict[int | None, list[list[float]]] = (
+            collections.OrderedDict()
+        )
         self._q_reach: np.ndarray | None = None
         self._q_discounted: np.ndarray | None = None
 
@@ -114,52 +156,127 @@ class LakeOracle:
         if discount != 1.0:
             future *= discount
         future += self._expected_reward
-        return future
+        result: np.ndarray = future
+        return result
 
     def finite_q(self, h: int) -> np.ndarray:
         """``Q_h`` as an ``(n_states, 4)`` array (a read-only view); ``Q_0 = 0``."""
-        return self._finite_upto(h)[0][h].T
+        q: np.ndarray = self._row(h)[0].T
+        return q
 
     def finite_v(self, h: int) -> np.ndarray:
         """``V_h = max_a Q_h``: the best probability of reaching the goal within ``h`` turns."""
-        return self._finite_upto(h)[1][h]
+        return self._row(h)[1]
 
-    def _finite_upto(self, h: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``(Q, V)`` tables through horizon ``h`` at least (grown under the lock)."""
+    def horizon_key(self, h: int) -> int:
+        """The horizon whose values ``h`` has: ``h`` itself, or the fixed point (or the work cap)
+        when ``h`` is past it. Equal keys mean bit-identical ``Q`` and ``V``."""
+        fixed = self.fixed_horizon
+        if fixed is not None and h > fixed:
+            return fixed
+        return min(h, self.max_horizon)
+
+    def finite_gap(self) -> float:
+        """A bound on how far an answered ``V_h`` can be from the true one: 0.0 unless a horizon
+        past ``max_horizon`` was asked before the values converged; then ``max(V* - V_cap)``
+        (the answer is ``V_cap`` and ``V_cap <= V_h <= V*``)."""
+        if not self._capped or self.fixed_horizon is not None:
+            return 0.0
+        return float(np.max(self.reach_q().max(axis=1) - self.finite_v(self.max_horizon)))
+
+    def _row(self, h: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(Q_h, V_h)``, action-major ``(4, n)`` and ``(n,)``, read-only."""
         if h < 0:
             raise ValueError(f"horizon must be >= 0, got {h}")
-        tables = self._finite  # one load: q and v always belong together
-        if h < tables[0].shape[0]:
-            return tables
+        key = self.horizon_key(h)
+        q, v = self._finite  # one load: q and v always belong together
+        if key < q.shape[0]:
+            return q[key], v[key]
         with self._grow_lock:
-            tables = self._finite  # another thread may have grown it meanwhile
-            if h >= tables[0].shape[0]:
-                tables = self._grown(tables, h)
-                self._finite = tables
-        return tables
+            q, v = self._finite  # another thread may have grown it meanwhile
+            key = self.horizon_key(h)
+            if self.fixed_horizon is None and q.shape[0] <= min(key, self._table_rows - 1):
+                q, v = self._grown(q, v, min(key, self._table_rows - 1))
+                self._finite = (q, v)
+                key = self.horizon_key(h)
+            row = (q[key], v[key]) if key < q.shape[0] else self._beyond_table(key)
+            if h > self.max_horizon and self.fixed_horizon is None:
+                self._capped = True
+                self.exact = False  # answered with V_cap: see finite_gap
+            return row
 
-    def _grown(
-        self, tables: tuple[np.ndarray, np.ndarray], h: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        old_q, old_v = tables
+    def _step(self, v_prev: np.ndarray, q_out: np.ndarray, v_out: np.ndarray) -> bool:
+        """One backup of ``v_prev`` into ``q_out`` / ``v_out``; True when ``v_out == v_prev``
+        bit for bit (the fixed point: see the module docstring)."""
+        np.copyto(self._x, v_prev)
+        if self._dense is not None:
+            np.matmul(self._dense, self._x, out=self._y)
+            np.add(self._y, self._expected_reward.reshape(-1), out=q_out.reshape(-1))
+        else:
+            q_out[...] = self._backup(self._x)
+        np.max(q_out, axis=0, out=v_out)
+        return bool(np.array_equal(v_out, v_prev))
+
+    def _grown(self, old_q: np.ndarray, old_v: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]:
+        """The table through horizon ``h``, or through the fixed point if that comes first."""
         have = old_q.shape[0] - 1
         q = np.empty((h + 1, *old_q.shape[1:]))
         v = np.empty((h + 1, old_v.shape[1]))
         q[: have + 1] = old_q
         v[: have + 1] = old_v
-        if self._dense is not None:
-            # the same backup as _backup, written into preallocated rows
-            flat = q.reshape(h + 1, -1)
-            dense, reward = self._dense, self._expected_reward.reshape(-1)
-            for k in range(have + 1, h + 1):
-                np.matmul(dense, v[k - 1], out=flat[k])
-                flat[k] += reward
-                np.max(q[k], axis=0, out=v[k])
-        else:
-            for k in range(have + 1, h + 1):
-                q[k] = self._backup(v[k - 1])
-                np.max(q[k], axis=0, out=v[k])
+        for k in range(have + 1, h + 1):
+            if self._step(v[k - 1], q[k], v[k]):
+                self._found_fixed(k, q[k], v[k])
+                q, v = q[: k + 1].copy(), v[: k + 1].copy()
+                break
         return _frozen(q), _frozen(v)
+
+    def _found_fixed(self, k: int, q: np.ndarray, v: np.ndarray) -> None:
+        self._fixed_row = (_frozen(q.copy()), _frozen(v.copy()))
+        self.fixed_horizon = k
+
+    def _beyond_table(self, h: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(Q_h, V_h)`` past the stored table (called under the lock, ``h`` a horizon key).
+
+        Horizons come in blocks of the table's length; the ``V`` that starts each block is
+        kept as a checkpoint (one vector per block), and the block last asked for is kept
+        whole, so an episode's ``h, h - 1, ...`` are lookups after the first.
+        """
+        fixed = self.fixed_horizon
+        if self._fixed_row is not None and fixed is not None and h >= fixed:
+            return self._fixed_row
+        block = self._block
+        if block is not None and block[0] <= h < block[0] + block[1].shape[0]:
+            return block[1][h - block[0]], block[2][h - block[0]]
+        top = self._finite[0].shape[0] - 1
+        rows = self._table_rows
+        start = top + 1 + ((h - top - 1) // rows) * rows  # the block's first horizon
+        known = max((c for c in self._checkpoints if c < start), default=top)
+        prev = self._checkpoints[known] if known in self._checkpoints else self._finite[1][top]
+        prev = prev.copy()
+        n = prev.shape[0]
+        q_scratch, nxt = np.empty((N_ACTIONS, n)), np.empty(n)
+        for k in range(known + 1, start):  # walk to V_{start - 1}, checkpointing
+            if self._step(prev, q_scratch, nxt):
+                self._found_fixed(k, q_scratch, nxt)
+                return self._fixed_row  # type: ignore[return-value]
+            prev, nxt = nxt, prev
+            if (k - top - 1) % rows == 0:
+                self._checkpoints[k] = _frozen(prev.copy())
+        length = min(rows, self.max_horizon - start + 1)
+        q = np.empty((length, N_ACTIONS, n))
+        v = np.empty((length, n))
+        for i in range(length):
+            if self._step(prev, q[i], v[i]):
+                self._found_fixed(start + i, q[i], v[i])
+                if h >= start + i:
+                    return self._fixed_row  # type: ignore[return-value]
+                length = i + 1
+                break
+            prev = v[i]
+        self._checkpoints[start] = _frozen(v[0].copy())
+        self._block = (start, _frozen(q[:length].copy()), _frozen(v[:length].copy()))
+        return self._block[1][h - start], self._block[2][h - start]
 
     def _goal_distance(self) -> np.ndarray:
         """Fewest moves from each cell to a goal along positive-probability edges (-1: never)."""
@@ -172,7 +289,7 @@ class LakeOracle:
                         if o.prob > 0.0:
                             predecessors[o.next_state].append(s)
         dist = np.full(n, -1)
-        frontier = list(np.flatnonzero(self.dynamics.is_goal))
+        frontier: list[int] = [int(x) for x in np.flatnonzero(self.dynamics.is_goal)]
         dist[frontier] = 0
         while frontier:
             nxt = []
@@ -227,9 +344,9 @@ class LakeOracle:
             current = q[policy, cells]
             better = solve & (q.max(axis=0) > current + 1e-12)
             if not better.any():
-                q = q.T
-                q.flags.writeable = False
-                return q
+                solved: np.ndarray = q.T
+                solved.flags.writeable = False
+                return solved
             policy[better] = q[:, better].argmax(axis=0)
         return None
 
@@ -259,9 +376,9 @@ class LakeOracle:
             # too large or too ill-conditioned to solve: keep the lower bound reached so far
             # (a step must never raise) and say so.
             self.exact = False
-        q = self._backup(v, discount).T
-        q.flags.writeable = False
-        return q
+        approx: np.ndarray = self._backup(v, discount).T
+        approx.flags.writeable = False
+        return approx
 
     def reach_q(self) -> np.ndarray:
         """Undiscounted infinite-horizon Q: the best reach probability after ``a`` (no budget)."""
@@ -278,19 +395,30 @@ class LakeOracle:
     # ------------------------------------------------------------------ scores
     def q_values(self, s: int, h: int | None) -> np.ndarray:
         """The four ``Q`` values at ``s`` with ``h`` turns left (``None``: no budget)."""
-        return self.reach_q()[s] if h is None else self.finite_q(h)[s]
+        row: np.ndarray = self.reach_q()[s] if h is None else self.finite_q(h)[s]
+        return row
 
     def scores(self, s: int, h: int | None) -> np.ndarray:
         """Normalised scores of the four moves: ``Q_h(s, a) / V_h(s)``, all 1.0 if ``V_h = 0``."""
         return np.asarray(self.score_table(h)[s])
 
     def score_table(self, h: int | None) -> list[list[float]]:
-        """``scores`` for every state as nested lists (memoised per ``h``: a step is a lookup)."""
-        table = self._score_tables.get(h)
-        if table is None:
-            q = self.reach_q() if h is None else self.finite_q(h)
-            table = normalise(q).tolist()
-            self._score_tables[h] = table
+        """``scores`` for every state as nested lists (memoised per horizon key, least recently
+        used dropped past ``_SCORE_TABLES``: a step is a lookup, and memory stays bounded)."""
+        if h is not None:
+            self._row(h)  # first, so that a fixed point it finds is in the key
+        key = None if h is None else self.horizon_key(h)
+        with self._score_lock:
+            known = self._score_tables.get(key)
+            if known is not None:
+                self._score_tables.move_to_end(key)
+                return known
+        q = self.reach_q() if h is None else self.finite_q(h)
+        table: list[list[float]] = normalise(q).tolist()
+        with self._score_lock:
+            self._score_tables[key] = table
+            while len(self._score_tables) > _SCORE_TABLES:
+                self._score_tables.popitem(last=False)
         return table
 
     def score(self, s: int, a: int, h: int | None) -> float:

@@ -87,10 +87,10 @@ def final_answer(text: str) -> str:
     if "```" in text:
         fences = _FENCE.findall(text)
         if fences:
-            return fences[-1]
+            return str(fences[-1])
     labelled = _LABEL_LINE.findall(text)
     if labelled:
-        return labelled[-1]
+        return str(labelled[-1])
     return text
 
 

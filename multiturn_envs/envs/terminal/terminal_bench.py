@@ -43,7 +43,7 @@ class ImageUnavailable(RuntimeError):
 
 def _read_yaml(path: Path) -> Any:
     try:
-        import yaml  # type: ignore[import-untyped]
+        import yaml
     except ImportError as exc:  # pragma: no cover - pyyaml ships with the [terminal] extra
         raise ImportError(
             "reading Terminal-Bench tasks needs PyYAML: pip install 'multiturn-envs[terminal]'"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 import multiturn_envs  # noqa: F401 (registers MT/*)
 from multiturn_envs.envs.deepcoder.env import DeepCoderEnv, clip, extract_program
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
+from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase, TestResult
 from multiturn_envs.testing import check_text_env
 from multiturn_envs.wrappers.error_injection import ErrorInjection
 
@@ -195,6 +196,70 @@ def test_sandbox_failure_is_reported_not_scored(make_env: MakeEnv) -> None:
     assert _BrokenSandbox.runs == 2  # retried once on a fresh sandbox
     assert info["sandbox_error"] == "engine gone" and "not scored" in obs
     assert reward == 0.0 and not terminated
+
+
+class _RecordingSandbox(Sandbox):
+    """Records the limits it is given; every test passes."""
+
+    name = "recording"
+    seen: ClassVar[list[Limits]] = []
+
+    def run(self, program: str, tests: Sequence[TestCase], limits: Limits | None = None):
+        assert limits is not None
+        type(self).seen.append(limits)
+        passed = (TestResult(True, t.expected, t.expected, "", 0, 0.0) for t in tests)
+        return RunResult(results=tuple(passed), backend=self.name)
+
+
+def test_submission_deadline_defaults_and_options(make_env: MakeEnv) -> None:
+    backend = f"{__name__}:_RecordingSandbox"
+    for kwargs, expected in (
+        ({}, "auto"),
+        ({"deadline_s": None}, None),
+        ({"deadline_s": 3.5}, 3.5),
+    ):
+        _RecordingSandbox.seen = []
+        env = make_env(backend=backend, timeout_s=2.0, **kwargs)
+        env.reset(seed=0, options={"task_id": STDIO})
+        env.step("print(1)")
+        limits = _RecordingSandbox.seen[-1]
+        assert _RecordingSandbox.seen == [limits] * len(_RecordingSandbox.seen)
+        n = len(env.task.tests)
+        assert limits.deadline_s == (2.0 * (1 + n / 4) if expected == "auto" else expected)
+        assert limits.after_timeout == "stop" and limits.timeout_s == 2.0
+    env = make_env(backend=backend, after_timeout="continue")
+    assert env.limits.after_timeout == "continue"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"timeout_s": 0},
+        {"timeout_s": float("inf")},
+        {"timeout_s": 1e300},
+        {"verify_timeout_s": -1},
+        {"memory_mb": 10**12},
+        {"memory_mb": 1},
+        {"deadline_s": 0},
+        {"deadline_s": "soon"},
+        {"after_timeout": "retry"},
+        {"sandbox_pool": "global"},
+        {"cache_size": -1},
+        {"max_feedback_failures": -1},
+    ],
+)
+def test_absurd_arguments_are_refused_clearly(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        DeepCoderEnv(backend="local", **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_looping_submission_is_stopped_and_the_rest_not_run(make_env: MakeEnv) -> None:
+    env = make_env(max_turns=2, timeout_s=0.5)
+    env.reset(seed=0, options={"task_id": STDIO})
+    n = len(env.task.tests)
+    obs, _, _, _, info = env.step("```python\nimport time\ntime.sleep(30)\n```")
+    assert info["n_not_run"] == n - 1 and info["n_passed"] == 0
+    assert f"{n - 1} tests were not run (test 1 exceeded its time limit (0.5 s))" in obs
 
 
 @given(

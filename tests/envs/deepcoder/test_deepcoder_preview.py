@@ -9,6 +9,7 @@ checks that every shape is converted to the tests the dataset means.
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import pickle
 import zlib
@@ -19,10 +20,31 @@ import pytest
 
 from multiturn_envs.envs.deepcoder import deepcoder_preview as dp
 from multiturn_envs.envs.deepcoder.env import DeepCoderEnv
+from multiturn_envs.testing import require
 
-datasets = pytest.importorskip("datasets")  # a dev dependency: present wherever tests run
-pq = pytest.importorskip("pyarrow.parquet")
-pa = pytest.importorskip("pyarrow")
+
+def _module_or_none(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+# dev dependencies: present wherever tests run; a user's machine without them skips this
+# module, a CI run (CI=true) fails it
+datasets = _module_or_none("datasets")
+pq = _module_or_none("pyarrow.parquet")
+pa = _module_or_none("pyarrow")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _dataset_libraries() -> None:
+    """First of the module's fixtures (module scope, autouse), so nothing touches a missing
+    library before this says why."""
+    require(
+        datasets is not None and pq is not None and pa is not None,
+        "the datasets and pyarrow packages (the dev extra)",
+    )
 
 
 def _lcb_compress(tests: list[dict[str, Any]]) -> str:

@@ -213,3 +213,86 @@ def test_unbudgeted_scores_use_reach_probability() -> None:
     # from the start all four moves reach the goal with probability 14/17: all score 1
     assert [env.score_action(a) for a in ACTION_NAMES] == [1.0] * 4
     assert env.score_action("no idea") == 1.0  # without a budget a wasted turn loses nothing
+
+
+# ------------------------------------------------------------------ any turn budget
+
+
+def _reference_rows(oracle: LakeOracle, horizon: int) -> list[np.ndarray]:
+    """``Q_0..Q_horizon`` by the plain recursion, each as ``(n, 4)``."""
+    n = oracle.dynamics.n_states
+    v, rows = np.zeros(n), [np.zeros((n, 4))]
+    for _ in range(horizon):
+        q = oracle._backup(v)
+        v = q.max(axis=0)
+        rows.append(q.T)
+    return rows
+
+
+def test_a_budget_of_a_billion_turns_is_the_fixed_point() -> None:
+    """The issue's case: 8x8, slippery, max_turns=10**9 (was a MemoryError for 1.86 TiB)."""
+    import gymnasium as gym
+
+    import multiturn_envs  # noqa: F401 (registers MT/*)
+
+    env = gym.make("MT/FrozenLake-v0", max_turns=10**9, tasks=["8x8"], is_slippery=True)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step("<answer>Right</answer>")
+    assert info["turns_left"] == 10**9 - 1
+    oracle = env.unwrapped.oracle
+    k = oracle.fixed_horizon
+    assert k is not None and k < 10**4 and oracle.exact
+    # stored: the table up to the fixed point, nothing per turn of the budget
+    assert oracle._finite[0].shape[0] == k + 1 and oracle._block is None
+    np.testing.assert_array_equal(oracle.finite_q(10**9), oracle.finite_q(k))
+    # the claim itself: more backups from V_k reproduce row k bit for bit
+    q, v = np.empty((4, oracle.dynamics.n_states)), oracle.finite_v(k).copy()
+    for _ in range(50):
+        v_next = np.empty_like(v)
+        assert oracle._step(v, q, v_next)
+        np.testing.assert_array_equal(q.T, oracle.finite_q(k))
+        v = v_next
+    env.close()
+
+
+@settings(max_examples=20)
+@given(lake_maps(max_side=4), st.booleans(), success_rates, st.data())
+def test_horizons_past_the_table_match_the_recursion(
+    desc: tuple[str, ...], slippery: bool, rate: float, data: st.DataObject
+) -> None:
+    """With a tiny table (8 rows) every horizon beyond it comes from blocks and checkpoints."""
+    oracle = LakeOracle(LakeDynamics(desc, slippery, rate))
+    oracle._table_rows = 8  # blocks of 8 horizons too
+    reference = _reference_rows(oracle, 400)
+    asked = data.draw(st.lists(st.integers(0, 400), min_size=1, max_size=30))
+    for h in [*asked, *range(399, 380, -1)]:
+        np.testing.assert_allclose(oracle.finite_q(h), reference[h], rtol=0, atol=1e-13)
+        rows = oracle._finite[0].shape[0] + (0 if oracle._block is None else 8)
+        assert rows <= 16 + 1  # the table and one block, whatever was asked
+
+
+def test_an_unconverged_budget_past_the_work_cap_is_flagged_with_its_gap() -> None:
+    """4x4 with rare slips needs ~860,000 backups to converge: a small cap stops first."""
+    oracle = LakeOracle(LakeDynamics(STANDARD_MAPS["4x4"], True, 0.99))
+    oracle.max_horizon = 3_000
+    q = oracle.finite_q(10**9)
+    assert oracle.fixed_horizon is None and not oracle.exact
+    np.testing.assert_array_equal(q, oracle.finite_q(3_000))
+    gap = oracle.finite_gap()
+    reach = oracle.reach_q().max(axis=1)
+    assert 0.0 < gap < 1.0
+    assert np.all(oracle.finite_v(3_000) <= reach + 1e-12)
+    assert gap == pytest.approx(float(np.max(reach - oracle.finite_v(3_000))))
+
+
+def test_score_tables_stay_bounded_over_many_horizons() -> None:
+    import multiturn_envs.envs.frozenlake.oracle as oracle_module
+
+    oracle = LakeOracle(LakeDynamics(STANDARD_MAPS["4x4"], True, 0.9))
+    for h in range(oracle_module._SCORE_TABLES + 200):
+        oracle.score_table(h)
+    assert len(oracle._score_tables) == oracle_module._SCORE_TABLES
+    # horizons past the fixed point share one table
+    oracle.finite_q(10**6)
+    k = oracle.fixed_horizon
+    assert k is not None and oracle.score_table(10**6) is oracle.score_table(k + 5)
