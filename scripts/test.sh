@@ -6,6 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
 
+# Static checks first (seconds): lint, formatting, and strict types on the library.
+echo "test.sh: ruff check, ruff format --check, mypy (strict on multiturn_envs/)"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+
 # Stops only a dockerd that ensure_docker.sh itself started (it keeps that pid).
 trap 'bash scripts/ensure_docker.sh stop || true' EXIT
 apt_install() {  # root only: the offline image bootstrap and the local backend's jail
