@@ -25,6 +25,8 @@ import numpy as np
 from multiturn_envs.harness.passk import PassSurface, json_ready
 
 DEFAULT_N_BOOT = 2_000
+MAX_INDEX_CELLS = 200_000_000
+"""The most resample x unit indices one bootstrap draws (800 MB as int32): beyond, a clear error."""
 _CHUNK_CELLS = 4_000_000  # replicate-rows x units per chunk: bounds the weight matrix's memory
 
 
@@ -82,6 +84,11 @@ def bootstrap_indices(
         raise ValueError(f"the bootstrap needs at least one unit, got n_units={n_units!r}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 1:
         raise ValueError(f"n_boot must be a positive int, got {n_boot!r}")
+    if int(n_boot) * int(n_units) > MAX_INDEX_CELLS:
+        raise ValueError(
+            f"{n_boot} resamples x {n_units} units is over {MAX_INDEX_CELLS:,} drawn indices: "
+            "use fewer resamples (2,000 is the default; 10,000 is plenty)"
+        )
     rng = np.random.default_rng(seed)
     dtype = np.int32 if n_units < 2**31 else np.int64
     return rng.integers(0, n_units, size=(int(n_boot), int(n_units)), dtype=dtype)

@@ -44,6 +44,9 @@ def _exact_int(name: str, value: Any) -> int:
 
 MAX_DEFAULT_T = 512
 """Budgets above this get the exact breakpoints as their default T grid, not ``1..t_max``."""
+MAX_DEFAULT_K = 512
+"""With more rollouts per task than this, the default K grid is ``1..512`` and ``n``."""
+_TABLE_CELLS = 4_000_000  # past this many pass@k table cells, compute only the rows needed
 
 
 def json_ready(array: np.ndarray) -> Any:
@@ -170,9 +173,14 @@ class PassSurface:
 
 
 def _grid(name: str, values: Iterable[int] | None, default_max: int, hard_max: int) -> np.ndarray:
-    """A sorted, de-duplicated grid of positive ints, validated against ``hard_max``."""
+    """A sorted, de-duplicated grid of positive ints, validated against ``hard_max``.
+
+    The default is ``1..default_max``, or ``1..MAX_DEFAULT_K`` and ``default_max`` when that
+    would be longer (a K column per rollout of 10**6 samples is neither readable nor cheap).
+    """
     if values is None:
-        grid = list(range(1, default_max + 1))
+        top = min(default_max, MAX_DEFAULT_K)
+        grid = [*range(1, top + 1), *([default_max] if default_max > top else [])]
     else:
         grid = sorted({_exact_int(name, v) for v in values})
     if not grid:
@@ -210,11 +218,23 @@ def _per_task_cells(
         )
     if usable.any():
         k_top = int(ks[usable].max())
+        if (n + 1) * k_top > _TABLE_CELLS:  # huge n: only the rows of the counts seen
+            seen, where = np.unique(counts, return_inverse=True)
+            rows = _pass_at_k_rows(n, seen, k_top)
+            out[usable, :] = rows[where[None, :], ks[usable][:, None] - 1]
+            return out
         table = tables.get(n)
         if table is None or table.shape[1] < k_top:
             table = tables[n] = pass_at_k_table(n, k_top)
         out[usable, :] = table[counts[None, :], ks[usable][:, None] - 1]
     return out
+
+
+def _pass_at_k_rows(n: int, cs: np.ndarray, k_max: int) -> np.ndarray:
+    """``pass_at_k_table(n, k_max)[cs]`` without the other ``n + 1 - len(cs)`` rows."""
+    c = np.asarray(cs, dtype=np.float64)[:, None]
+    j = np.arange(k_max, dtype=np.float64)[None, :]
+    return 1.0 - np.cumprod(np.clip(n - c - j, 0.0, None) / (n - j), axis=1)
 
 
 def _mean_over_tasks(per_task: np.ndarray) -> np.ndarray:
@@ -263,7 +283,8 @@ def pass_surface_from_first_success(
             ``None`` for a rollout that never succeeded (a mapping task id -> list, or a list of
             lists whose ids become ``"0"``, ``"1"``, ...).
         t_max: the budget the rollouts ran with; success turns must lie in ``1..t_max``.
-        ks: the sampling widths (default ``1..min n``).
+        ks: the sampling widths (default ``1..min n``; past :data:`MAX_DEFAULT_K` rollouts,
+            ``1..MAX_DEFAULT_K`` and ``min n``).
         ts: the budgets (default ``1..t_max``; past :data:`MAX_DEFAULT_T` budgets, the exact
             breakpoints instead: ``1..MAX_DEFAULT_T``, every observed success turn and
             ``t_max``, since the surface changes only at success turns); each ``<= t_max``.

@@ -78,3 +78,25 @@ def test_absurd_pool_sizes_are_refused(tmp_path: Path, in_flight: int, workers: 
         run_eval(
             config, ExpertPolicy(), str(tmp_path / "r.jsonl"), in_flight=in_flight, workers=workers
         )
+
+
+def test_a_million_rollouts_per_task_report_on_a_bounded_grid() -> None:
+    from multiturn_envs.harness import pass_at_k, pass_surface_from_first_success
+    from multiturn_envs.harness.passk import MAX_DEFAULT_K
+
+    n = 10**6
+    turns = {"a": [1] * 3 + [None] * (n - 3), "b": [2] * 10 + [None] * (n - 10)}
+    surface = pass_surface_from_first_success(turns, t_max=4)
+    assert surface.ks.tolist() == [*range(1, MAX_DEFAULT_K + 1), n]
+    # exact: the rows computed for the counts seen equal the scalar estimator
+    for k in (1, 7, 512):
+        want = (pass_at_k(n, 3, k) + pass_at_k(n, 10, k)) / 2
+        assert surface.values[k - 1, -1] == pytest.approx(want, rel=1e-12, abs=1e-15)
+    assert surface.values[-1, -1] == 1.0  # K = n: some rollout of each task succeeded
+
+
+def test_an_absurd_bootstrap_is_refused() -> None:
+    from multiturn_envs.harness import bootstrap_ci
+
+    with pytest.raises(ValueError, match="use fewer resamples"):
+        bootstrap_ci([[0.5]] * 1000, n_boot=10**9)
