@@ -339,6 +339,12 @@ class TextEnv(gym.Env[str, str]):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore a snapshot taken by :meth:`get_state` (on this env or an identical one)."""
+        self._restore_base(state)
+        if state["env"] is not None:
+            self._set_state(copy.deepcopy(state["env"]))
+
+    def _restore_base(self, state: dict[str, Any]) -> None:
+        """The base class's part of a snapshot: task, counters, history and the RNG."""
         self._task_id = state["task_id"]
         self._turn = state["turn"]
         self._prefix_turns = state["prefix_turns"]
@@ -350,8 +356,6 @@ class TextEnv(gym.Env[str, str]):
         self._history = copy.deepcopy(state["history"])
         self._last_observation = state["last_observation"]
         self.np_random.bit_generator.state = copy.deepcopy(state["rng"])
-        if state["env"] is not None:
-            self._set_state(copy.deepcopy(state["env"]))
 
     # ------------------------------------------------------------------ internals
     def _require_live(self) -> None:

@@ -277,17 +277,7 @@ class RemoteTextEnv(TextEnv):
     def set_state(self, state: dict[str, Any]) -> None:
         current = self._conn.tool("restore", snapshot_id=state["snapshot_id"])
         self._last_info = dict(current.get("info") or {})
-        self._turn = state["turn"]
-        self._prefix_turns = state["prefix_turns"]
-        self._needs_reset = state["needs_reset"]
-        self._done = state["done"]
-        self._success = state["success"]
-        self.max_turns = state["max_turns"]
-        self.budget_mode = state["budget_mode"]
-        self._task_id = state["task_id"]
-        self._history = [dict(m) for m in state["history"]]
-        self._last_observation = state["last_observation"]
-        self.np_random.bit_generator.state = state["rng"]
+        self._restore_base(state)  # the counters, history and RNG live on this side
         self._valid = (False, None)
 
     def _get_state(self) -> Any:  # get_state above keeps the env's part on the server
