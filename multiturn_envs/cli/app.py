@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from multiturn_envs.cli import compare, dynamics, likelihood, list_envs, report, sandbox
+from multiturn_envs.cli import compare, dynamics, likelihood, list_envs, report, sandbox, train
 from multiturn_envs.cli import eval as eval_cmd
 from multiturn_envs.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, Parser, UsageError
 
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     likelihood.add_parsers(sub)
     dynamics.add_parser(sub)
     sandbox.add_parser(sub)
+    train.add_parser(sub)
     return parser
 
 
