@@ -82,7 +82,7 @@ def act_tool(config: TrainConfig) -> Any:
 
 def install_tool_template(tokenizer: Any, choice: str) -> None:
     """Give ``tokenizer`` a chat template that renders tools (``chat_template`` field)."""
-    from multiturn_envs.testing.tiny_agent import tool_chat_template
+    from multiturn_envs.rl.tiny_agent import tool_chat_template
 
     current = getattr(tokenizer, "chat_template", None) or ""
     if choice == "qwen2.5" or (choice == "auto" and "tools" not in current):
@@ -107,7 +107,7 @@ def load_model(path: str) -> tuple[Any, Any]:
 
 def build_tiny(config: TrainConfig, folder: Path) -> Path:
     """A tiny random model whose tokenizer is fitted to the env's tool chats."""
-    from multiturn_envs.testing.tiny_agent import build_tiny_tool_model
+    from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
 
     tiny = dict(config.tiny)
     vocab = int(tiny.pop("vocab_size", 1024))
@@ -189,8 +189,13 @@ def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
 
 
 def train_rows(config: TrainConfig) -> list[dict[str, Any]]:
-    """One row per GRPO group: tasks in a seeded shuffled cycle, a distinct reset seed each."""
-    groups = config.steps * config.batch_size // config.num_generations
+    """One row per GRPO group: tasks in a seeded shuffled cycle, a distinct reset seed each.
+
+    A step samples ``batch_size`` x ``gradient_accumulation_steps`` rollouts (TRL generates for
+    the whole accumulated batch at once), i.e. that many / ``num_generations`` rows.
+    """
+    accumulate = int(config.trl.get("gradient_accumulation_steps", 1))
+    groups = config.steps * config.batch_size * accumulate // config.num_generations
     tasks = train_tasks(config)
     rng = np.random.default_rng(config.seed)
     order: list[str] = []
