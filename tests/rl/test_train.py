@@ -199,7 +199,7 @@ def test_gigpo_gives_trl_token_advantages_that_vary_within_a_rollout(
 def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
     from multiturn_envs.rl.train import latest_checkpoint, train
 
-    config = _config(tmp_path, reward="outcome", steps=2, save_steps=1)
+    config = _config(tmp_path, reward="process", steps=2, save_steps=1)  # dense: weights move
     first = train(config, start=start, progress=False)
     assert [e["step"] for e in first.log] == [1, 2]
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
@@ -208,6 +208,6 @@ def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
     resumed = train(config, resume=str(tmp_path / "checkpoint-1"), start=start, progress=False)
     assert [e["step"] for e in resumed.log] == [1, 2]  # step 2 ran again, replacing its line
     assert _moved(_weights(tmp_path / "checkpoint-1"), _weights(resumed.model_dir))
-    other = _config(tmp_path, reward="outcome", steps=3, save_steps=1)
+    other = _config(tmp_path, reward="process", steps=3, save_steps=1)
     with pytest.raises(ValueError, match="differs from this config"):
         train(other, resume=True, start=start)
