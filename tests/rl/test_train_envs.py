@@ -72,22 +72,25 @@ def test_one_grpo_step_on_the_env(env_id: str, env_kwargs: dict[str, Any], tmp_p
             "max_turns": 2,
             "reward": "process",
             "step_weight": 1.0,
-            "steps": 1,
-            "num_generations": 4,
-            "batch_size": 4,
+            "steps": 2,
+            "num_generations": 8,
+            "batch_size": 8,
             "learning_rate": 1e-2,
-            "temperature": 1.0,
+            "temperature": 1.5,  # a copied expert still varies: rewards differ within a group
             "max_completion_length": 384,
             "output_dir": str(tmp_path),
             "threads": 1,
         }
     )
     result = train(config, progress=False)
-    (entry,) = result.log
-    assert entry["env/turns"] > 0, "no rollout reached the env"
-    # TRL's reward is the env's: outcome + 1.0 x mean step score, averaged over rollouts
-    assert entry["reward"] == pytest.approx(entry["env/trajectory_reward"], abs=1e-5)
-    assert entry["rewards/TRLEnvironment/mean"] == pytest.approx(entry["reward"], abs=1e-5)
+    assert len(result.log) == 2
+    for entry in result.log:
+        assert entry["env/turns"] > 0, "no rollout reached the env"
+        # TRL's reward is the env's: outcome + 1.0 x mean step score, averaged over rollouts
+        assert entry["reward"] == pytest.approx(entry["env/trajectory_reward"], abs=1e-5)
+        assert entry["rewards/TRLEnvironment/mean"] == pytest.approx(entry["reward"], abs=1e-5)
+    signal = [e for e in result.log if e["reward_std"] > 0]
+    assert signal, f"every rollout of both steps got one reward {result.log[0]['reward']}"
     start, _ = load_model(str(tmp_path / "start" / "model"))
     final, _ = load_model(str(result.model_dir))
     import torch
@@ -97,7 +100,4 @@ def test_one_grpo_step_on_the_env(env_id: str, env_kwargs: dict[str, Any], tmp_p
         for (n, a), (_, b) in zip(start.named_parameters(), final.named_parameters())
         if not torch.equal(a, b)
     ]
-    if entry["reward_std"] > 0:
-        assert moved, "rewards differed within the group but no weight moved"
-    else:  # equal rewards: zero advantages, nothing to learn (TRL's rule); say so, not pass
-        pytest.fail(f"all {config.batch_size} rollouts got reward {entry['reward']}: no signal")
+    assert moved, "rewards differed within a group but no weight moved"
