@@ -24,8 +24,10 @@ and is the environment's reward (weight 1, beside any ``reward_funcs``).
 * ``get_reward()`` is the episode's return (the sum of env rewards: wrap the env in
   :class:`~multiturn_envs.wrappers.ProcessReward` for the oracle's step scores), with
   ``reward="success"`` 1.0 for a solved task, or with ``reward="process"`` the return plus
-  ``step_weight`` x the *mean* oracle step score of the episode's turns (a mean, not a sum, so
-  that a longer episode earns no more process reward than a short one of equally good moves).
+  ``step_weight`` x the oracle step scores summed and divided by the episode's budget
+  (:attr:`TRLEnvironment.budget_step_score`). Per budget, not per turn taken: a per-turn mean
+  pays a rollout that makes one good move and then stops calling ``act`` as much as one that
+  plays on well (measured: GRPO learned to stop), and a plain sum pays wandering.
 * The episode as chat: :attr:`TRLEnvironment.messages` (the env's own ``messages()``) and
   :func:`grpo_dataset` builds rows whose prompt carries the env's system prompt.
 
@@ -81,7 +83,7 @@ class TRLEnvironment:
         env: an env id (``"MT/FrozenLake-v0"``), a made env (wrappers such as ``BudgetMix`` or
             ``ProcessReward`` included), or a zero-argument factory of one.
         reward: ``"return"`` (sum of the env's rewards over the episode), ``"success"``, or
-            ``"process"`` (return + ``step_weight`` x mean step score).
+            ``"process"`` (return + ``step_weight`` x :attr:`budget_step_score`).
         step_weight: the process reward's weight (``reward="process"`` only).
         **env_kwargs: passed to ``gym.make`` when ``env`` is an id (e.g. ``max_turns=8``).
 
@@ -178,7 +180,7 @@ class TRLEnvironment:
         if self._reward_mode == "success":
             return 1.0 if self._success else 0.0
         if self._reward_mode == "process":
-            return self._return + self._step_weight * self.mean_step_score
+            return self._return + self._step_weight * self.budget_step_score
         return self._return
 
     # ------------------------------------------------------------------ inspection (no tools)
@@ -217,6 +219,15 @@ class TRLEnvironment:
         """The mean of :attr:`step_scores` (0.0 before the first scored turn)."""
         scores = self.step_scores
         return sum(scores) / len(scores) if scores else 0.0
+
+    @property
+    def budget_step_score(self) -> float:
+        """Summed step scores / the episode's turn budget (turns not taken score 0); the mean
+        over turns taken when the episode has no budget."""
+        budget = self._infos[0].get("max_turns") if self._infos else None
+        if not budget:
+            return self.mean_step_score
+        return sum(self.step_scores) / int(budget)
 
     @property
     def calls(self) -> int:
