@@ -378,6 +378,9 @@ def train(
         step_reward=config.gigpo_step_reward,
         callbacks=[_progress_callback(config.steps, log_path, sys.stderr if progress else None)],
     )
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # our progress line and log file replace its dicts
     trainer.train(resume_from_checkpoint=checkpoint)
     final = out / FINAL
     trainer.model.save_pretrained(final)

@@ -106,6 +106,7 @@ def sft_warm_start(
     import time
 
     from datasets import Dataset
+    from transformers import PrinterCallback
     from transformers.utils import get_json_schema
     from trl import SFTConfig, SFTTrainer
 
@@ -135,6 +136,7 @@ def sft_warm_start(
     start = time.perf_counter()
     model.train()
     trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    trainer.remove_callback(PrinterCallback)  # the report below sums it up
     trainer.train()
     model.eval()
     losses = [float(e["loss"]) for e in trainer.state.log_history if "loss" in e]
