@@ -22,8 +22,12 @@ and is the environment's reward (weight 1, beside any ``reward_funcs``).
   the rollout (TRL's rule). After the episode ends (success, a terminal state or the turn budget)
   ``act`` steps nothing and says so, so the env's budget, not TRL's iteration cap, is the budget.
 * ``get_reward()`` is the episode's return (the sum of env rewards: wrap the env in
-  :class:`~multiturn_envs.wrappers.ProcessReward` for the oracle's step scores) or, with
-  ``reward="success"``, 1.0 for a solved task.
+  :class:`~multiturn_envs.wrappers.ProcessReward` for the oracle's step scores), with
+  ``reward="success"`` 1.0 for a solved task, or with ``reward="process"`` the return plus
+  ``step_weight`` x the oracle step scores summed and divided by the episode's budget
+  (:attr:`TRLEnvironment.budget_step_score`). Per budget, not per turn taken: a per-turn mean
+  pays a rollout that makes one good move and then stops calling ``act`` as much as one that
+  plays on well (measured: GRPO learned to stop), and a plain sum pays wandering.
 * The episode as chat: :attr:`TRLEnvironment.messages` (the env's own ``messages()``) and
   :func:`grpo_dataset` builds rows whose prompt carries the env's system prompt.
 
@@ -43,8 +47,8 @@ import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 from multiturn_envs.core import TextEnv
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
-RewardMode = Literal["return", "success"]
-REWARD_MODES: tuple[str, ...] = ("return", "success")
+RewardMode = Literal["return", "success", "process"]
+REWARD_MODES: tuple[str, ...] = ("return", "success", "process")
 
 TOOL_HINT = (
     "Take each turn by calling the `act` tool with your move as its `action` argument; the tool "
@@ -78,7 +82,9 @@ class TRLEnvironment:
     Args:
         env: an env id (``"MT/FrozenLake-v0"``), a made env (wrappers such as ``BudgetMix`` or
             ``ProcessReward`` included), or a zero-argument factory of one.
-        reward: ``"return"`` (sum of the env's rewards over the episode) or ``"success"``.
+        reward: ``"return"`` (sum of the env's rewards over the episode), ``"success"``, or
+            ``"process"`` (return + ``step_weight`` x :attr:`budget_step_score`).
+        step_weight: the process reward's weight (``reward="process"`` only).
         **env_kwargs: passed to ``gym.make`` when ``env`` is an id (e.g. ``max_turns=8``).
 
     Use :func:`environment_factory` to get the zero-argument callable TRL wants.
@@ -89,10 +95,14 @@ class TRLEnvironment:
         env: str | gym.Env[str, str] | Callable[[], gym.Env[str, str]],
         *,
         reward: RewardMode = "return",
+        step_weight: float = 0.0,
         **env_kwargs: Any,
     ) -> None:
         if reward not in REWARD_MODES:
             raise ValueError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
+        if not 0.0 <= float(step_weight) < float("inf"):
+            raise ValueError(f"step_weight must be a finite number >= 0, got {step_weight!r}")
+        self._step_weight = float(step_weight)
         self._env = _build(env, env_kwargs)
         self._base: TextEnv = text_env_of(self._env)
         self._reward_mode = reward
@@ -102,6 +112,8 @@ class TRLEnvironment:
         self._done = True
         self._turns = 0
         self._infos: list[dict[str, Any]] = []
+        self._rewards: list[float] = []
+        self._calls = 0
 
     # ------------------------------------------------------------------ TRL's interface
     def reset(self, **row: Any) -> str:
@@ -129,6 +141,8 @@ class TRLEnvironment:
         self._success = bool(info.get("success", False))
         self._done = False
         self._turns = 0
+        self._rewards = []
+        self._calls = 0
         self._infos = [info]
         return observation
 
@@ -141,11 +155,13 @@ class TRLEnvironment:
         Returns:
             The environment's observation after the move.
         """
+        self._calls += 1
         if self._done:
             return ENDED
         text = action if isinstance(action, str) else json.dumps(action, default=str)
         observation, reward, terminated, truncated, info = self._env.step(text)
         self._return += float(reward)
+        self._rewards.append(float(reward))
         self._success = bool(info.get("success", False))
         self._turns += 1
         self._infos.append(info)
@@ -163,6 +179,8 @@ class TRLEnvironment:
         """The rollout's reward: the episode's return, or its success with ``reward="success"``."""
         if self._reward_mode == "success":
             return 1.0 if self._success else 0.0
+        if self._reward_mode == "process":
+            return self._return + self._step_weight * self.budget_step_score
         return self._return
 
     # ------------------------------------------------------------------ inspection (no tools)
@@ -187,6 +205,36 @@ class TRLEnvironment:
         return self._turns
 
     @property
+    def turn_rewards(self) -> list[float]:
+        """The env's reward of each turn taken (their sum is the return)."""
+        return list(self._rewards)
+
+    @property
+    def step_scores(self) -> list[float]:
+        """The oracle's score of each turn taken (turns without a score left out)."""
+        return [float(i["step_score"]) for i in self._infos[1:] if i.get("step_score") is not None]
+
+    @property
+    def mean_step_score(self) -> float:
+        """The mean of :attr:`step_scores` (0.0 before the first scored turn)."""
+        scores = self.step_scores
+        return sum(scores) / len(scores) if scores else 0.0
+
+    @property
+    def budget_step_score(self) -> float:
+        """Summed step scores / the episode's turn budget (turns not taken score 0); the mean
+        over turns taken when the episode has no budget."""
+        budget = self._infos[0].get("max_turns") if self._infos else None
+        if not budget:
+            return self.mean_step_score
+        return sum(self.step_scores) / int(budget)
+
+    @property
+    def calls(self) -> int:
+        """``act`` calls in this episode, those after its end (not turns) included."""
+        return self._calls
+
+    @property
     def done(self) -> bool:
         return self._done
 
@@ -202,6 +250,7 @@ def environment_factory(
     env: str | Callable[[], gym.Env[str, str]],
     *,
     reward: RewardMode = "return",
+    step_weight: float = 0.0,
     **env_kwargs: Any,
 ) -> Callable[[], TRLEnvironment]:
     """The zero-argument callable for ``GRPOTrainer(environment_factory=...)``.
@@ -213,7 +262,7 @@ def environment_factory(
         raise ValueError("env_kwargs only apply when env is an id")
 
     def make() -> TRLEnvironment:
-        return TRLEnvironment(env, reward=reward, **env_kwargs)
+        return TRLEnvironment(env, reward=reward, step_weight=step_weight, **env_kwargs)
 
     return make
 

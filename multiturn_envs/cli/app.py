@@ -6,7 +6,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from multiturn_envs.cli import compare, dynamics, likelihood, list_envs, report, sandbox, serve
+from multiturn_envs.cli import (
+    compare,
+    dynamics,
+    likelihood,
+    list_envs,
+    report,
+    sandbox,
+    serve,
+    train,
+)
 from multiturn_envs.cli import eval as eval_cmd
 from multiturn_envs.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, Parser, UsageError
 
@@ -26,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     dynamics.add_parser(sub)
     sandbox.add_parser(sub)
     serve.add_parser(sub)
+    train.add_parser(sub)
     return parser
 
 

@@ -1,139 +1,14 @@
-"""A tiny random-weight chat model (Qwen2 architecture, ChatML template) built offline.
+"""The tiny offline chat model, for tests: it lives in :mod:`multiturn_envs.rl.tiny_lm`.
 
-Tests, benchmarks and the vLLM GPU check need a real model and tokenizer but no hub access: this
-trains a 512-token byte-level BPE tokenizer on synthetic lines (every byte is covered, so any
-text round-trips) and initialises a small Qwen2 model from a seed. Its replies are junk, which is
-the point for parsers: they must tolerate it. ``head_dim=64`` (``hidden_size=128``, 2 heads)
-because vLLM's attention kernels support only some head sizes.
+The training entry point (layer 7) builds it for ``model="tiny"``, and layer 7 cannot import this
+package (layer 8). So the code lives there, and these names stay importable from here as before.
 """
 
-from __future__ import annotations
-
-from pathlib import Path
-from typing import Any
-
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+from multiturn_envs.rl.tiny_lm import (
+    CHATML_TEMPLATE,
+    SPECIAL_TOKENS,
+    build_tiny_chat_model,
+    load_tiny_chat_model,
 )
 
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-
-
-def _corpus(n: int = 300) -> list[str]:
-    """Deterministic synthetic lines in the shape of env observations and actions."""
-    words = [
-        "left",
-        "right",
-        "up",
-        "down",
-        "Action:",
-        "goal",
-        "hole",
-        "frozen",
-        "turn",
-        "SELECT",
-        "FROM",
-        "WHERE",
-        "def",
-        "return",
-        "you",
-        "are",
-        "at",
-        "row",
-        "column",
-        "the",
-        "a",
-    ]
-    lines = []
-    for i in range(n):
-        picked = [words[(i * 7 + j * 3) % len(words)] for j in range(3 + i % 9)]
-        lines.append(" ".join(picked) + f" {i % 17}.\n")
-    return lines
-
-
-def build_tiny_chat_model(
-    directory: str | Path,
-    *,
-    seed: int = 0,
-    vocab_size: int = 512,
-    hidden_size: int = 128,
-    layers: int = 2,
-    heads: int = 2,
-    kv_heads: int = 1,
-    embedding_scale: float = 4.0,
-) -> Path:
-    """Write a tiny Qwen2 chat model and its tokenizer to ``directory``; return the folder.
-
-    ``embedding_scale`` multiplies the random embeddings so that the softmax is not near
-    uniform (replies then repeat tokens and often end; at x1 they run to ``max_tokens``).
-    """
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import (
-        GenerationConfig,
-        PreTrainedTokenizerFast,
-        Qwen2Config,
-        Qwen2ForCausalLM,
-    )
-
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(_corpus(), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    tokenizer.chat_template = CHATML_TEMPLATE
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    generator = torch.Generator().manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 1:  # norms: ones, as in the default init
-                param.fill_(1.0)
-            else:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
-        model.get_input_embeddings().weight.mul_(embedding_scale)
-    model.generation_config = GenerationConfig(
-        do_sample=True,
-        top_k=0,
-        top_p=1.0,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
-def load_tiny_chat_model(directory: str | Path) -> tuple[Any, Any]:
-    """Reload what :func:`build_tiny_chat_model` wrote (float32, CPU, eval mode)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(directory))
-    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).eval()
-    return model, tokenizer
+__all__ = ["CHATML_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_chat_model", "load_tiny_chat_model"]

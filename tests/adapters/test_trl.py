@@ -215,3 +215,19 @@ def test_one_grpo_step_steps_the_env_rewards_reach_trainer_and_weights_move(
     assert logs[key] > 0.0
     changed = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
     assert changed, "the GRPO step did not change any weight"
+
+
+def test_process_reward_is_outcome_plus_weight_times_step_scores_over_the_budget() -> None:
+    env = TRLEnvironment(GuessEnv(max_turns=4), reward="process", step_weight=0.5)
+    env.reset(task_id="secret-12", seed=0)
+    env.act("guess 7")  # oracle score 1 - 8/16 = 0.5
+    env.act("guess 12")  # solved, score 1.0
+    assert env.step_scores == [0.5, 1.0] and env.turn_rewards == [0.0, 1.0]
+    assert env.get_reward() == pytest.approx(1.0 + 0.5 * 1.5 / 4)  # per budget of 4 turns
+    stopper = TRLEnvironment(GuessEnv(max_turns=4), reward="process", step_weight=0.5)
+    stopper.reset(task_id="secret-12", seed=0)
+    stopper.act("guess 7")  # one fair move, then no more calls: unplayed turns score 0
+    assert stopper.get_reward() == pytest.approx(0.5 * 0.5 / 4)
+    assert env.act("guess 1") == ENDED and env.calls == 3 and env.turns == 2
+    with pytest.raises(ValueError, match="step_weight"):
+        TRLEnvironment(GuessEnv(), reward="process", step_weight=float("nan"))

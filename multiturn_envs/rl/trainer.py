@@ -1,0 +1,191 @@
+"""TRL's ``GRPOTrainer`` with our envs' per-turn signal: episode logs and GiGPO advantages.
+
+TRL (1.16) scores a multi-turn rollout with one reward and gives every token of it the same
+advantage. :class:`MultiTurnGRPOTrainer` keeps TRL's trainer as it is (generation, vLLM, PEFT,
+DeepSpeed, the loss) and overrides one hook, ``_generate_and_score_completions``:
+
+* it calls TRL's own (environments reset and stepped, rewards, TRL's advantages);
+* it logs, per step, what the finished episodes say: ``env/trajectory_reward`` (the rollouts'
+  rewards), ``env/success``, ``env/step_score`` (mean oracle step score per episode) and
+  ``env/turns``;
+* with ``advantage="gigpo"`` it replaces TRL's (B,) advantages by (B,T) token advantages: each
+  turn's tokens get ``A_episode + step_weight * A_step`` from
+  :func:`~multiturn_envs.rl.gigpo.gigpo_advantages`. TRL's loss accepts (B,T) advantages.
+
+How a rollout maps onto turns. A rollout is one completion: model tokens (the loss mask
+``completion_mask * tool_mask`` is 1) alternate with tool-result tokens (0). Each maximal run of
+model tokens is one assistant message: message ``i < env.turns`` is the call that took turn
+``i``; later messages (calls after the episode ended, the closing reply) get the episode
+advantage. If the count does not fit (``spans`` not ``calls`` or ``calls + 1``, where ``calls``
+counts every ``act`` call that ran: a call with bad arguments, two calls in one message) the
+whole rollout gets its episode advantage and ``gigpo/misaligned`` counts it.
+
+The anchor of turn ``t`` is the state it was taken from: ``info["state_key"]`` of the info before
+it, joined with ``turns_left`` there, because the oracle's value of a state depends on the turns
+left (FrozenLake's ``Q_h``): two visits of one cell with different budgets left are different
+states. The step reward of GiGPO's return-to-go is the env's reward of the turn (the outcome,
+critic-free as in the paper) or, with ``step_reward="step_score"``, the oracle's score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from trl import GRPOTrainer
+
+from multiturn_envs.rl.gigpo import Trajectory, gigpo_advantages
+
+ADVANTAGES: tuple[str, ...] = ("grpo", "gigpo")
+STEP_REWARDS: tuple[str, ...] = ("env", "step_score")
+
+
+def anchor_of(info: Mapping[str, Any]) -> str:
+    """The exact GiGPO anchor of the state ``info`` describes: its key and the turns left."""
+    return f"{info.get('state_key')}|{info.get('turns_left')}"
+
+
+def model_spans(mask: Sequence[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each maximal run of 1s in a loss-mask row (one per assistant message)."""
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, bit in enumerate(mask):
+        if bit and start is None:
+            start = i
+        elif not bit and start is not None:
+            spans.append((start, i))
+            start = None
+    if start is not None:
+        spans.append((start, len(mask)))
+    return spans
+
+
+def trajectory_of(env: Any, step_reward: str = "env") -> Trajectory:
+    """One finished rollout of a :class:`~multiturn_envs.adapters.trl.TRLEnvironment` as a
+    GiGPO trajectory: anchors before each turn, the turn's reward, the rollout's reward."""
+    infos = env.infos
+    anchors = [anchor_of(infos[t]) for t in range(len(infos) - 1)]
+    if step_reward == "step_score":
+        rewards = [float(i.get("step_score") or 0.0) for i in infos[1:]]
+    else:
+        rewards = [float(r) for r in env.turn_rewards]
+    return Trajectory(anchors=anchors, rewards=rewards, episode_return=float(env.get_reward()))
+
+
+def token_advantages(
+    loss_mask: np.ndarray,
+    calls: Sequence[int],
+    per_turn: Sequence[np.ndarray],
+    episode: Sequence[float],
+) -> tuple[np.ndarray, int]:
+    """(B,T) advantages from per-turn ones; returns them and how many rows did not align.
+
+    Row ``i``: ``calls[i]`` tool calls ran, the first ``len(per_turn[i])`` of them took turns.
+    """
+    out = np.zeros(loss_mask.shape, dtype=np.float32)
+    misaligned = 0
+    for row in range(loss_mask.shape[0]):
+        out[row, :] = episode[row]
+        spans = model_spans(loss_mask[row].tolist())
+        if len(spans) not in (calls[row], calls[row] + 1):
+            misaligned += 1
+            continue
+        for i, (start, end) in enumerate(spans[: len(per_turn[row])]):
+            out[row, start:end] = per_turn[row][i]
+    return out, misaligned
+
+
+class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
+    """``GRPOTrainer`` plus per-episode logs and, optionally, GiGPO step-level advantages.
+
+    Args (beyond ``GRPOTrainer``'s, which pass through unchanged):
+        advantage: ``"grpo"`` (TRL's own) or ``"gigpo"``.
+        gigpo_step_weight, gigpo_gamma: GiGPO's omega and discount (paper: 1.0 and 0.95).
+        step_reward: the per-turn reward of GiGPO's return-to-go (``"env"`` or ``"step_score"``).
+        on_step: called after each generation batch with the logged episode figures.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        advantage: str = "grpo",
+        gigpo_step_weight: float = 1.0,
+        gigpo_gamma: float = 0.95,
+        step_reward: str = "env",
+        on_step: Callable[[dict[str, float]], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if advantage not in ADVANTAGES:
+            raise ValueError(f"advantage must be one of {ADVANTAGES}, got {advantage!r}")
+        if step_reward not in STEP_REWARDS:
+            raise ValueError(f"step_reward must be one of {STEP_REWARDS}, got {step_reward!r}")
+        super().__init__(*args, **kwargs)
+        if advantage == "gigpo" and self.accelerator.num_processes > 1:
+            raise NotImplementedError(
+                "GiGPO here needs one process: a GRPO group may straddle ranks (gather the "
+                "environments first to extend it)"
+            )
+        self.advantage = advantage
+        self.gigpo_step_weight = float(gigpo_step_weight)
+        self.gigpo_gamma = float(gigpo_gamma)
+        self.step_reward = step_reward
+        self.on_step = on_step
+        self.last_token_advantages: Any = None
+        """The (B,T) advantages of the last GiGPO batch (for inspection and tests)."""
+
+    def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+        out: dict[str, Any] = super()._generate_and_score_completions(inputs)
+        envs = list(self.environments or [])
+        if not envs:
+            return out
+        mode = "train" if self.model.training else "eval"
+        figures = {
+            "env/trajectory_reward": float(np.mean([e.get_reward() for e in envs])),
+            "env/success": float(np.mean([e.success for e in envs])),
+            "env/step_score": float(np.mean([e.mean_step_score for e in envs])),
+            "env/turns": float(np.mean([e.turns for e in envs])),
+        }
+        if self.advantage == "gigpo" and mode == "train":
+            figures.update(self._gigpo(out, envs))
+        for name, value in figures.items():
+            self._metrics[mode][name].append(value)
+        if self.on_step is not None:
+            self.on_step(figures)
+        return out
+
+    def _gigpo(self, out: dict[str, Any], envs: list[Any]) -> dict[str, float]:
+        import torch
+
+        g = int(self.num_generations)
+        if len(envs) % g or len(envs) != out["completion_ids"].shape[0]:
+            raise RuntimeError(
+                f"{len(envs)} environments for {out['completion_ids'].shape[0]} rollouts in "
+                f"groups of {g}: cannot align GiGPO groups"
+            )
+        trajectories = [trajectory_of(e, self.step_reward) for e in envs]
+        per_turn: list[np.ndarray] = []
+        episode: list[float] = []
+        for start in range(0, len(envs), g):
+            adv = gigpo_advantages(
+                trajectories[start : start + g],
+                gamma=self.gigpo_gamma,
+                step_weight=self.gigpo_step_weight,
+            )
+            per_turn += adv.combined
+            episode += adv.episode
+        mask = out["completion_mask"]
+        if out.get("tool_mask") is not None:
+            mask = mask * out["tool_mask"]
+        tokens, misaligned = token_advantages(
+            mask.detach().cpu().numpy(), [e.calls for e in envs], per_turn, episode
+        )
+        out["advantages"] = torch.tensor(tokens, device=out["completion_ids"].device)
+        self.last_token_advantages = out["advantages"]
+        anchored = [
+            float(np.mean(np.abs(s))) for s in per_turn if len(s)
+        ]  # the step part's size shows whether anchors repeat at all
+        return {
+            "gigpo/misaligned": misaligned / len(envs),
+            "gigpo/mean_abs_advantage": float(np.mean(anchored)) if anchored else 0.0,
+        }

@@ -1,0 +1,212 @@
+"""The training entry point: real GRPO steps through TRL on FrozenLake with a tiny model.
+
+Rewards must reach TRL's trainer, weights must move, GiGPO must hand TRL (B,T) advantages that
+differ between turns, and a run must resume from a checkpoint. Skips without trl locally;
+fails under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from multiturn_envs.cli.app import main
+from multiturn_envs.rl.config import TrainConfig
+from multiturn_envs.rl.trainer import anchor_of, model_spans, token_advantages
+from multiturn_envs.testing import require
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+TASKS = ["random-s3-p0.8-n0", "random-s3-p0.8-n1"]
+
+
+def _require_trl() -> None:
+    for name in ("trl", "torch", "transformers", "datasets"):
+        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+
+
+# ---------------------------------------------------------------------- pieces, no model
+@given(st.lists(st.integers(0, 1), max_size=40))
+def test_model_spans_cover_exactly_the_ones(mask: list[int]) -> None:
+    spans = model_spans(mask)
+    covered = [0] * len(mask)
+    for start, end in spans:
+        assert start < end
+        covered[start:end] = [1] * (end - start)
+    assert covered == mask
+    assert all(b[0] > a[1] for a, b in itertools.pairwise(spans))  # maximal: a gap between runs
+
+
+def test_token_advantages_put_each_turn_on_its_span_and_guard_misalignment() -> None:
+    mask = np.array([[1, 1, 0, 0, 1, 1, 0, 1], [1, 0, 1, 0, 1, 0, 1, 0]])
+    per_turn = [np.array([2.0, 3.0]), np.array([5.0])]
+    out, bad = token_advantages(mask, [2, 1], per_turn, [0.5, -1.0])
+    assert out[0].tolist() == [2, 2, 0.5, 0.5, 3, 3, 0.5, 0.5]  # closing reply: episode value
+    assert bad == 1 and out[1].tolist() == [-1.0] * 8  # 4 spans for 1 call: episode value only
+
+
+def test_anchor_includes_the_turns_left() -> None:
+    """FrozenLake's Q_h depends on the turns left: same cell, other budget = other anchor."""
+    a = anchor_of({"state_key": "lake:3", "turns_left": 2})
+    b = anchor_of({"state_key": "lake:3", "turns_left": 3})
+    assert a != b and a == anchor_of({"state_key": "lake:3", "turns_left": 2})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("reward", "best", "reward must be one of"),
+        ("batch_size", 6, "multiple of num_generations"),
+        ("budget_mix", [2, 9], "must not exceed max_turns"),
+        ("num_generations", 1, ">= 2"),
+        ("learning_rate", float("nan"), "finite"),
+        ("warm_start", "none", "random tiny model"),
+    ],
+)
+def test_bad_config_fields_are_named(field: str, value: Any, match: str) -> None:
+    data: dict[str, Any] = {"warm_start": "format", "num_generations": 4, "batch_size": 8}
+    data[field] = value
+    with pytest.raises(ValueError, match=match):
+        TrainConfig.from_dict(data)
+
+
+def test_cli_bad_config_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps({"reward": "outcome", "stepz": 3}))
+    assert main(["train", "--config", str(bad)]) == 2
+    assert "unknown field(s) ['stepz']" in capsys.readouterr().err
+    assert main(["train", "--set", "steps=0", "--warm-start", "format"]) == 2
+    nothing = tmp_path / "empty"
+    args = ["train", "--warm-start", "format", "--out", str(nothing), "--resume"]
+    assert main(args) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- real GRPO steps
+def _config(tmp: Path, **kw: Any) -> TrainConfig:
+    base: dict[str, Any] = {
+        "env_kwargs": {"is_slippery": False},
+        "train_tasks": TASKS,
+        "model": "tiny",
+        "tiny": {"vocab_size": 768},
+        "warm_start": "sft",  # expert moves: the model calls act and sometimes reaches the goal
+        "sft_steps": 60,
+        "sft_episodes": 12,
+        "sft_batch_size": 8,
+        "sft_error_share": 0.25,
+        "sft_learning_rate": 5e-3,
+        "max_turns": 4,
+        "steps": 1,
+        "num_generations": 4,
+        "batch_size": 8,
+        "learning_rate": 1e-2,
+        "temperature": 0.7,
+        "max_completion_length": 256,
+        "output_dir": str(tmp),
+        "threads": 1,
+    }
+    base.update(kw)
+    return TrainConfig.from_dict(base)
+
+
+@pytest.fixture(scope="module")
+def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny start model, expert-SFT'd, shared by the runs below."""
+    _require_trl()
+    from multiturn_envs.rl.train import start_model
+
+    folder = tmp_path_factory.mktemp("start")
+    return start_model(_config(folder), folder)
+
+
+def _weights(folder: Path) -> dict[str, Any]:
+    from multiturn_envs.rl.train import load_model
+
+    model, _ = load_model(str(folder))
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def _moved(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    import torch
+
+    return [n for n in a if not torch.equal(a[n], b[n])]
+
+
+def test_process_reward_reaches_the_trainer_and_weights_move(start: Path, tmp_path: Path) -> None:
+    from multiturn_envs.rl.train import train
+
+    result = train(_config(tmp_path, reward="process", step_weight=0.5), start=start)
+    (entry,) = result.log
+    assert entry["env/turns"] > 0, "no rollout called the act tool"
+    assert entry["env/step_score"] > 0
+    # the trainer's reward is the env's (outcome + 0.5 x step scores over the budget)
+    assert entry["reward"] == pytest.approx(entry["env/trajectory_reward"], abs=1e-5)
+    assert entry["reward"] > entry["env/success"]  # the process part reached the trainer
+    assert entry["rewards/TRLEnvironment/mean"] == pytest.approx(entry["reward"])
+    assert _moved(_weights(start), _weights(result.model_dir))
+
+
+def test_gigpo_gives_trl_token_advantages_that_vary_within_a_rollout(
+    start: Path, tmp_path: Path
+) -> None:
+    from multiturn_envs.rl import train as train_module
+
+    seen: dict[str, Any] = {}
+    from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
+
+    original = MultiTurnGRPOTrainer._gigpo
+
+    def spy(self: Any, out: dict[str, Any], envs: list[Any]) -> dict[str, float]:
+        figures = original(self, out, envs)
+        seen["advantages"] = out["advantages"].clone()
+        seen["mask"] = (out["completion_mask"] * out["tool_mask"]).clone()
+        return figures
+
+    MultiTurnGRPOTrainer._gigpo = spy  # type: ignore[method-assign]
+    try:
+        # step scores as GiGPO's step reward: dense, so shared anchors give non-zero A_step
+        config = _config(
+            tmp_path, reward="gigpo", gigpo_step_reward="step_score", budget_mix=[2, 4]
+        )
+        result = train_module.train(config, start=start)
+    finally:
+        MultiTurnGRPOTrainer._gigpo = original  # type: ignore[method-assign]
+    adv, mask = seen["advantages"], seen["mask"]
+    assert adv.dim() == 2 and adv.shape == mask.shape  # (B, T) went into TRL's loss
+    varying = [
+        row for row in range(adv.shape[0]) if len(set(adv[row][mask[row].bool()].tolist())) > 1
+    ]
+    assert varying, "no rollout got different advantages on different turns"
+    (entry,) = result.log
+    assert "gigpo/misaligned" in entry and entry["gigpo/misaligned"] < 0.5
+    assert _moved(_weights(start), _weights(result.model_dir))
+
+
+def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
+    from multiturn_envs.rl.train import latest_checkpoint, train
+
+    config = _config(tmp_path, reward="process", steps=2, save_steps=1)  # dense: weights move
+    first = train(config, start=start, progress=False)
+    assert [e["step"] for e in first.log] == [1, 2]
+    assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
+    state = json.loads((tmp_path / "checkpoint-1" / "trainer_state.json").read_text())
+    assert state["global_step"] == 1
+    resumed = train(config, resume=str(tmp_path / "checkpoint-1"), start=start, progress=False)
+    assert [e["step"] for e in resumed.log] == [1, 2]  # step 2 ran again, replacing its line
+    assert _moved(_weights(tmp_path / "checkpoint-1"), _weights(resumed.model_dir))
+    other = _config(tmp_path, reward="process", steps=3, save_steps=1)
+    with pytest.raises(ValueError, match="differs from this config"):
+        train(other, resume=True, start=start)
