@@ -850,16 +850,7 @@ def _run_tests(
             try:
                 verdict = _run_one(zygote, test, spec, header)
             except Exception as exc:  # a harness bug must not lose the other tests
-                verdict = {
-                    "passed": False,
-                    "actual": "",
-                    "stderr": "",
-                    "exit_status": None,
-                    "time_s": 0.0,
-                    "timed_out": False,
-                    "memory_killed": False,
-                    "error": f"runner error: {type(exc).__name__}: {exc}",
-                }
+                verdict = _failed(f"runner error: {type(exc).__name__}: {exc}")
             verdict["i"] = index
             clear_dir(scratch)
             out.write(json.dumps(verdict) + "\n")
@@ -884,10 +875,9 @@ def _run_tests(
     out.flush()
 
 
-def _not_run(index: int, why: str) -> dict[str, Any]:
-    """The report line of a test that was not run (it counts as failed)."""
+def _failed(error: str) -> dict[str, Any]:
+    """The verdict of a test that produced nothing (it counts as failed)."""
     return {
-        "i": index,
         "passed": False,
         "actual": "",
         "stderr": "",
@@ -895,9 +885,13 @@ def _not_run(index: int, why: str) -> dict[str, Any]:
         "time_s": 0.0,
         "timed_out": False,
         "memory_killed": False,
-        "error": f"not run: {why}",
-        "not_run": True,
+        "error": error,
     }
+
+
+def _not_run(index: int, why: str) -> dict[str, Any]:
+    """The report line of a test that was not run (it counts as failed)."""
+    return {"i": index, **_failed(f"not run: {why}"), "not_run": True}
 
 
 def run_job(job_path: str) -> int:
