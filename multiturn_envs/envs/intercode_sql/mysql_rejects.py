@@ -34,7 +34,7 @@ _SPACED_AGGREGATE = re.compile(r"\b(?:count|sum|avg|min|max)\s+\(\s*(.{0,80})", 
 _POSTFIX_NOT_NULL = re.compile(r"(?<!\bis)(?<!\bIS)\s+not\s+null\b(.{0,80})", re.IGNORECASE)
 _CANDIDATE = re.compile(
     r"\bnot\s+null\b|\b(?:count|sum|avg|min|max|group_concat)\s*\(|\bgroup\s+by\b|\(\s*select\b|"
-    r"\b(?:from|join)\s+(?:show|select|order|group|table|desc|where|from|key|index)\b",
+    rf"\b(?:from|join)\s+(?:{'|'.join(sorted(RESERVED_TABLE_NAMES))})\b",
     re.IGNORECASE,
 )
 
