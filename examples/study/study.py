@@ -55,36 +55,11 @@ def split_maps(config: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 def tool_policy(folder: Path, base: TrainConfig, name: str, ev: dict[str, Any]) -> Any:
     """The model at ``folder`` as a harness policy, in the tool layout it was trained in."""
-    from multiturn_envs.policies.prompting import ActionExtractor, Sampling
-    from multiturn_envs.policies.transformers_backend import TransformersPolicy
-    from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer
-    from multiturn_envs.rl.train import act_tool, load_model, system_prompt
+    from multiturn_envs.rl.evaluate import tool_layout_policy
 
-    model, tokenizer = load_model(str(folder))
-    return TransformersPolicy(
-        model,
-        ToolLayoutTokenizer(tokenizer, [act_tool(base)]),
-        Sampling(temperature=ev["temperature"], max_tokens=ev["max_tokens"]),
-        name=name,
-        system_prompt=system_prompt(base),
-        extractor=ActionExtractor(ACTION_PATTERN),
+    return tool_layout_policy(
+        folder, base, name=name, temperature=ev["temperature"], max_tokens=ev["max_tokens"]
     )
-
-
-def tool_scorer(folder: Path, base: TrainConfig, name: str) -> Any:
-    """The model at ``folder`` as a scoring model (teacher forcing) in its tool layout."""
-    from multiturn_envs.policies.prompting import ActionExtractor, ChatPrompter
-    from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
-    from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer
-    from multiturn_envs.rl.train import act_tool, load_model, system_prompt
-
-    model, tokenizer = load_model(str(folder))
-    prompter = ChatPrompter(
-        ToolLayoutTokenizer(tokenizer, [act_tool(base)]),
-        system_prompt=system_prompt(base),
-        extractor=ActionExtractor(ACTION_PATTERN),
-    )
-    return ScoringModel(name, "transformers", "float32", prompter, TransformersScorer(model))
 
 
 def evaluate(
@@ -132,6 +107,7 @@ def run_study(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> 
         trajectory_llr,
     )
     from multiturn_envs.harness.likelihood import format_llr, format_nll
+    from multiturn_envs.rl.evaluate import tool_layout_scorer
     from multiturn_envs.rl.train import start_model, train
 
     out.mkdir(parents=True, exist_ok=True)
@@ -273,8 +249,8 @@ def run_study(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> 
     t = time.perf_counter()
     likelihood: list[str] = []
     try:
-        scorer_best = tool_scorer(models[best], base, best)
-        scorer_base = tool_scorer(base_dir, base, "base")
+        scorer_best = tool_layout_scorer(models[best], base, best)
+        scorer_base = tool_layout_scorer(base_dir, base, "base")
         for label, path in (
             (f"trajectories of {best}", files[best]),
             ("trajectories of base", files["base"]),

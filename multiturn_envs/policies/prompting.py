@@ -174,6 +174,17 @@ class ChatTokenizer(Protocol):
     def convert_ids_to_tokens(self, ids: int) -> str: ...
 
 
+def reply_text_of(tokenizer: Any, action: str) -> str:
+    """The text a model emits (before EOS) for ``action``: the action itself, or, when the
+    tokenizer is a layout view with a ``reply_text(action)`` method (a tool-call layout, for
+    example :class:`multiturn_envs.rl.tool_format.ToolLayoutTokenizer`), what that returns.
+
+    Kept off the :class:`ChatTokenizer` protocol so plain tokenizers need nothing new.
+    """
+    render = getattr(tokenizer, "reply_text", None)
+    return action if render is None else str(render(action))
+
+
 @dataclass
 class Prompt:
     """The token ids to generate from for one request, and how they were built.
@@ -304,7 +315,7 @@ class ChatPrompter:
         before = self.render(old[:-1], True)
         closed = self.render(old, False)
         after = self.render(conversation, True)
-        content = old[-1]["content"]
+        content = reply_text_of(self.tokenizer, old[-1]["content"])
         if not closed.startswith(before + content) or not after.startswith(closed):
             return None
         tail = closed[len(before) + len(content) :]
@@ -364,8 +375,9 @@ class ChatPrompter:
         """A conversation's token sequence and assistant spans, built turn by turn like prompts.
 
         For scoring actions the scoring model did not generate (another policy's, a dataset's):
-        each assistant message is tokenised on its own and closed with EOS, exactly as if this
-        model had generated it, and the rest is rendered incrementally as in :meth:`prompt`.
+        each assistant message is tokenised on its own (as :func:`reply_text_of` writes it: the
+        action, or its tool call in a tool layout) and closed with EOS, exactly as if this model
+        had generated it, and the rest is rendered incrementally as in :meth:`prompt`.
         """
         ids: list[int] = []
         spans: list[tuple[int, int]] = []
@@ -382,7 +394,8 @@ class ChatPrompter:
                 if delta is not None
                 else self.encode(self.render(context, True))
             )
-            action_ids = self.encode(message["content"]) + ([] if eos is None else [int(eos)])
+            reply = reply_text_of(self.tokenizer, message["content"])
+            action_ids = self.encode(reply) + ([] if eos is None else [int(eos)])
             if delta is None and spans:
                 raise ValueError(
                     "this chat template rewrites earlier turns, so one token sequence cannot hold "

@@ -88,6 +88,27 @@ def random_tool_chats(
     return chats
 
 
+def split_reply(
+    tokenizer: Any,
+    tools: Sequence[Callable[..., Any]],
+    context: Sequence[Mapping[str, Any]],
+    target: Mapping[str, Any],
+) -> tuple[str, str]:
+    """The template's prompt for ``context`` and the text of the ``target`` reply after it, up
+    to and including EOS (not the template's newline after it): what a model generates."""
+    prompt = tokenizer.apply_chat_template(
+        list(context), tools=list(tools), add_generation_prompt=True, tokenize=False
+    )
+    full = tokenizer.apply_chat_template([*context, target], tools=list(tools), tokenize=False)
+    if not (isinstance(prompt, str) and isinstance(full, str) and full.startswith(prompt)):
+        raise ValueError("the chat template does not render the context as a prefix")
+    reply = full[len(prompt) :]
+    eos = tokenizer.eos_token or ""
+    if eos and eos in reply:
+        reply = reply[: reply.index(eos) + len(eos)]
+    return prompt, reply
+
+
 @dataclass
 class WarmStartReport:
     """What :func:`warm_start_tool_calls` did: examples, optimiser steps, first and last loss."""
@@ -164,16 +185,7 @@ def warm_start_tool_calls(
     pairs = _examples(make_env, tasks, system, episodes, rng, tool_name)
     rows: list[tuple[list[int], int]] = []
     for context, target in pairs:
-        prompt = tokenizer.apply_chat_template(
-            context, tools=list(tools), add_generation_prompt=True, tokenize=False
-        )
-        full = tokenizer.apply_chat_template([*context, target], tools=list(tools), tokenize=False)
-        if not full.startswith(prompt):
-            raise ValueError("the chat template does not render the context as a prefix")
-        reply = full[len(prompt) :]
-        eos = tokenizer.eos_token or ""
-        if eos and eos in reply:  # learn up to and including EOS, not the template's newline
-            reply = reply[: reply.index(eos) + len(eos)]
+        prompt, reply = split_reply(tokenizer, tools, context, target)
         p_ids = tokenizer.encode(prompt, add_special_tokens=False)
         r_ids = tokenizer.encode(reply, add_special_tokens=False)
         rows.append((p_ids + r_ids, len(p_ids)))
@@ -213,7 +225,8 @@ class ToolLayoutTokenizer:
     give it to :class:`~multiturn_envs.policies.transformers_backend.TransformersPolicy` (with
     ``extractor=ActionExtractor(ACTION_PATTERN)``) and the model sees each turn exactly as in
     training (actions as tool calls, observations as tool results, the tool schema in the system
-    block). Everything but ``apply_chat_template`` is the wrapped tokenizer's.
+    block), and its scoring prompter scores each action as that call (:meth:`reply_text`).
+    Everything but ``apply_chat_template`` and ``reply_text`` is the wrapped tokenizer's.
     """
 
     def __init__(
@@ -227,6 +240,16 @@ class ToolLayoutTokenizer:
         kwargs.setdefault("tools", self._tools)
         chat = tool_chat_messages(conversation, None, self._tool_name)
         return self._tokenizer.apply_chat_template(chat, **kwargs)
+
+    def reply_text(self, action: str) -> str:
+        """What the model emits for ``action`` in this layout: the template's tool call, up to
+        (not including) EOS. The harness's scoring prompter scores these tokens, so action NLL
+        and LLR of a tool-trained model cover the call it would have to generate."""
+        context = [{"role": "user", "content": "x"}]
+        target = tool_call_message(action, self._tool_name)
+        _, reply = split_reply(self._tokenizer, self._tools, context, target)
+        eos = self._tokenizer.eos_token or ""
+        return reply[: -len(eos)] if eos and reply.endswith(eos) else reply
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tokenizer, name)

@@ -210,3 +210,52 @@ def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
     other = _config(tmp_path, reward="process", steps=3, save_steps=1)
     with pytest.raises(ValueError, match="differs from this config"):
         train(other, resume=True, start=start)
+
+
+# ------------------------------------------------------------ the trained model, evaluated
+def test_harness_plays_and_scores_the_model_in_its_tool_layout(start: Path, tmp_path: Path) -> None:
+    """Episodes continue token for token (the model sees its own calls, as in TRL), and
+    re-scoring an action as its tool call gives back the log-prob the model generated it with."""
+    import gymnasium as gym
+
+    from multiturn_envs.harness import EvalConfig, read_run, run_eval, score_run
+    from multiturn_envs.rl.evaluate import tool_layout_policy, tool_layout_scorer
+
+    config = _config(tmp_path)
+    policy = tool_layout_policy(start, config, name="start", temperature=1.0)
+    path = tmp_path / "eval.jsonl"
+    run_eval(
+        EvalConfig(
+            env_id=config.env_id,
+            policy="start",
+            tasks=TASKS,
+            samples=6,
+            max_turns=4,
+            seed=0,
+            env_kwargs=config.env_kwargs,
+        ),
+        policy,
+        str(path),
+        progress=False,
+    )
+    run = read_run(path)
+    later = [t for r in run.records for t in r["turn_tokens"][1:]]
+    assert later and all(t["prompt_continued"] for t in later)
+    scorer = tool_layout_scorer(start, config, "start")
+    reply_text = scorer.prompter.tokenizer.reply_text
+    eos = scorer.prompter.tokenizer.eos_token_id
+
+    def env() -> gym.Env[str, str]:
+        return gym.make(config.env_id, max_turns=4, **config.env_kwargs)
+
+    compared = 0
+    for record, scored in zip(run.records, score_run(scorer, run, env)):
+        for tokens, action, logprobs in zip(
+            record["turn_tokens"], record["actions"], scored.token_logprobs
+        ):
+            canonical = [*scorer.prompter.encode(reply_text(action)), eos]
+            if tokens["ids"] != canonical:
+                break  # from here on the contexts differ: the model saw its own odd reply
+            assert logprobs == pytest.approx(tokens["logprobs"], abs=1e-4)
+            compared += 1
+    assert compared >= 10
