@@ -24,10 +24,14 @@ and is the environment's reward (weight 1, beside any ``reward_funcs``).
 * ``get_reward()`` is the episode's return (the sum of env rewards: wrap the env in
   :class:`~multiturn_envs.wrappers.ProcessReward` for the oracle's step scores), with
   ``reward="success"`` 1.0 for a solved task, or with ``reward="process"`` the return plus
-  ``step_weight`` x the oracle step scores summed and divided by the episode's budget
-  (:attr:`TRLEnvironment.budget_step_score`). Per budget, not per turn taken: a per-turn mean
-  pays a rollout that makes one good move and then stops calling ``act`` as much as one that
-  plays on well (measured: GRPO learned to stop), and a plain sum pays wandering.
+  ``step_weight`` x :attr:`TRLEnvironment.process_score`: the turns' step credits (the oracle's
+  step score, but 0 for an unparsable reply and for a turn from a state already lost, see
+  :func:`step_credit`) summed and divided by the turns the episode took, or by its budget when
+  the rollout stopped calling ``act`` before the episode ended. Each rule closes a loophole GRPO
+  found on FrozenLake (measured): a per-turn mean over turns taken paid one good move and then
+  silence; empty replies and moves from a lost state score 1.0 under the oracle (nothing left to
+  lose), so a rollout that wasted its budget earned the full process bonus; and a per-budget
+  sum paid wasting the budget's slack.
 * The episode as chat: :attr:`TRLEnvironment.messages` (the env's own ``messages()``) and
   :func:`grpo_dataset` builds rows whose prompt carries the env's system prompt.
 
@@ -83,7 +87,7 @@ class TRLEnvironment:
         env: an env id (``"MT/FrozenLake-v0"``), a made env (wrappers such as ``BudgetMix`` or
             ``ProcessReward`` included), or a zero-argument factory of one.
         reward: ``"return"`` (sum of the env's rewards over the episode), ``"success"``, or
-            ``"process"`` (return + ``step_weight`` x :attr:`budget_step_score`).
+            ``"process"`` (return + ``step_weight`` x :attr:`process_score`).
         step_weight: the process reward's weight (``reward="process"`` only).
         **env_kwargs: passed to ``gym.make`` when ``env`` is an id (e.g. ``max_turns=8``).
 
@@ -180,7 +184,7 @@ class TRLEnvironment:
         if self._reward_mode == "success":
             return 1.0 if self._success else 0.0
         if self._reward_mode == "process":
-            return self._return + self._step_weight * self.budget_step_score
+            return self._return + self._step_weight * self.process_score
         return self._return
 
     # ------------------------------------------------------------------ inspection (no tools)
@@ -221,13 +225,20 @@ class TRLEnvironment:
         return sum(scores) / len(scores) if scores else 0.0
 
     @property
-    def budget_step_score(self) -> float:
-        """Summed step scores / the episode's turn budget (turns not taken score 0); the mean
-        over turns taken when the episode has no budget."""
+    def step_credits(self) -> list[float]:
+        """:func:`step_credit` of each turn taken (turns without a score left out)."""
+        credits = (step_credit(i) for i in self._infos[1:])
+        return [c for c in credits if c is not None]
+
+    @property
+    def process_score(self) -> float:
+        """The process part of ``reward="process"``: :attr:`step_credits` summed, over the turns
+        the episode took when it ended, or over its budget when the rollout stopped calling
+        ``act`` before the end (the turns it left score 0); in [0, 1]."""
+        credits = self.step_credits
         budget = self._infos[0].get("max_turns") if self._infos else None
-        if not budget:
-            return self.mean_step_score
-        return sum(self.step_scores) / int(budget)
+        over = self._turns if self._done or not budget else int(budget)
+        return sum(credits) / over if over else 0.0
 
     @property
     def calls(self) -> int:
@@ -244,6 +255,19 @@ class TRLEnvironment:
 
     def _close(self) -> None:
         self._env.close()
+
+
+def step_credit(info: dict[str, Any]) -> float | None:
+    """What one turn earns in a process reward: its oracle ``step_score``, except 0 for an
+    unparsable reply (not a move, whatever the oracle says of a wasted turn) and for a turn
+    taken from a state already lost (``info["state_value"] == 0`` where the env reports it,
+    FrozenLake does: there the oracle scores every move 1.0). ``None`` without a score."""
+    score = info.get("step_score")
+    if score is None:
+        return None
+    if info.get("parse_error") or info.get("state_value") == 0.0:
+        return 0.0
+    return float(score)
 
 
 def environment_factory(

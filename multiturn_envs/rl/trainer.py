@@ -6,8 +6,10 @@ DeepSpeed, the loss) and overrides one hook, ``_generate_and_score_completions``
 
 * it calls TRL's own (environments reset and stepped, rewards, TRL's advantages);
 * it logs, per step, what the finished episodes say: ``env/trajectory_reward`` (the rollouts'
-  rewards), ``env/success``, ``env/step_score`` (mean oracle step score per episode) and
-  ``env/turns``;
+  rewards), ``env/success``, ``env/step_score`` (mean oracle step score per episode),
+  ``env/process_score`` (the process reward's part), ``env/turns``, ``env/unfinished`` (the
+  rollout ended before its episode) and ``env/cut_by_length`` (... because the completion hit
+  ``max_completion_length``: such rollouts cannot succeed, so it warns);
 * with ``advantage="gigpo"`` it replaces TRL's (B,) advantages by (B,T) token advantages: each
   turn's tokens get ``A_episode + step_weight * A_step`` from
   :func:`~multiturn_envs.rl.gigpo.gigpo_advantages`. TRL's loss accepts (B,T) advantages.
@@ -24,17 +26,20 @@ The anchor of turn ``t`` is the state it was taken from: ``info["state_key"]`` o
 it, joined with ``turns_left`` there, because the oracle's value of a state depends on the turns
 left (FrozenLake's ``Q_h``): two visits of one cell with different budgets left are different
 states. The step reward of GiGPO's return-to-go is the env's reward of the turn (the outcome,
-critic-free as in the paper) or, with ``step_reward="step_score"``, the oracle's score.
+critic-free as in the paper) or, with ``step_reward="step_score"``, the oracle's score as the
+process reward credits it (:func:`~multiturn_envs.adapters.trl.step_credit`).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from trl import GRPOTrainer
 
+from multiturn_envs.adapters.trl import step_credit
 from multiturn_envs.rl.gigpo import Trajectory, gigpo_advantages
 
 ADVANTAGES: tuple[str, ...] = ("grpo", "gigpo")
@@ -67,7 +72,7 @@ def trajectory_of(env: Any, step_reward: str = "env") -> Trajectory:
     infos = env.infos
     anchors = [anchor_of(infos[t]) for t in range(len(infos) - 1)]
     if step_reward == "step_score":
-        rewards = [float(i.get("step_score") or 0.0) for i in infos[1:]]
+        rewards = [step_credit(i) or 0.0 for i in infos[1:]]
     else:
         rewards = [float(r) for r in env.turn_rewards]
     return Trajectory(anchors=anchors, rewards=rewards, episode_return=float(env.get_reward()))
@@ -131,6 +136,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self.gigpo_gamma = float(gigpo_gamma)
         self.step_reward = step_reward
         self.on_step = on_step
+        self._warned_cut = False
         self.last_token_advantages: Any = None
         """The (B,T) advantages of the last GiGPO batch (for inspection and tests)."""
 
@@ -144,7 +150,10 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             "env/trajectory_reward": float(np.mean([e.get_reward() for e in envs])),
             "env/success": float(np.mean([e.success for e in envs])),
             "env/step_score": float(np.mean([e.mean_step_score for e in envs])),
+            "env/process_score": float(np.mean([e.process_score for e in envs])),
             "env/turns": float(np.mean([e.turns for e in envs])),
+            "env/unfinished": float(np.mean([not e.done for e in envs])),
+            "env/cut_by_length": self._cut_by_length(out, envs),
         }
         if self.advantage == "gigpo" and mode == "train":
             figures.update(self._gigpo(out, envs))
@@ -153,6 +162,24 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if self.on_step is not None:
             self.on_step(figures)
         return out
+
+    def _cut_by_length(self, out: dict[str, Any], envs: list[Any]) -> float:
+        """The share of rollouts whose episode was still running when the completion reached
+        ``max_completion_length``: TRL stops the tool loop there, so such an episode can never
+        succeed and its reward says nothing of the policy. Warns once (raise the length)."""
+        limit = int(self.args.max_completion_length)
+        lengths = out["completion_mask"].sum(dim=1).tolist()
+        if len(lengths) != len(envs):
+            return 0.0
+        cut = float(np.mean([n >= limit and not e.done for n, e in zip(lengths, envs)]))
+        if cut > 0 and not self._warned_cut:
+            self._warned_cut = True
+            warnings.warn(
+                f"{cut:.0%} of rollouts hit max_completion_length={limit} before their episode "
+                "ended (it counts every turn and tool result): raise it, or they cannot succeed",
+                stacklevel=2,
+            )
+        return cut
 
     def _gigpo(self, out: dict[str, Any], envs: list[Any]) -> dict[str, float]:
         import torch

@@ -12,6 +12,8 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from multiturn_envs.adapters.trl import (
     ENDED,
@@ -19,6 +21,7 @@ from multiturn_envs.adapters.trl import (
     TRLEnvironment,
     environment_factory,
     grpo_rows,
+    step_credit,
 )
 from multiturn_envs.testing import GuessEnv, require
 from multiturn_envs.wrappers import BudgetMix, ProcessReward
@@ -217,17 +220,72 @@ def test_one_grpo_step_steps_the_env_rewards_reach_trainer_and_weights_move(
     assert changed, "the GRPO step did not change any weight"
 
 
-def test_process_reward_is_outcome_plus_weight_times_step_scores_over_the_budget() -> None:
+def test_process_reward_is_outcome_plus_weight_times_credits_over_the_turns_taken() -> None:
     env = TRLEnvironment(GuessEnv(max_turns=4), reward="process", step_weight=0.5)
     env.reset(task_id="secret-12", seed=0)
     env.act("guess 7")  # oracle score 1 - 8/16 = 0.5
     env.act("guess 12")  # solved, score 1.0
     assert env.step_scores == [0.5, 1.0] and env.turn_rewards == [0.0, 1.0]
-    assert env.get_reward() == pytest.approx(1.0 + 0.5 * 1.5 / 4)  # per budget of 4 turns
+    assert env.get_reward() == pytest.approx(1.0 + 0.5 * 1.5 / 2)  # the episode took 2 turns
     stopper = TRLEnvironment(GuessEnv(max_turns=4), reward="process", step_weight=0.5)
     stopper.reset(task_id="secret-12", seed=0)
-    stopper.act("guess 7")  # one fair move, then no more calls: unplayed turns score 0
+    stopper.act("guess 7")  # one fair move, then no more calls: the turns left score 0
     assert stopper.get_reward() == pytest.approx(0.5 * 0.5 / 4)
     assert env.act("guess 1") == ENDED and env.calls == 3 and env.turns == 2
+
+
+LAKE = "map:SFF/FFF/FFG"  # 4 moves from start to goal
+
+
+def test_process_reward_gives_no_credit_to_unparsable_replies_or_lost_states() -> None:
+    env = TRLEnvironment(
+        "MT/FrozenLake-v0", reward="process", step_weight=1.0, max_turns=6, is_slippery=False
+    )
+    env.reset(task_id=LAKE, seed=0)
+    env.act("")  # a wasted turn with slack left: the oracle loses nothing (1.0), no credit
+    env.act("Up")  # bumps the wall: a real move, still within the slack
+    env.act("Left")  # 3 turns left for 4 moves: the state is lost (score 0)
+    env.act("Down")  # from a lost state the oracle scores every move 1.0
+    assert env.step_scores == [1.0, 1.0, 0.0, 1.0]
+    assert [i["state_value"] for i in env.infos[1:]] == [1.0, 1.0, 1.0, 0.0]
+    assert env.step_credits == [0.0, 1.0, 0.0, 0.0]
+    assert env.process_score == pytest.approx(1.0 / 6)  # still running: over the budget of 6
+    env.act("Right")
+    env.act("Right")  # the budget ends
+    assert env.done and not env.success
+    assert env.process_score == pytest.approx(1.0 / 6) and env.get_reward() == env.process_score
+    straight = TRLEnvironment(
+        "MT/FrozenLake-v0", reward="process", step_weight=1.0, max_turns=6, is_slippery=False
+    )
+    straight.reset(task_id=LAKE, seed=0)
+    for move in ("Right", "Right", "Down", "Down"):
+        straight.act(move)
+    assert straight.success and straight.get_reward() == pytest.approx(2.0)  # 1 + 4/4
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    moves=st.lists(st.sampled_from(["Left", "Down", "Right", "Up", "", "jump"]), max_size=8),
+    budget=st.integers(1, 6),
+)
+def test_step_credit_never_exceeds_the_oracle_and_the_process_score_is_a_fraction(
+    moves: list[str], budget: int
+) -> None:
+    env = TRLEnvironment(
+        "MT/FrozenLake-v0", reward="process", step_weight=1.0, max_turns=budget, is_slippery=False
+    )
+    env.reset(task_id="map:SFH/FHF/FFG", seed=0)
+    for move in moves:
+        env.act(move)
+    for info in env.infos[1:]:
+        credit = step_credit(info)
+        assert credit is not None and 0.0 <= credit <= info["step_score"]
+        if info["parse_error"] or info["state_value"] == 0.0:
+            assert credit == 0.0
+    assert 0.0 <= env.process_score <= 1.0
+    assert env.get_reward() == pytest.approx(float(env.success) + env.process_score)
+
+
+def test_process_reward_rejects_a_bad_weight() -> None:
     with pytest.raises(ValueError, match="step_weight"):
         TRLEnvironment(GuessEnv(), reward="process", step_weight=float("nan"))

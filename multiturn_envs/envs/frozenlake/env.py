@@ -141,8 +141,11 @@ class FrozenLakeTextEnv(TextEnv):
     and ``score_action`` are ``Q_h(s, a) / V_h(s)`` with ``h`` the turns left including the
     scored one (``Q_h`` = probability of reaching the goal within ``h`` turns), 1.0 when
     ``V_h(s) = 0``; the undiscounted reach probability without a budget; an unparseable reply
-    scores ``V_{h-1}(s) / V_h(s)``. ``expert_action`` maximises ``Q_h``; ``error_action`` is a
-    strictly suboptimal move that cannot end the episode when one exists.
+    scores ``V_{h-1}(s) / V_h(s)``. ``info["state_value"]`` is ``V_h(s)`` of the state the turn
+    was taken from (0: the state was already lost, so every move scored 1.0; the process reward
+    of :mod:`multiturn_envs.adapters.trl` gives such turns no credit). ``expert_action``
+    maximises ``Q_h``; ``error_action`` is a strictly suboptimal move that cannot end the
+    episode when one exists.
 
     ## Version History
     * v0: initial version (Gymnasium 1.x FrozenLake-v1 dynamics, success_rate semantics >= 1.2).
@@ -251,7 +254,12 @@ class FrozenLakeTextEnv(TextEnv):
                 False,
                 task.oracle.noop_score(s, h),
                 parse_error=message,
-                info=_ScalarInfo(event="parse_error", cell=s, slipped=False),
+                info=_ScalarInfo(
+                    event="parse_error",
+                    cell=s,
+                    slipped=False,
+                    state_value=task.oracle.value(s, h),
+                ),
             )
         a = parsed.action
         score = task.oracle.score_table(h)[s][a]
@@ -276,7 +284,12 @@ class FrozenLakeTextEnv(TextEnv):
             bool(outcome.terminated),
             bool(reached),
             score,
-            info=_ScalarInfo(event=event, cell=self._cell, slipped=outcome.direction != a),
+            info=_ScalarInfo(
+                event=event,
+                cell=self._cell,
+                slipped=outcome.direction != a,
+                state_value=task.oracle.value(s, h),
+            ),
         )
 
     def _get_state(self) -> Any:

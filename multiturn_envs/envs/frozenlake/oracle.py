@@ -421,6 +421,11 @@ class LakeOracle:
                 self._score_tables.popitem(last=False)
         return table
 
+    def value(self, s: int, h: int | None) -> float:
+        """``V_h(s)``: the best probability of reaching the goal from ``s`` within ``h`` turns
+        (``None``: with no budget). 0 means the state is lost: no move can score anything."""
+        return float(self.q_values(s, h).max())
+
     def score(self, s: int, a: int, h: int | None) -> float:
         """Normalised score of move ``a`` at ``s`` with ``h`` turns left including this one."""
         return float(self.scores(s, h)[a])

@@ -97,8 +97,9 @@ def test_reach_probability_is_the_least_bellman_fixed_point(
         for a in range(4):
             backup = sum(p * (r + (0.0 if d else v[s2])) for p, s2, r, d in P[s][a])
             assert math.isclose(q[s, a], backup, abs_tol=1e-10)
-    # below it: every finite horizon; at 0: every cell with no path to a goal
-    assert np.all(v >= oracle.finite_v(60) - 1e-12)
+    # below it: every finite horizon; at 0: every cell with no path to a goal. The solve is
+    # exact to ~1e-11 when a slip is near-impossible (rate 1 - 1e-6: an ill-conditioned system)
+    assert np.all(v >= oracle.finite_v(60) - 1e-9)
     dist = oracle._goal_distance()
     assert np.all(v[dist < 0] == 0.0) and np.all(v[dist > 0] > 0.0)
 
