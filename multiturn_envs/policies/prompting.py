@@ -371,21 +371,26 @@ class ChatPrompter:
         self._ledgers.pop(episode_id, None)
 
     # -------------------------------------------------------------- scoring sequences
-    def sequence_of(self, conversation: Sequence[Mapping[str, str]]) -> ScoringSequence:
+    def sequence_of(
+        self, conversation: Sequence[Mapping[str, str]], last_only: bool = False
+    ) -> ScoringSequence:
         """A conversation's token sequence and assistant spans, built turn by turn like prompts.
 
         For scoring actions the scoring model did not generate (another policy's, a dataset's):
         each assistant message is tokenised on its own (as :func:`reply_text_of` writes it: the
         action, or its tool call in a tool layout) and closed with EOS, exactly as if this model
         had generated it, and the rest is rendered incrementally as in :meth:`prompt`.
+        ``last_only``: one span, the last assistant message, after its whole context rendered
+        at once (for templates that rewrite earlier turns, where one growing sequence fails).
         """
         ids: list[int] = []
         spans: list[tuple[int, int]] = []
         ledger: _Ledger | None = None
         eos = self.tokenizer.eos_token_id
         conv = [dict(m) for m in conversation]
+        assistant = [k for k, m in enumerate(conv) if m["role"] == "assistant"]
         for k, message in enumerate(conv):
-            if message["role"] != "assistant":
+            if message["role"] != "assistant" or (last_only and k != assistant[-1]):
                 continue
             context = conv[:k]
             delta = self._continuation(ledger, context) if ledger is not None else None

@@ -297,8 +297,8 @@ class ScoringModel:
                 return [(seq, list(range(n)))]
         out = []
         for k in range(n):
-            seq = prompter.sequence_of(conversation(k, trajectory.systems[k]))
-            out.append((ScoringSequence(seq.token_ids, seq.spans[-1:]), [k]))
+            seq = prompter.sequence_of(conversation(k, trajectory.systems[k]), last_only=True)
+            out.append((seq, [k]))
         return out
 
     def score(self, trajectories: Sequence[TrajectoryText]) -> list[list[list[float]]]:

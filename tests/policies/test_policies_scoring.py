@@ -101,3 +101,54 @@ def test_another_models_actions_score_by_re_tokenising_them(
 def test_sequences_without_spans_score_to_nothing(tiny_lm: tuple[Any, Any]) -> None:
     assert TransformersScorer(tiny_lm[0]).score([ScoringSequence([1, 2, 3], [])]) == [[]]
     assert TransformersScorer(tiny_lm[0]).score([]) == []
+
+
+class _RewritingView:
+    """A tokenizer whose template renders assistant turns that a user turn follows differently
+    (as templates that strip old reasoning do): no growing sequence holds a whole episode."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+
+    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any:
+        users = [i for i, m in enumerate(conversation) if m["role"] == "user"]
+        chat = [
+            {**m, "content": "(earlier) " + m["content"]}
+            if m["role"] == "assistant" and users and users[-1] > i
+            else dict(m)
+            for i, m in enumerate(conversation)
+        ]
+        return self._tokenizer.apply_chat_template(chat, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
+
+
+def test_a_template_that_rewrites_earlier_turns_is_scored_action_by_action(
+    tiny_lm: tuple[Any, Any],
+) -> None:
+    from multiturn_envs.policies.prompting import ChatPrompter
+    from multiturn_envs.policies.scoring import ScoringModel, TrajectoryText
+
+    model, tok = tiny_lm
+    prompter = ChatPrompter(_RewritingView(tok), system_prompt="")
+    scoring = ScoringModel("m", "transformers", "float32", prompter, TransformersScorer(model))
+    messages = [
+        {"role": "user", "content": "Task: reach the goal."},
+        {"role": "assistant", "content": "Left"},
+        {"role": "user", "content": "You moved."},
+        {"role": "assistant", "content": "Down"},
+    ]
+    trajectory = TrajectoryText("t", 0, False, messages, ["", ""], [1, 3])
+    plan = scoring.sequences(trajectory)
+    assert [actions for _, actions in plan] == [[0], [1]]  # one sequence per action
+    (scored,) = scoring.score([trajectory])
+    for k, upto in enumerate((1, 3)):  # each action after its context rendered as a whole
+        context = prompter.render(messages[:upto], True)
+        ids = prompter.encode(context)
+        action = [*prompter.encode(messages[upto]["content"]), tok.eos_token_id]
+        want = TransformersScorer(model).score(
+            [ScoringSequence(ids + action, [(len(ids), len(ids) + len(action))])]
+        )[0][0]
+        assert scored[k] == pytest.approx(want, abs=1e-5)
+    assert "(earlier) Left" in prompter.render(messages[:3], True)
