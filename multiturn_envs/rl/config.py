@@ -55,7 +55,10 @@ class TrainConfig:
     Run:
         output_dir, save_steps (0: no checkpoints), seed, threads (torch CPU threads; 0: torch's
         default).
-        sft_*: the warm start's size (see :mod:`multiturn_envs.rl.warm_start`).
+        sft_*: the warm start's size (see :mod:`multiturn_envs.rl.warm_start`);
+            ``sft_closing``: also teach the closing reply after the episode's end. Off for a
+            model that confuses it with a move: in TRL a reply without a call ends the rollout
+            (a tiny model said it mid-episode in most rollouts of study seed 2).
     """
 
     env_id: str = "MT/FrozenLake-v0"
@@ -90,6 +93,7 @@ class TrainConfig:
     sft_steps: int = 200
     sft_batch_size: int = 16
     sft_learning_rate: float = 3e-3
+    sft_closing: bool = True
 
     def __post_init__(self) -> None:
         self.check()
@@ -126,6 +130,8 @@ class TrainConfig:
                 raise bad(name, "must be a finite number >= 0")
         if not 0.0 < self.gigpo_gamma <= 1.0:
             raise bad("gigpo_gamma", "must be in (0, 1]")
+        if not isinstance(self.sft_closing, bool):
+            raise bad("sft_closing", "must be true or false")
         if not 0.0 <= self.sft_error_share < 1.0:
             raise bad("sft_error_share", "must be in [0, 1)")
         if self.budget_mix is not None:

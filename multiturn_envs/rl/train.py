@@ -167,6 +167,7 @@ def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
             system=system,
             error_share=config.sft_error_share,
             seed=config.seed,
+            closing=config.sft_closing,
             make_env=lambda: make_train_env(config, mix=False),
         )
         report = sft_warm_start(

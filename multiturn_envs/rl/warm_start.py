@@ -6,7 +6,8 @@ This makes the "base" model of a comparison: the harness plays episodes with
 :class:`~multiturn_envs.harness.Replay` rebuilds each one, and every visited state becomes one
 prompt-completion example: the conversation so far (observations as tool results) and, as the
 completion, a call of the ``act`` tool with the **expert's** action in that state (so errors are
-seen in the context, never imitated), plus one closing reply after the episode ended. The
+seen in the context, never imitated), plus one closing reply after the episode ended (unless
+``closing=False``). The
 examples go to ``SFTTrainer`` with the same chat template and tool schema GRPO uses, and the loss
 covers the completion only.
 """
@@ -48,11 +49,13 @@ def expert_examples(
     seed: int = 0,
     make_env: Callable[[], gym.Env[str, str]] | None = None,
     tool_name: str = "act",
+    closing: bool = True,
 ) -> list[dict[str, Any]]:
     """Prompt-completion examples (TRL's conversational format) from harness-played episodes.
 
     ``episodes`` are spread over ``tasks`` (at least one sample each); the harness writes them to
     a temporary record file with ``NoisyExpertPolicy(error_share)`` and a hidden budget.
+    ``closing``: add the closing reply after each episode's end.
     """
     from multiturn_envs.harness import EvalConfig, Replay, read_run, run_eval
     from multiturn_envs.policies import NoisyExpertPolicy
@@ -83,9 +86,10 @@ def expert_examples(
                     context = tool_chat_messages(episode.base.messages(), system, tool_name)
                     target = tool_call_message(episode.base.expert_action(), tool_name)
                     examples.append({"prompt": context, "completion": [target]})
-                context = tool_chat_messages(episode.base.messages(), system, tool_name)
-                closing = {"role": "assistant", "content": CLOSING_REPLY}
-                examples.append({"prompt": context, "completion": [closing]})
+                if closing:
+                    context = tool_chat_messages(episode.base.messages(), system, tool_name)
+                    reply = {"role": "assistant", "content": CLOSING_REPLY}
+                    examples.append({"prompt": context, "completion": [reply]})
     return examples
 
 

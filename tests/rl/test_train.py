@@ -95,6 +95,47 @@ def test_cli_bad_config_is_one_line_exit_2(
     assert "nothing to resume" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("closing", [True, False])
+def test_expert_examples_imitate_the_expert_and_close_only_when_asked(closing: bool) -> None:
+    import gymnasium as gym
+
+    from multiturn_envs.rl.tool_format import CLOSING_REPLY
+    from multiturn_envs.rl.warm_start import expert_examples
+
+    examples = expert_examples(
+        "MT/FrozenLake-v0",
+        {"is_slippery": False},
+        TASKS,
+        episodes=6,
+        max_turns=6,
+        system="sys",
+        error_share=0.5,
+        seed=3,
+        closing=closing,
+    )
+    closings = [e for e in examples if e["completion"][0]["content"] == CLOSING_REPLY]
+    assert len(closings) == (6 if closing else 0)  # one per episode, after its end
+    env = gym.make("MT/FrozenLake-v0", is_slippery=False, max_turns=6)
+    for example in examples:
+        if example in closings:
+            continue
+        (call,) = example["completion"][0]["tool_calls"]
+        prompt = example["prompt"]
+        assert prompt[0] == {"role": "system", "content": "sys"}
+        # the target is the expert's move in the state the context ends in
+        task = next(t for t in TASKS if prompt[1]["content"] in _first_observations(env, t))
+        env.reset(seed=0, options={"task_id": task})
+        for message in prompt[2:]:
+            if message["role"] == "assistant":
+                env.step(message["tool_calls"][0]["function"]["arguments"]["action"])
+        assert call["function"]["arguments"]["action"] == env.unwrapped.expert_action()
+
+
+def _first_observations(env: Any, task: str) -> set[str]:
+    observation, _ = env.reset(seed=0, options={"task_id": task})
+    return {observation}
+
+
 # ---------------------------------------------------------------------- real GRPO steps
 def _config(tmp: Path, **kw: Any) -> TrainConfig:
     base: dict[str, Any] = {
@@ -114,7 +155,7 @@ def _config(tmp: Path, **kw: Any) -> TrainConfig:
         "batch_size": 8,
         "learning_rate": 1e-2,
         "temperature": 0.7,
-        "max_completion_length": 256,
+        "max_completion_length": 512,
         "output_dir": str(tmp),
         "threads": 1,
     }
