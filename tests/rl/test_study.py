@@ -71,6 +71,13 @@ def test_the_study_runs_every_stage_and_reports_every_analysis(tmp_path: Path) -
     assert "dynamics.png" in pngs and len(pngs) >= 2
     for png in pngs:
         assert f"]({png})" in report
-    # a rerun reuses the base, the arms and the evaluations: same headline
+    # a rerun reuses the base, the arms and the evaluations (files untouched): same headline
+    kept = [
+        tmp_path / "base" / "model" / "config.json",
+        *(tmp_path / "arms" / arm / "final" / "config.json" for arm in config["arms"]),
+        *(tmp_path / f"eval-{name}.jsonl" for name in ("base", *config["arms"])),
+    ]
+    stamps = {path: path.stat().st_mtime_ns for path in kept}
     again = study.run_study(config, tmp_path, lambda text: None)
     assert again["headline_pass1_tmax"] == summary["headline_pass1_tmax"]
+    assert {path: path.stat().st_mtime_ns for path in kept} == stamps
