@@ -220,8 +220,15 @@ def _pyplot() -> Any:
 
 
 def _heatmap(
-    ax: Any, ks: np.ndarray, ts: np.ndarray, values: np.ndarray, title: str, diff: bool
+    ax: Any,
+    ks: np.ndarray,
+    ts: np.ndarray,
+    values: np.ndarray,
+    title: str,
+    diff: bool,
+    ylabel: bool = True,
 ) -> Any:
+    lim = 1.0
     if diff:
         lim = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
         lim = lim or 1.0
@@ -231,14 +238,18 @@ def _heatmap(
     ax.set_xticks(range(ts.size), [str(t) for t in ts.tolist()])
     ax.set_yticks(range(ks.size), [str(k) for k in ks.tolist()])
     ax.set_xlabel("T (turn budget)")
-    ax.set_ylabel("K (samples)")
+    if ylabel:  # panels side by side share K: one label, no overlap with the panel before
+        ax.set_ylabel("K (samples)")
     ax.set_title(title, fontsize=9)
     if ks.size * ts.size <= 144:
         for i in range(ks.size):
             for j in range(ts.size):
                 v = values[i, j]
                 if np.isfinite(v):
-                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
+                    # dark text where the colour map is light: viridis' top, RdBu's middle
+                    light = abs(v) / lim < 0.45 if diff else v > 0.65
+                    colour = "black" if light else "white"
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color=colour)
     return im
 
 
@@ -261,9 +272,9 @@ def write_plots(
 
     panels = len(tables) + len(diffs)
     fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.6), squeeze=False)
-    for ax, table in zip(axes[0], tables):
+    for n, (ax, table) in enumerate(zip(axes[0], tables)):
         s = table.surface
-        im = _heatmap(ax, s.ks, s.ts, s.values, table.label, diff=False)
+        im = _heatmap(ax, s.ks, s.ts, s.values, table.label, diff=False, ylabel=n == 0)
     fig.colorbar(im, ax=axes[0, : len(tables)].tolist(), label="Pass@(K,T)")
     for ax, (title, sa, sb) in zip(axes[0, len(tables) :], diffs):
         im = _heatmap(ax, sa.ks, sa.ts, sa.values - sb.values, title, diff=True)
