@@ -11,7 +11,9 @@
 # PYTHON=/path/to/python skips the setup and runs with that interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -z "${PYTHON:-}" ]; then
+# set up unless .venv already has what the study imports (a rerun then needs no network)
+if [ -z "${PYTHON:-}" ] && ! .venv/bin/python -c "import multiturn_envs, trl, matplotlib" \
+    2>/dev/null; then
   bash scripts/setup.sh study
 fi
 py="${PYTHON:-.venv/bin/python}"

@@ -26,12 +26,12 @@ and is the environment's reward (weight 1, beside any ``reward_funcs``).
   ``reward="success"`` 1.0 for a solved task, or with ``reward="process"`` the return plus
   ``step_weight`` x :attr:`TRLEnvironment.process_score`: the turns' step credits (the oracle's
   step score, but 0 for an unparsable reply and for a turn from a state already lost, see
-  :func:`step_credit`) summed and divided by the turns the episode took, or by its budget when
-  the rollout stopped calling ``act`` before the episode ended. Each rule closes a loophole GRPO
-  found on FrozenLake (measured): a per-turn mean over turns taken paid one good move and then
-  silence; empty replies and moves from a lost state score 1.0 under the oracle (nothing left to
-  lose), so a rollout that wasted its budget earned the full process bonus; and a per-budget
-  sum paid wasting the budget's slack.
+  :func:`step_credit`) summed and divided by the turns a solved episode took, or by the budget
+  for every other ending. Each rule closes a loophole: a mean over turns taken paid one good
+  move and then silence (measured: GRPO found it), and over a failed episode's turns it would
+  pay walking into a hole early; empty replies and moves from a lost state score 1.0 under the
+  oracle (nothing left to lose), so a rollout that wasted its budget earned the full process
+  bonus (measured); and a per-budget sum for solved episodes paid spending the budget's slack.
 * The episode as chat: :attr:`TRLEnvironment.messages` (the env's own ``messages()``) and
   :func:`grpo_dataset` builds rows whose prompt carries the env's system prompt.
 
@@ -233,11 +233,14 @@ class TRLEnvironment:
     @property
     def process_score(self) -> float:
         """The process part of ``reward="process"``: :attr:`step_credits` summed, over the turns
-        the episode took when it ended, or over its budget when the rollout stopped calling
-        ``act`` before the end (the turns it left score 0); in [0, 1]."""
+        a solved episode took, and over the budget otherwise (a failure, a spent budget, a
+        rollout that stopped calling ``act``: the turns not played earn 0, so ending early by a
+        hole or by silence never pays more than playing on); in [0, 1]. Without a budget, the
+        mean over the turns taken (which pays a good move followed by silence: give the env a
+        budget for training)."""
         credits = self.step_credits
         budget = self._infos[0].get("max_turns") if self._infos else None
-        over = self._turns if self._done or not budget else int(budget)
+        over = self._turns if self._success or not budget else int(budget)
         return sum(credits) / over if over else 0.0
 
     @property

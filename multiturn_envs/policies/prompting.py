@@ -174,15 +174,16 @@ class ChatTokenizer(Protocol):
     def convert_ids_to_tokens(self, ids: int) -> str: ...
 
 
-def reply_text_of(tokenizer: Any, action: str) -> str:
+def reply_text_of(tokenizer: Any, action: str, **template_kwargs: Any) -> str:
     """The text a model emits (before EOS) for ``action``: the action itself, or, when the
-    tokenizer is a layout view with a ``reply_text(action)`` method (a tool-call layout, for
-    example :class:`multiturn_envs.rl.tool_format.ToolLayoutTokenizer`), what that returns.
+    tokenizer is a layout view with a ``reply_text(action, **template_kwargs)`` method (a
+    tool-call layout, for example :class:`multiturn_envs.rl.tool_format.ToolLayoutTokenizer`),
+    what that returns under the same template variables as the prompts.
 
     Kept off the :class:`ChatTokenizer` protocol so plain tokenizers need nothing new.
     """
     render = getattr(tokenizer, "reply_text", None)
-    return action if render is None else str(render(action))
+    return action if render is None else str(render(action, **template_kwargs))
 
 
 @dataclass
@@ -315,7 +316,7 @@ class ChatPrompter:
         before = self.render(old[:-1], True)
         closed = self.render(old, False)
         after = self.render(conversation, True)
-        content = reply_text_of(self.tokenizer, old[-1]["content"])
+        content = reply_text_of(self.tokenizer, old[-1]["content"], **self.chat_template_kwargs)
         if not closed.startswith(before + content) or not after.startswith(closed):
             return None
         tail = closed[len(before) + len(content) :]
@@ -399,7 +400,7 @@ class ChatPrompter:
                 if delta is not None
                 else self.encode(self.render(context, True))
             )
-            reply = reply_text_of(self.tokenizer, message["content"])
+            reply = reply_text_of(self.tokenizer, message["content"], **self.chat_template_kwargs)
             action_ids = self.encode(reply) + ([] if eos is None else [int(eos)])
             if delta is None and spans:
                 raise ValueError(

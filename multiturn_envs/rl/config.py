@@ -42,7 +42,8 @@ class TrainConfig:
 
     Reward:
         reward: ``"outcome"`` (the env's return), ``"process"`` (outcome + ``step_weight`` x
-            mean oracle step score), or ``"gigpo"`` (outcome reward, GiGPO step advantages).
+            the oracle's step credits per turn, ``TRLEnvironment.process_score``), or
+            ``"gigpo"`` (outcome reward, GiGPO step advantages).
         step_weight: the process reward weight.
         gigpo_step_weight, gigpo_gamma, gigpo_step_reward: GiGPO's omega, gamma and the per-turn
             reward of its return-to-go (``"env"`` or ``"step_score"``).

@@ -11,6 +11,7 @@ The same view makes the scoring model, so action NLL and LLR score the calls the
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from multiturn_envs.policies.prompting import ActionExtractor, ChatPrompter, Sampling
 from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
@@ -18,6 +19,12 @@ from multiturn_envs.policies.transformers_backend import TransformersPolicy
 from multiturn_envs.rl.config import TrainConfig
 from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer
 from multiturn_envs.rl.train import act_tool, load_model, system_prompt
+
+
+def template_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """The chat template variables the run trained with (``GRPOConfig.chat_template_kwargs``,
+    e.g. ``{"enable_thinking": False}`` for Qwen3), so evaluation renders what training did."""
+    return dict(config.trl.get("chat_template_kwargs") or {})
 
 
 def tool_layout_policy(
@@ -39,6 +46,7 @@ def tool_layout_policy(
         Sampling(temperature=temperature, max_tokens=max_tokens),
         name=name or Path(folder).name,
         system_prompt=system_prompt(config),
+        chat_template_kwargs=template_kwargs(config),
         extractor=ActionExtractor(ACTION_PATTERN),
     )
 
@@ -50,6 +58,7 @@ def tool_layout_scorer(folder: str | Path, config: TrainConfig, name: str) -> Sc
     prompter = ChatPrompter(
         ToolLayoutTokenizer(tokenizer, [act_tool(config)]),
         system_prompt=system_prompt(config),
+        chat_template_kwargs=template_kwargs(config),
         extractor=ActionExtractor(ACTION_PATTERN),
     )
     return ScoringModel(name, "transformers", "float32", prompter, TransformersScorer(model))

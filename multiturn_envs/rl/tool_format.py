@@ -93,13 +93,21 @@ def split_reply(
     tools: Sequence[Callable[..., Any]],
     context: Sequence[Mapping[str, Any]],
     target: Mapping[str, Any],
+    **template_kwargs: Any,
 ) -> tuple[str, str]:
     """The template's prompt for ``context`` and the text of the ``target`` reply after it, up
-    to and including EOS (not the template's newline after it): what a model generates."""
+    to and including EOS (not the template's newline after it): what a model generates.
+    ``template_kwargs`` are the template's variables (``enable_thinking=False`` for Qwen3)."""
     prompt = tokenizer.apply_chat_template(
-        list(context), tools=list(tools), add_generation_prompt=True, tokenize=False
+        list(context),
+        tools=list(tools),
+        add_generation_prompt=True,
+        tokenize=False,
+        **template_kwargs,
     )
-    full = tokenizer.apply_chat_template([*context, target], tools=list(tools), tokenize=False)
+    full = tokenizer.apply_chat_template(
+        [*context, target], tools=list(tools), tokenize=False, **template_kwargs
+    )
     if not (isinstance(prompt, str) and isinstance(full, str) and full.startswith(prompt)):
         raise ValueError("the chat template does not render the context as a prefix")
     reply = full[len(prompt) :]
@@ -235,21 +243,30 @@ class ToolLayoutTokenizer:
         self._tokenizer = tokenizer
         self._tools = list(tools)
         self._tool_name = tool_name
+        self._replies: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
 
     def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("tools", self._tools)
         chat = tool_chat_messages(conversation, None, self._tool_name)
         return self._tokenizer.apply_chat_template(chat, **kwargs)
 
-    def reply_text(self, action: str) -> str:
+    def reply_text(self, action: str, **template_kwargs: Any) -> str:
         """What the model emits for ``action`` in this layout: the template's tool call, up to
-        (not including) EOS. The harness's scoring prompter scores these tokens, so action NLL
-        and LLR of a tool-trained model cover the call it would have to generate."""
+        (not including) EOS, under the prompts' template variables. The harness's scoring
+        prompter scores these tokens, so action NLL and LLR of a tool-trained model cover the
+        call it would have to generate. Memoised: a turn renders the template twice."""
+        key = (action, tuple(sorted((k, repr(v)) for k, v in template_kwargs.items())))
+        known = self._replies.get(key)
+        if known is not None:
+            return known
         context = [{"role": "user", "content": "x"}]
         target = tool_call_message(action, self._tool_name)
-        _, reply = split_reply(self._tokenizer, self._tools, context, target)
+        _, reply = split_reply(self._tokenizer, self._tools, context, target, **template_kwargs)
         eos = self._tokenizer.eos_token or ""
-        return reply[: -len(eos)] if eos and reply.endswith(eos) else reply
+        text = reply[: -len(eos)] if eos and reply.endswith(eos) else reply
+        if len(self._replies) < 65536:  # actions are short and few; bound it all the same
+            self._replies[key] = text
+        return text
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tokenizer, name)

@@ -281,7 +281,8 @@ def resume_checkpoint(config: TrainConfig, resume: bool | str) -> str | None:
     saved = out / CONFIG_FILE
     if not saved.exists():
         raise ValueError(f"{out}: no {CONFIG_FILE}, nothing to resume")
-    if json.loads(saved.read_text()) != config.to_dict():
+    # read through TrainConfig, so a field added since the run started takes its default
+    if TrainConfig.from_dict(json.loads(saved.read_text())).to_dict() != config.to_dict():
         raise ValueError(f"{saved} differs from this config: resume with the same config")
     found = latest_checkpoint(out) if resume is True else Path(str(resume))
     if found is None or not found.is_dir():

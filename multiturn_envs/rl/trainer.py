@@ -66,6 +66,19 @@ def model_spans(mask: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
+def cut_by_length(length: int, spans: int, calls: int, done: bool, limit: int) -> bool:
+    """Whether TRL's length cap, not the model or the env, ended a rollout.
+
+    Its episode was still running, and either the completion reached ``limit`` tokens or its
+    last model message was a call whose result never came back (TRL drops a tool result that
+    would pass the cap and stops): ``spans`` (model messages) is at most ``calls``. A rollout
+    that ended by answering without a call has one span more than its calls.
+    """
+    if done:
+        return False
+    return length >= limit or (calls > 0 and spans <= calls)
+
+
 def trajectory_of(env: Any, step_reward: str = "env") -> Trajectory:
     """One finished rollout of a :class:`~multiturn_envs.adapters.trl.TRLEnvironment` as a
     GiGPO trajectory: anchors before each turn, the turn's reward, the rollout's reward."""
@@ -164,14 +177,25 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         return out
 
     def _cut_by_length(self, out: dict[str, Any], envs: list[Any]) -> float:
-        """The share of rollouts whose episode was still running when the completion reached
-        ``max_completion_length``: TRL stops the tool loop there, so such an episode can never
-        succeed and its reward says nothing of the policy. Warns once (raise the length)."""
+        """The share of rollouts :func:`cut_by_length` says the length cap ended; warns once."""
         limit = int(self.args.max_completion_length)
-        lengths = out["completion_mask"].sum(dim=1).tolist()
+        ids = out["completion_ids"]
+        pad = getattr(self.processing_class, "pad_token_id", None)
+        lengths = (ids != pad).sum(dim=1).tolist() if pad is not None else [ids.shape[1]] * len(ids)
+        mask = out["completion_mask"]
+        if out.get("tool_mask") is not None:
+            mask = mask * out["tool_mask"]
         if len(lengths) != len(envs):
             return 0.0
-        cut = float(np.mean([n >= limit and not e.done for n, e in zip(lengths, envs)]))
+        rows = mask.detach().cpu().numpy()
+        cut = float(
+            np.mean(
+                [
+                    cut_by_length(n, len(model_spans(row.tolist())), e.calls, e.done, limit)
+                    for n, row, e in zip(lengths, rows, envs)
+                ]
+            )
+        )
         if cut > 0 and not self._warned_cut:
             self._warned_cut = True
             warnings.warn(

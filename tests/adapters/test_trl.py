@@ -263,6 +263,22 @@ def test_process_reward_gives_no_credit_to_unparsable_replies_or_lost_states() -
     assert straight.success and straight.get_reward() == pytest.approx(2.0)  # 1 + 4/4
 
 
+def test_walking_into_a_hole_pays_no_more_than_stopping() -> None:
+    def played(moves: list[str]) -> TRLEnvironment:
+        env = TRLEnvironment(
+            "MT/FrozenLake-v0", reward="process", step_weight=1.0, max_turns=6, is_slippery=False
+        )
+        env.reset(task_id="map:SFH/FHF/FFG", seed=0)
+        for move in moves:
+            env.act(move)
+        return env
+
+    stopped, holed = played(["Down"]), played(["Down", "Right"])  # (1, 1) is a hole
+    assert holed.done and not holed.success and not stopped.done
+    assert holed.step_credits == [1.0, 0.0]
+    assert holed.get_reward() == stopped.get_reward() == pytest.approx(1.0 / 6)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     moves=st.lists(st.sampled_from(["Left", "Down", "Right", "Up", "", "jump"]), max_size=8),

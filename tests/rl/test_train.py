@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from multiturn_envs.cli.app import main
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.rl.trainer import anchor_of, model_spans, token_advantages
+from multiturn_envs.rl.trainer import anchor_of, cut_by_length, model_spans, token_advantages
 from multiturn_envs.testing import require
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -54,6 +54,16 @@ def test_token_advantages_put_each_turn_on_its_span_and_guard_misalignment() -> 
     out, bad = token_advantages(mask, [2, 1], per_turn, [0.5, -1.0])
     assert out[0].tolist() == [2, 2, 0.5, 0.5, 3, 3, 0.5, 0.5]  # closing reply: episode value
     assert bad == 1 and out[1].tolist() == [-1.0] * 8  # 4 spans for 1 call: episode value only
+
+
+def test_cut_by_length_tells_the_cap_from_the_model_and_the_env() -> None:
+    # the result of the third call would have passed the cap: TRL dropped it and stopped
+    assert cut_by_length(length=250, spans=3, calls=3, done=False, limit=256)
+    assert cut_by_length(length=256, spans=3, calls=2, done=False, limit=256)  # a reply cut
+    assert cut_by_length(length=0, spans=0, calls=2, done=False, limit=256)  # rows TRL masked
+    assert not cut_by_length(length=90, spans=3, calls=2, done=False, limit=256)  # said "Done."
+    assert not cut_by_length(length=40, spans=1, calls=0, done=False, limit=256)  # never called
+    assert not cut_by_length(length=256, spans=4, calls=4, done=True, limit=256)  # episode over
 
 
 def test_anchor_includes_the_turns_left() -> None:
@@ -245,6 +255,9 @@ def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
     assert latest_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
     state = json.loads((tmp_path / "checkpoint-1" / "trainer_state.json").read_text())
     assert state["global_step"] == 1
+    saved = json.loads((tmp_path / "train_config.json").read_text())
+    del saved["sft_closing"]  # a run started before that field existed resumes all the same
+    (tmp_path / "train_config.json").write_text(json.dumps(saved))
     resumed = train(config, resume=str(tmp_path / "checkpoint-1"), start=start, progress=False)
     assert [e["step"] for e in resumed.log] == [1, 2]  # step 2 ran again, replacing its line
     assert _moved(_weights(tmp_path / "checkpoint-1"), _weights(resumed.model_dir))
@@ -300,3 +313,34 @@ def test_harness_plays_and_scores_the_model_in_its_tool_layout(start: Path, tmp_
             assert logprobs == pytest.approx(tokens["logprobs"], abs=1e-4)
             compared += 1
     assert compared >= 10
+
+
+@pytest.mark.parametrize("template_kwargs", [{}, {"enable_thinking": False}])
+def test_a_tool_call_is_scored_as_the_template_renders_it(
+    start: Path, template_kwargs: dict[str, Any]
+) -> None:
+    """Qwen3's template (as the GPU configs use it): the scored reply is exactly the text the
+    template puts between the generation prompt and EOS, under the run's template variables."""
+    from trl.chat_template_utils import qwen3_chat_template
+
+    from multiturn_envs.policies.prompting import ChatPrompter
+    from multiturn_envs.rl.tool_format import ToolLayoutTokenizer
+    from multiturn_envs.rl.train import act_tool, load_model
+
+    _, tokenizer = load_model(str(start))
+    tokenizer.chat_template = qwen3_chat_template
+    view = ToolLayoutTokenizer(tokenizer, [act_tool(_config(start))])
+    prompter = ChatPrompter(view, system_prompt="", chat_template_kwargs=template_kwargs)
+    chat = [
+        {"role": "user", "content": "first observation"},
+        {"role": "assistant", "content": "Down"},
+        {"role": "user", "content": "second observation"},
+        {"role": "assistant", "content": "Right"},
+    ]
+    reply = view.reply_text("Right", **template_kwargs)
+    context = prompter.render(chat[:3], True)
+    assert prompter.render(chat, False).startswith(context + reply + tokenizer.eos_token)
+    assert reply.startswith("<tool_call>") == bool(template_kwargs)  # no second think block
+    seq = prompter.sequence_of(chat, last_only=True)
+    ((a, b),) = seq.spans
+    assert tokenizer.decode(seq.token_ids[a:b]) == reply + tokenizer.eos_token
