@@ -66,6 +66,16 @@ def test_cut_by_length_tells_the_cap_from_the_model_and_the_env() -> None:
     assert not cut_by_length(length=256, spans=4, calls=4, done=True, limit=256)  # episode over
 
 
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).resolve().parents[2] / "examples" / "train").rglob("*.json")),
+    ids=lambda p: p.name,
+)
+def test_example_train_configs_are_valid(path: Path) -> None:
+    config = TrainConfig.from_file(path)
+    assert config.max_completion_length >= 1024  # room for a whole episode's turns and results
+
+
 def test_anchor_includes_the_turns_left() -> None:
     """FrozenLake's Q_h depends on the turns left: same cell, other budget = other anchor."""
     a = anchor_of({"state_key": "lake:3", "turns_left": 2})
