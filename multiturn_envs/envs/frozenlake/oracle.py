@@ -423,8 +423,11 @@ class LakeOracle:
 
     def value(self, s: int, h: int | None) -> float:
         """``V_h(s)``: the best probability of reaching the goal from ``s`` within ``h`` turns
-        (``None``: with no budget). 0 means the state is lost: no move can score anything."""
-        return float(self.q_values(s, h).max())
+        (``None``: with no budget). 0 means the state is lost: no move can score anything.
+        A lookup in the ``V`` row the step's score table came from (called every step)."""
+        if h is None:
+            return float(self.reach_q()[s].max())
+        return float(self.finite_v(h)[s])
 
     def score(self, s: int, a: int, h: int | None) -> float:
         """Normalised score of move ``a`` at ``s`` with ``h`` turns left including this one."""
@@ -437,7 +440,7 @@ class LakeOracle:
         """
         if h is None:
             return 1.0
-        best = float(self.finite_v(h)[s])
+        best = self.value(s, h)
         if best <= 0.0:
             return 1.0
         ratio = float(self.finite_v(h - 1)[s] / best)
