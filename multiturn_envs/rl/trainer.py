@@ -66,6 +66,16 @@ def model_spans(mask: Sequence[int]) -> list[tuple[int, int]]:
     return spans
 
 
+def model_token_mask(out: Mapping[str, Any]) -> np.ndarray:
+    """(B,T) 1 where the model wrote the token (TRL's ``completion_mask`` x ``tool_mask``): its
+    runs are the rollout's assistant messages (:func:`model_spans`)."""
+    mask = out["completion_mask"]
+    if out.get("tool_mask") is not None:
+        mask = mask * out["tool_mask"]
+    rows: np.ndarray = mask.detach().cpu().numpy()
+    return rows
+
+
 def cut_by_length(length: int, spans: int, calls: int, done: bool, limit: int) -> bool:
     """Whether TRL's length cap, not the model or the env, ended a rollout.
 
@@ -182,12 +192,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         ids = out["completion_ids"]
         pad = getattr(self.processing_class, "pad_token_id", None)
         lengths = (ids != pad).sum(dim=1).tolist() if pad is not None else [ids.shape[1]] * len(ids)
-        mask = out["completion_mask"]
-        if out.get("tool_mask") is not None:
-            mask = mask * out["tool_mask"]
         if len(lengths) != len(envs):
             return 0.0
-        rows = mask.detach().cpu().numpy()
+        rows = model_token_mask(out)
         cut = float(
             np.mean(
                 [
@@ -225,11 +232,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             )
             per_turn += adv.combined
             episode += adv.episode
-        mask = out["completion_mask"]
-        if out.get("tool_mask") is not None:
-            mask = mask * out["tool_mask"]
         tokens, misaligned = token_advantages(
-            mask.detach().cpu().numpy(), [e.calls for e in envs], per_turn, episode
+            model_token_mask(out), [e.calls for e in envs], per_turn, episode
         )
         out["advantages"] = torch.tensor(tokens, device=out["completion_ids"].device)
         self.last_token_advantages = out["advantages"]
