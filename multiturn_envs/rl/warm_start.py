@@ -7,9 +7,8 @@ This makes the "base" model of a comparison: the harness plays episodes with
 prompt-completion example: the conversation so far (observations as tool results) and, as the
 completion, a call of the ``act`` tool with the **expert's** action in that state (so errors are
 seen in the context, never imitated), plus one closing reply after the episode ended (unless
-``closing=False``). The
-examples go to ``SFTTrainer`` with the same chat template and tool schema GRPO uses, and the loss
-covers the completion only.
+``closing=False``). The examples go to ``SFTTrainer`` with the same chat template and tool
+schema GRPO uses, and the loss covers the completion only.
 """
 
 from __future__ import annotations
