@@ -90,7 +90,10 @@ def pass1_per_task(path: Path) -> dict[str, float]:
     return {t: float(np.mean(v)) for t, v in per.items()}
 
 
-def run_study(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def run_study(
+    config: dict[str, Any], out: Path, log: Callable[[str], None], *, jobs: int = 1
+) -> dict[str, Any]:
+    """Run every stage not already in ``out``; ``jobs`` arms train side by side."""
     from multiturn_envs.harness import (
         action_nll,
         continuation_difference,
@@ -108,7 +111,7 @@ def run_study(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> 
     )
     from multiturn_envs.harness.likelihood import format_llr, format_nll
     from multiturn_envs.rl.evaluate import tool_layout_scorer
-    from multiturn_envs.rl.train import start_model, train
+    from multiturn_envs.rl.train import start_model, train_many
 
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
@@ -132,8 +135,8 @@ def run_study(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> 
     log(f"base ready in {times['sft_base_s']:.0f} s")
     models: dict[str, Path] = {"base": base_dir}
     train_logs: dict[str, list[dict[str, float]]] = {}
+    pending: dict[str, TrainConfig] = {}
     for name, overrides in config["arms"].items():
-        t = time.perf_counter()
         arm = TrainConfig.from_dict(
             {**base.to_dict(), **overrides, "output_dir": str(out / "arms" / name)}
         )
@@ -142,14 +145,14 @@ def run_study(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> 
             lines = (Path(arm.output_dir) / "train_log.jsonl").read_text().splitlines()
             models[name], train_logs[name] = final, [json.loads(x) for x in lines if x]
         else:
-            result = train(arm, start=base_dir, progress=False)
-            models[name] = result.model_dir
-            train_logs[name] = result.log
-        times[f"train_{name}_s"] = time.perf_counter() - t
-        log(
-            f"arm {name}: {times[f'train_{name}_s']:.0f} s, "
-            f"last reward {train_logs[name][-1]['reward']:.3f}"
-        )
+            pending[name] = arm
+    t = time.perf_counter()
+    for name, result in train_many(pending, base_dir, jobs=jobs).items():
+        models[name], train_logs[name] = result.model_dir, result.log
+        times[f"train_{name}_s"] = result.seconds
+        log(f"arm {name}: {result.seconds:.0f} s, last reward {result.log[-1]['reward']:.3f}")
+    times["train_arms_wall_s"] = time.perf_counter() - t
+    models = {"base": base_dir, **{n: models[n] for n in config["arms"]}}
     ev = config["eval"]
     files: dict[str, Path] = {}
     for name, folder in models.items():
@@ -445,6 +448,9 @@ def main() -> None:
     parser.add_argument("--config", default=str(Path(__file__).with_name("config.json")))
     parser.add_argument("--out", default="runs/study")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--jobs", type=int, default=min(2, os.cpu_count() or 1), help="arms trained side by side"
+    )
     args = parser.parse_args()
     config = json.loads(Path(args.config).read_text())
     if args.seed is not None:
@@ -455,7 +461,10 @@ def main() -> None:
 
     torch.manual_seed(int(config["seed"]))
     summary = run_study(
-        config, Path(args.out), lambda text: print(text, file=sys.stderr, flush=True)
+        config,
+        Path(args.out),
+        lambda text: print(text, file=sys.stderr, flush=True),
+        jobs=args.jobs,
     )
     for name, h in summary["headline_pass1_tmax"].items():
         print(f"{name:>12}: Pass@(1,T_max) arm - base = {_pct(h['diff'])}")

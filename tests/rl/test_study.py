@@ -51,7 +51,7 @@ def test_the_study_runs_every_stage_and_reports_every_analysis(tmp_path: Path) -
     assert not layouts & {
         study.random_map(3, config["map_p"], int(t.rsplit("n", 1)[1])) for t in held_out
     }
-    summary = study.run_study(config, tmp_path, lambda text: None)
+    summary = study.run_study(config, tmp_path, lambda text: None, jobs=2)  # arms side by side
     assert set(summary["headline_pass1_tmax"]) == {"outcome", "gigpo"}
     assert summary["best_arm"] in {"outcome", "gigpo"}
     report = (tmp_path / "report.md").read_text()

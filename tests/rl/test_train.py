@@ -276,6 +276,24 @@ def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
         train(other, resume=True, start=start)
 
 
+def test_runs_side_by_side_give_the_models_they_give_alone(start: Path, tmp_path: Path) -> None:
+    """``train_many`` in worker processes: each run is a function of its config and start only
+    (seeded by TRL, its own threads), so the study's arms may train two at a time."""
+    from multiturn_envs.rl.train import train, train_many
+
+    configs = {
+        name: _config(tmp_path / name, reward=reward, seed=seed)
+        for name, reward, seed in (("outcome", "outcome", 1), ("process", "process", 2))
+    }
+    together = train_many(configs, start, jobs=2)
+    alone = train(_config(tmp_path / "alone", reward="process", seed=2), start=start)
+    assert set(together) == {"outcome", "process"}
+    assert together["process"].model_dir == tmp_path / "process" / "final"
+    assert together["process"].log[0]["reward"] == alone.log[0]["reward"]
+    assert not _moved(_weights(together["process"].model_dir), _weights(alone.model_dir))
+    assert _moved(_weights(together["outcome"].model_dir), _weights(alone.model_dir))
+
+
 # ------------------------------------------------------------ the trained model, evaluated
 def test_harness_plays_and_scores_the_model_in_its_tool_layout(start: Path, tmp_path: Path) -> None:
     """Episodes continue token for token (the model sees its own calls, as in TRL), and
