@@ -51,6 +51,12 @@ class TrainConfig:
     GRPO (TRL's ``GRPOConfig``; anything else goes in ``trl``):
         steps, num_generations (G), batch_size (rollouts per step, a multiple of G),
         learning_rate, temperature, beta, max_completion_length (all turns and tool results).
+        max_turn_tokens: the most tokens one reply may take (0: up to ``max_completion_length``).
+            TRL's tool loop caps only the whole rollout; the harness caps each reply
+            (``max_tokens``). Set both alike so a model trains in the layout it is evaluated
+            in, and so a policy that stops ending its replies (a tiny model under GRPO learned
+            to repeat the call's closing token instead of the end-of-turn token) costs a few
+            tokens a turn, not the rest of the rollout.
         trl: more ``GRPOConfig`` fields, passed as they are (e.g. ``use_vllm``).
 
     Run:
@@ -84,6 +90,7 @@ class TrainConfig:
     temperature: float = 1.0
     beta: float = 0.0
     max_completion_length: int = 512
+    max_turn_tokens: int = 0
     trl: dict[str, Any] = field(default_factory=dict)
     output_dir: str = "runs/train"
     save_steps: int = 0
@@ -121,7 +128,14 @@ class TrainConfig:
             raise bad("num_generations", "must be >= 2 (GRPO compares rollouts of a group)")
         if self.batch_size % self.num_generations:
             raise bad("batch_size", f"must be a multiple of num_generations={self.num_generations}")
-        for name in ("save_steps", "seed", "threads", "sft_episodes", "sft_steps"):
+        for name in (
+            "save_steps",
+            "seed",
+            "threads",
+            "sft_episodes",
+            "sft_steps",
+            "max_turn_tokens",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise bad(name, "must be an int >= 0")

@@ -367,7 +367,12 @@ def train(
         "shuffle_dataset": False,
         "disable_tqdm": True,
     }
-    settings.update(config.trl)
+    if config.max_turn_tokens:  # per reply; TRL's own cap covers the whole rollout
+        settings["generation_kwargs"] = {"max_new_tokens": config.max_turn_tokens}
+    for key, value in config.trl.items():  # the user's generation_kwargs extend ours
+        if key == "generation_kwargs" and key in settings:
+            value = {**settings[key], **value}
+        settings[key] = value
     trainer = MultiTurnGRPOTrainer(
         model=model,
         processing_class=tokenizer,

@@ -91,6 +91,7 @@ def test_anchor_includes_the_turns_left() -> None:
         ("budget_mix", [2, 9], "must not exceed max_turns"),
         ("num_generations", 1, ">= 2"),
         ("learning_rate", float("nan"), "finite"),
+        ("max_turn_tokens", -1, "max_turn_tokens must be an int >= 0"),
         ("warm_start", "none", "random tiny model"),
     ],
 )
@@ -274,6 +275,20 @@ def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
     other = _config(tmp_path, reward="process", steps=3, save_steps=1)
     with pytest.raises(ValueError, match="differs from this config"):
         train(other, resume=True, start=start)
+
+
+def test_max_turn_tokens_caps_each_reply_not_the_rollout(start: Path, tmp_path: Path) -> None:
+    """A tool call takes three tokens of the tiny model (frame, action, frame): capped at two
+    tokens a reply no call is ever complete, while the same start calls act without the cap
+    (``test_process_reward_reaches_the_trainer_and_weights_move``)."""
+    from multiturn_envs.rl.train import train
+
+    capped = train(_config(tmp_path / "capped", max_turn_tokens=2), start=start, progress=False)
+    (entry,) = capped.log
+    assert entry["env/turns"] == 0 and entry["tools/call_frequency"] == 0
+    assert entry["completions/max_length"] <= 2
+    roomy = train(_config(tmp_path / "roomy", max_turn_tokens=64), start=start, progress=False)
+    assert roomy.log[0]["env/turns"] > 0
 
 
 def test_runs_side_by_side_give_the_models_they_give_alone(start: Path, tmp_path: Path) -> None:
