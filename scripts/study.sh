@@ -7,7 +7,8 @@
 # seeds: Pass@(1,T_max) best RL arm - base, with its paired 95% CI.
 #   bash scripts/study.sh                        # seed 0, in runs/study
 #   SEEDS="0 1 2 3" OUT=runs/study bash scripts/study.sh
-# A rerun reuses the stages a seed's folder already holds (delete it to redo them).
+# A rerun reuses the stages a seed's folder holds that were made under the same config (the base,
+# each arm, each evaluation) and redoes the others. JOBS=1 trains one arm at a time (default 2).
 # PYTHON=/path/to/python skips the setup and runs with that interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,8 @@ out="${OUT:-runs/study}"
 mkdir -p "$out"
 for seed in ${SEEDS:-0}; do
   start=$SECONDS
-  "$py" examples/study/study.py --out "$out/seed-$seed" --seed "$seed" 2>"$out/seed-$seed.log" \
+  "$py" examples/study/study.py --out "$out/seed-$seed" --seed "$seed" --jobs "${JOBS:-2}" \
+    2>"$out/seed-$seed.log" \
     || { echo "study: seed $seed failed, see $out/seed-$seed.log" >&2; exit 1; }
   echo "study: seed $seed took $((SECONDS - start)) s; report: $out/seed-$seed/report.md" >&2
 done

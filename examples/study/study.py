@@ -1,6 +1,6 @@
 """The study in miniature: SFT base, GRPO arms, held-out evaluation and the analysis battery.
 
-    OMP_NUM_THREADS=1 python examples/study/study.py --out runs/study [--seed 0]
+    OMP_NUM_THREADS=1 python examples/study/study.py --out runs/study [--seed 0] [--jobs 2]
 
 FrozenLake maps are split by *layout* (not by id: two ids can draw one map) into training and
 held-out maps. The base is a tiny model warm-started by expert SFT (``warm_start="sft"``); each
@@ -20,6 +20,7 @@ import argparse
 import copy
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,20 @@ import numpy as np
 import multiturn_envs  # noqa: F401
 from multiturn_envs.envs.frozenlake.maps import random_map, random_task_id
 from multiturn_envs.rl.config import TrainConfig
+
+# the TrainConfig fields the SFT base depends on (the rest only shape the GRPO arms)
+START_FIELDS = frozenset(
+    {"env_id", "env_kwargs", "train_tasks", "model", "tiny", "chat_template", "warm_start"}
+    | {"max_turns", "budget_mix", "seed", "threads", "sft_episodes", "sft_error_share"}
+    | {"sft_steps", "sft_batch_size", "sft_learning_rate", "sft_closing"}
+)
+
+
+def _same_config(saved: Path, want: dict[str, Any]) -> bool:
+    """Whether a stage's folder was made under ``want`` (JSON round trip: lists, not tuples)."""
+    if not saved.exists():
+        return False
+    return bool(json.loads(saved.read_text()) == json.loads(json.dumps(want)))
 
 
 def split_maps(config: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -111,7 +126,7 @@ def run_study(
     )
     from multiturn_envs.harness.likelihood import format_llr, format_nll
     from multiturn_envs.rl.evaluate import tool_layout_scorer
-    from multiturn_envs.rl.train import start_model, train_many
+    from multiturn_envs.rl.train import TrainResult, start_model, train_many
 
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
@@ -127,39 +142,67 @@ def run_study(
             base.env_id, disable_env_checker=True, max_turns=config["t_max"], **base.env_kwargs
         )
 
+    ev = config["eval"]
+    if base.max_turn_tokens and base.max_turn_tokens != ev["max_tokens"]:
+        raise ValueError(
+            f"base.max_turn_tokens {base.max_turn_tokens} != eval.max_tokens {ev['max_tokens']}:"
+            " a model must be evaluated with the reply cap it trained under"
+        )
+
+    # a rerun reuses a stage whose folder was made under the same config, and redoes the rest
     t = time.perf_counter()
-    base_dir = out / "base" / "model"  # a rerun reuses finished stages (delete <out> to redo)
-    if not (base_dir / "config.json").exists():
+    base_dir = out / "base" / "model"
+    start_config = {k: v for k, v in base.to_dict().items() if k in START_FIELDS}
+    fresh: set[str] = set()  # models (re)made in this run: their old evaluations are stale
+    if not _same_config(out / "base" / "start_config.json", start_config):
+        shutil.rmtree(out / "base", ignore_errors=True)
         base_dir = start_model(base, out / "base")
+        (out / "base" / "start_config.json").write_text(json.dumps(start_config, indent=2))
+        fresh.add("base")
     times["sft_base_s"] = time.perf_counter() - t
     log(f"base ready in {times['sft_base_s']:.0f} s")
-    models: dict[str, Path] = {"base": base_dir}
-    train_logs: dict[str, list[dict[str, float]]] = {}
-    pending: dict[str, TrainConfig] = {}
-    for name, overrides in config["arms"].items():
-        arm = TrainConfig.from_dict(
+    arms: dict[str, TrainConfig] = {
+        name: TrainConfig.from_dict(
             {**base.to_dict(), **overrides, "output_dir": str(out / "arms" / name)}
         )
-        final = Path(arm.output_dir) / "final"
-        if (final / "config.json").exists():
-            lines = (Path(arm.output_dir) / "train_log.jsonl").read_text().splitlines()
-            models[name], train_logs[name] = final, [json.loads(x) for x in lines if x]
+        for name, overrides in config["arms"].items()
+    }
+    models: dict[str, Path] = {"base": base_dir}
+    train_logs: dict[str, list[dict[str, float]]] = {}
+    for name, arm in arms.items():
+        folder = Path(arm.output_dir)
+        if (
+            "base" not in fresh
+            and (folder / "final" / "config.json").exists()
+            and _same_config(folder / "train_config.json", arm.to_dict())
+        ):
+            lines = (folder / "train_log.jsonl").read_text().splitlines()
+            models[name], train_logs[name] = folder / "final", [json.loads(x) for x in lines if x]
+            log(f"arm {name}: reused")
         else:
-            pending[name] = arm
-    t = time.perf_counter()
-    for name, result in train_many(pending, base_dir, jobs=jobs).items():
+            shutil.rmtree(folder, ignore_errors=True)
+            fresh.add(name)
+
+    def trained(name: str, result: TrainResult) -> None:
         models[name], train_logs[name] = result.model_dir, result.log
         times[f"train_{name}_s"] = result.seconds
         log(f"arm {name}: {result.seconds:.0f} s, last reward {result.log[-1]['reward']:.3f}")
+
+    t = time.perf_counter()
+    train_many({n: arms[n] for n in arms if n in fresh}, base_dir, jobs=jobs, done=trained)
     times["train_arms_wall_s"] = time.perf_counter() - t
-    models = {"base": base_dir, **{n: models[n] for n in config["arms"]}}
-    ev = config["eval"]
+    models = {"base": base_dir, **{n: models[n] for n in arms}}
+    train_logs = {n: train_logs[n] for n in arms}
     files: dict[str, Path] = {}
     for name, folder in models.items():
         t = time.perf_counter()
         path = out / f"eval-{name}.jsonl"
         want = len(eval_tasks) * ev["samples"]
-        if path.exists() and sum('"trajectory"' in x for x in path.open()) == want:
+        if (
+            name not in fresh
+            and path.exists()
+            and sum('"trajectory"' in x for x in path.open()) == want
+        ):
             files[name] = path
         else:
             policy = tool_policy(folder, base, name, ev)

@@ -51,12 +51,13 @@ class TrainConfig:
     GRPO (TRL's ``GRPOConfig``; anything else goes in ``trl``):
         steps, num_generations (G), batch_size (rollouts per step, a multiple of G),
         learning_rate, temperature, beta, max_completion_length (all turns and tool results).
-        max_turn_tokens: the most tokens one reply may take (0: up to ``max_completion_length``).
-            TRL's tool loop caps only the whole rollout; the harness caps each reply
-            (``max_tokens``). Set both alike so a model trains in the layout it is evaluated
-            in, and so a policy that stops ending its replies (a tiny model under GRPO learned
-            to repeat the call's closing token instead of the end-of-turn token) costs a few
-            tokens a turn, not the rest of the rollout.
+        max_turn_tokens: the most tokens one reply may take (0: no cap but the rollout's;
+            at most ``max_completion_length``). TRL's tool loop caps only the whole rollout;
+            the harness caps each reply (``max_tokens``). Set both alike so a model trains in
+            the layout it is evaluated in, and so a policy that stops ending its replies (a
+            tiny model under GRPO learned to repeat the call's closing token instead of the
+            end-of-turn token) costs a few tokens a turn, not the rest of the rollout. Works
+            with transformers and vLLM generation (:func:`~multiturn_envs.rl.train.grpo_settings`).
         trl: more ``GRPOConfig`` fields, passed as they are (e.g. ``use_vllm``).
 
     Run:
@@ -145,6 +146,13 @@ class TrainConfig:
                 raise bad(name, "must be a finite number >= 0")
         if not 0.0 < self.gigpo_gamma <= 1.0:
             raise bad("gigpo_gamma", "must be in (0, 1]")
+        if self.max_turn_tokens > self.max_completion_length:
+            raise bad("max_turn_tokens", "must be <= max_completion_length (a reply lies in it)")
+        generation = self.trl.get("generation_kwargs")
+        if generation is not None and not isinstance(generation, dict):
+            raise bad("trl", "generation_kwargs must be a JSON object")
+        if self.max_turn_tokens and {"max_new_tokens", "max_tokens"} & set(generation or {}):
+            raise bad("trl", "sets a reply cap in generation_kwargs: use max_turn_tokens alone")
         if not isinstance(self.sft_closing, bool):
             raise bad("sft_closing", "must be true or false")
         if not 0.0 <= self.sft_error_share < 1.0:

@@ -8,7 +8,8 @@ The steps, each a function so the study and tests reuse them:
 3. :func:`train_rows` makes the GRPO dataset (one row per group: task, seed);
 4. :func:`train` runs :class:`~multiturn_envs.rl.trainer.MultiTurnGRPOTrainer` with
    checkpoints every ``save_steps``, resume, a progress line, and ``train_log.jsonl`` (one line
-   per step: TRL's figures plus trajectory reward, success and mean step score).
+   per step: TRL's figures plus trajectory reward, success and mean step score);
+5. :func:`train_many` trains several runs from one start, side by side in worker processes.
 
 Everything TRL-specific passes through ``GRPOConfig`` (``config.trl``), so a GPU run with vLLM
 generation or PEFT is the same code with other settings.
@@ -17,8 +18,12 @@ generation or PEFT is the same code with other settings.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -304,6 +309,49 @@ def _trim_log(log_path: Path, checkpoint: str | None) -> None:
     log_path.write_text("".join(kept))
 
 
+def grpo_settings(config: TrainConfig, *, cuda: bool = False) -> dict[str, Any]:
+    """The ``GRPOConfig`` fields of a run: ours from ``config``, then ``config.trl`` on top.
+
+    ``max_turn_tokens`` becomes the per-call generation cap: ``max_new_tokens`` for
+    transformers' ``generate``, ``max_tokens`` for vLLM's ``SamplingParams`` (which rejects the
+    other name; a vLLM server would drop it silently). TRL calls the generator once per reply,
+    so either caps a reply; TRL's own ``max_completion_length`` caps the whole rollout.
+    """
+    settings: dict[str, Any] = {
+        "output_dir": config.output_dir,
+        "max_steps": config.steps,
+        "per_device_train_batch_size": config.batch_size,
+        "num_generations": config.num_generations,
+        "max_completion_length": config.max_completion_length,
+        "max_tool_calling_iterations": config.max_budget,
+        "learning_rate": config.learning_rate,
+        "temperature": config.temperature,
+        "beta": config.beta,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "steps" if config.save_steps else "no",
+        "save_steps": config.save_steps or 500,
+        "use_cpu": not cuda,
+        "bf16": cuda,
+        "gradient_checkpointing": False,
+        "seed": config.seed,
+        "shuffle_dataset": False,
+        "disable_tqdm": True,
+    }
+    generation = dict(config.trl.get("generation_kwargs") or {})
+    if config.max_turn_tokens:
+        generation[reply_cap_key(config)] = config.max_turn_tokens
+    settings.update({k: v for k, v in config.trl.items() if k != "generation_kwargs"})
+    if generation:
+        settings["generation_kwargs"] = generation
+    return settings
+
+
+def reply_cap_key(config: TrainConfig) -> str:
+    """The generation keyword that caps one reply under this run's generator."""
+    return "max_tokens" if config.trl.get("use_vllm") else "max_new_tokens"
+
+
 def train(
     config: TrainConfig,
     *,
@@ -346,33 +394,7 @@ def train(
     model.train()
     log_path = out / LOG_FILE
     _trim_log(log_path, checkpoint)
-    settings: dict[str, Any] = {
-        "output_dir": str(out),
-        "max_steps": config.steps,
-        "per_device_train_batch_size": config.batch_size,
-        "num_generations": config.num_generations,
-        "max_completion_length": config.max_completion_length,
-        "max_tool_calling_iterations": config.max_budget,
-        "learning_rate": config.learning_rate,
-        "temperature": config.temperature,
-        "beta": config.beta,
-        "logging_steps": 1,
-        "report_to": "none",
-        "save_strategy": "steps" if config.save_steps else "no",
-        "save_steps": config.save_steps or 500,
-        "use_cpu": not _cuda(),
-        "bf16": _cuda(),
-        "gradient_checkpointing": False,
-        "seed": config.seed,
-        "shuffle_dataset": False,
-        "disable_tqdm": True,
-    }
-    if config.max_turn_tokens:  # per reply; TRL's own cap covers the whole rollout
-        settings["generation_kwargs"] = {"max_new_tokens": config.max_turn_tokens}
-    for key, value in config.trl.items():  # the user's generation_kwargs extend ours
-        if key == "generation_kwargs" and key in settings:
-            value = {**settings[key], **value}
-        settings[key] = value
+    settings = grpo_settings(config, cuda=_cuda())
     trainer = MultiTurnGRPOTrainer(
         model=model,
         processing_class=tokenizer,
@@ -396,29 +418,57 @@ def train(
     return TrainResult(final, log, time.perf_counter() - t0)
 
 
-def _train_from(config: dict[str, Any], start: str) -> TrainResult:
+def _train_from(config: dict[str, Any], start: str, threads: int) -> TrainResult:
     """One run of :func:`train_many`, in a worker process (module level so it pickles)."""
-    return train(TrainConfig.from_dict(config), start=start, progress=False)
+    run = TrainConfig.from_dict(config)
+    if not run.threads:  # the run's own setting wins; its saved config stays as given
+        import torch
+
+        torch.set_num_threads(threads)
+    return train(run, start=start, progress=False)
 
 
 def train_many(
-    configs: dict[str, TrainConfig], start: str | Path, *, jobs: int = 1
+    configs: dict[str, TrainConfig],
+    start: str | Path,
+    *,
+    jobs: int = 1,
+    done: Callable[[str, TrainResult], None] | None = None,
 ) -> dict[str, TrainResult]:
     """Train several runs from one ready start model, ``jobs`` at a time in worker processes.
 
-    The study's arms share an SFT base and nothing else; with one torch thread each, two arms
-    side by side on a 2-core machine take about the time of one. Each run seeds itself (TRL's
-    ``seed``) and sets its own threads (``config.threads``), so a run gives the same model
-    whether it trained alone, in this process or beside another. Workers are spawned (a forked
-    torch can hang); ``jobs <= 1`` trains in this process, in order.
+    The study's arms share an SFT base and nothing else; on a 2-core machine two tiny-model arms
+    side by side, one torch thread each, take about the time of one. A run whose ``threads``
+    is 0 gets ``cores // jobs`` in a worker, so workers do not oversubscribe the CPU. Each run
+    seeds itself (TRL's ``seed``), so it gives the same model alone, here or beside another.
+    ``done(name, result)`` is called as each run finishes. The first failure cancels the runs
+    not yet started, waits for those running, and raises ``RuntimeError`` naming its run (runs
+    already finished keep their ``final/`` folders). Workers are spawned (a forked torch can
+    hang), so a script that calls this needs the usual ``if __name__ == "__main__":`` guard.
+    ``jobs <= 1`` trains in this process, in order.
     """
     names = list(configs)
+    results: dict[str, TrainResult] = {}
     if jobs <= 1 or len(names) <= 1:
-        return {n: train(configs[n], start=start, progress=False) for n in names}
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+        for name in names:
+            results[name] = train(configs[name], start=start, progress=False)
+            if done is not None:
+                done(name, results[name])
+        return results
+    workers = min(jobs, len(names))
+    threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(jobs, len(names)), mp_context=context) as pool:
-        futures = {n: pool.submit(_train_from, configs[n].to_dict(), str(start)) for n in names}
-        return {n: futures[n].result() for n in names}
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        futures = {
+            pool.submit(_train_from, configs[n].to_dict(), str(start), threads): n for n in names
+        }
+        for future in as_completed(futures):
+            name = futures[future]
+            try:
+                results[name] = future.result()
+            except Exception as exc:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise RuntimeError(f"training run {name!r} failed: {exc}") from exc
+            if done is not None:
+                done(name, results[name])
+    return {n: results[n] for n in names}

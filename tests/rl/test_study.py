@@ -81,3 +81,14 @@ def test_the_study_runs_every_stage_and_reports_every_analysis(tmp_path: Path) -
     again = study.run_study(config, tmp_path, lambda text: None)
     assert again["headline_pass1_tmax"] == summary["headline_pass1_tmax"]
     assert {path: path.stat().st_mtime_ns for path in kept} == stamps
+    # an arm whose config changed is trained and evaluated again; nothing else is
+    changed = copy.deepcopy(config)
+    changed["arms"]["outcome"]["steps"] = 1
+    third = study.run_study(changed, tmp_path, lambda text: None)
+    assert len(third["train_logs"]["outcome"]) == 1 and len(third["train_logs"]["gigpo"]) == 2
+    redone = {
+        tmp_path / "arms" / "outcome" / "final" / "config.json",
+        tmp_path / "eval-outcome.jsonl",
+    }
+    for path in kept:
+        assert (path.stat().st_mtime_ns != stamps[path]) == (path in redone), path

@@ -278,17 +278,39 @@ def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
 
 
 def test_max_turn_tokens_caps_each_reply_not_the_rollout(start: Path, tmp_path: Path) -> None:
-    """A tool call takes three tokens of the tiny model (frame, action, frame): capped at two
-    tokens a reply no call is ever complete, while the same start calls act without the cap
-    (``test_process_reward_reaches_the_trainer_and_weights_move``)."""
+    """A tool call takes about four tokens of the tiny model (frame, action, frame, end): capped
+    at two tokens a reply no call is ever complete; capped at six, rollouts run several turns
+    and hold more model tokens than one reply may."""
     from multiturn_envs.rl.train import train
 
     capped = train(_config(tmp_path / "capped", max_turn_tokens=2), start=start, progress=False)
     (entry,) = capped.log
     assert entry["env/turns"] == 0 and entry["tools/call_frequency"] == 0
     assert entry["completions/max_length"] <= 2
-    roomy = train(_config(tmp_path / "roomy", max_turn_tokens=64), start=start, progress=False)
-    assert roomy.log[0]["env/turns"] > 0
+    roomy = train(_config(tmp_path / "roomy", max_turn_tokens=6), start=start, progress=False)
+    (entry,) = roomy.log
+    assert entry["env/turns"] > 1
+    assert entry["completions/max_length"] > 6
+
+
+def test_grpo_settings_put_the_reply_cap_where_the_generator_reads_it(tmp_path: Path) -> None:
+    from multiturn_envs.rl.train import grpo_settings
+
+    def config(**kw: Any) -> TrainConfig:
+        return TrainConfig.from_dict({"warm_start": "format", "output_dir": str(tmp_path), **kw})
+
+    assert "generation_kwargs" not in grpo_settings(config())
+    hf = grpo_settings(config(max_turn_tokens=24, trl={"generation_kwargs": {"top_k": 5}}))
+    assert hf["generation_kwargs"] == {"top_k": 5, "max_new_tokens": 24}
+    assert hf["max_completion_length"] == 512  # the rollout's cap stays TRL's own
+    vllm = grpo_settings(config(max_turn_tokens=24, trl={"use_vllm": True}))
+    assert vllm["generation_kwargs"] == {"max_tokens": 24} and vllm["use_vllm"] is True
+    with pytest.raises(ValueError, match="use max_turn_tokens alone"):
+        config(max_turn_tokens=24, trl={"generation_kwargs": {"max_new_tokens": 8}})
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        config(trl={"generation_kwargs": "{}"})
+    with pytest.raises(ValueError, match="max_turn_tokens must be <= max_completion_length"):
+        config(max_turn_tokens=600)
 
 
 def test_runs_side_by_side_give_the_models_they_give_alone(start: Path, tmp_path: Path) -> None:
@@ -307,6 +329,17 @@ def test_runs_side_by_side_give_the_models_they_give_alone(start: Path, tmp_path
     assert together["process"].log[0]["reward"] == alone.log[0]["reward"]
     assert not _moved(_weights(together["process"].model_dir), _weights(alone.model_dir))
     assert _moved(_weights(together["outcome"].model_dir), _weights(alone.model_dir))
+
+
+def test_a_failed_run_side_by_side_is_named(start: Path, tmp_path: Path) -> None:
+    from multiturn_envs.rl.train import train_many
+
+    configs = {
+        "ok": _config(tmp_path / "ok"),
+        "broken": _config(tmp_path / "broken", trl={"no_such_grpo_field": 1}),  # TypeError
+    }
+    with pytest.raises(RuntimeError, match=r"training run 'broken' failed.*no_such_grpo_field"):
+        train_many(configs, start, jobs=2)
 
 
 # ------------------------------------------------------------ the trained model, evaluated
