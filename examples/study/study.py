@@ -126,7 +126,7 @@ def run_study(
     )
     from multiturn_envs.harness.likelihood import format_llr, format_nll
     from multiturn_envs.rl.evaluate import tool_layout_scorer
-    from multiturn_envs.rl.train import TrainResult, start_model, train_many
+    from multiturn_envs.rl.train import TrainResult, ran_with, start_model, train_many
 
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
@@ -171,11 +171,7 @@ def run_study(
     train_logs: dict[str, list[dict[str, float]]] = {}
     for name, arm in arms.items():
         folder = Path(arm.output_dir)
-        if (
-            "base" not in fresh
-            and (folder / "final" / "config.json").exists()
-            and _same_config(folder / "train_config.json", arm.to_dict())
-        ):
+        if "base" not in fresh and (folder / "final" / "config.json").exists() and ran_with(arm):
             lines = (folder / "train_log.jsonl").read_text().splitlines()
             models[name], train_logs[name] = folder / "final", [json.loads(x) for x in lines if x]
             log(f"arm {name}: reused")

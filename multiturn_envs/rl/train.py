@@ -274,6 +274,16 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
+def ran_with(config: TrainConfig) -> bool:
+    """Whether ``config.output_dir`` holds a run started with ``config``: its
+    ``train_config.json``, read through :class:`TrainConfig` (so a field added since the run
+    started takes its default), equals it. Resume and the study's reuse of a trained arm ask."""
+    saved = Path(config.output_dir) / CONFIG_FILE
+    if not saved.exists():
+        return False
+    return TrainConfig.from_dict(json.loads(saved.read_text())).to_dict() == config.to_dict()
+
+
 def resume_checkpoint(config: TrainConfig, resume: bool | str) -> str | None:
     """The checkpoint to resume from (``None`` for a fresh run), or a clear error.
 
@@ -286,8 +296,7 @@ def resume_checkpoint(config: TrainConfig, resume: bool | str) -> str | None:
     saved = out / CONFIG_FILE
     if not saved.exists():
         raise ValueError(f"{out}: no {CONFIG_FILE}, nothing to resume")
-    # read through TrainConfig, so a field added since the run started takes its default
-    if TrainConfig.from_dict(json.loads(saved.read_text())).to_dict() != config.to_dict():
+    if not ran_with(config):
         raise ValueError(f"{saved} differs from this config: resume with the same config")
     found = latest_checkpoint(out) if resume is True else Path(str(resume))
     if found is None or not found.is_dir():
