@@ -3,6 +3,13 @@
 from multiturn_envs.wrappers.budget_mix import BudgetMix
 from multiturn_envs.wrappers.error_injection import ErrorInjection
 from multiturn_envs.wrappers.process_reward import ProcessReward
-from multiturn_envs.wrappers.turn_budget import TurnBudget, text_env_of
+from multiturn_envs.wrappers.turn_budget import TurnBudget, text_env_of, with_budget
 
-__all__ = ["BudgetMix", "ErrorInjection", "ProcessReward", "TurnBudget", "text_env_of"]
+__all__ = [
+    "BudgetMix",
+    "ErrorInjection",
+    "ProcessReward",
+    "TurnBudget",
+    "text_env_of",
+    "with_budget",
+]
