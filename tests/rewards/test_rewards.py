@@ -211,3 +211,30 @@ def test_every_built_in_reward_has_its_doc_entry() -> None:
     assert headings == {cls.name for cls in BUILT_IN}
     for cls in BUILT_IN:
         assert issubclass(cls, Reward) and cls.__doc__, f"{cls.__name__} needs a docstring"
+
+
+def test_the_code_on_the_rewards_page_runs() -> None:
+    """docs/rewards.md's examples, as written: the usage block and the add-a-reward block."""
+    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 2
+    namespace: dict[str, Any] = {"__name__": "docs_rewards"}
+    try:
+        exec(compile(blocks[0], "docs/rewards.md", "exec", dont_inherit=True), namespace)
+        episode, reward = namespace["episode"], namespace["reward"]
+        assert len(episode.turns) == 3 and episode.turns[1].info["parse_error"]
+        assert math.isclose(sum(reward.credits(episode)), reward.score(episode))
+        assert namespace["credit"] == reward.credits(episode)[-1]
+        exec(compile(blocks[1], "docs/rewards.md", "exec", dont_inherit=True), namespace)
+        _check_brevity(episode)
+    finally:
+        namespace["env"].close()
+        namespace.clear()
+        gc.collect()
+    assert "brevity" not in reward_names()
+
+
+def _check_brevity(episode: Episode) -> None:
+    brevity = make_reward("brevity", cost=0.25)
+    assert brevity.score(episode) == sum(t.reward for t in episode.turns) - 0.75
+    with pytest.raises(ValueError, match="cost must be a finite number >= 0"):
+        make_reward("brevity", cost=-1)
