@@ -116,7 +116,12 @@ def registered_rewards() -> dict[str, type[Reward]]:
 def check_number(reward: str, name: str, value: Any, *, minimum: float | None = None) -> float:
     """``value`` as a finite float (``>= minimum``), or a ``ValueError`` naming the parameter."""
     bad = isinstance(value, bool) or not isinstance(value, int | float)
-    if bad or not math.isfinite(value) or (minimum is not None and value < minimum):
+    if not bad:
+        try:
+            bad = not math.isfinite(float(value))
+        except OverflowError:  # an int beyond any float (JSON allows 10**1000)
+            bad = True
+    if bad or (minimum is not None and value < minimum):
         at_least = "" if minimum is None else f" >= {minimum:g}"
         raise ValueError(
             f"{reward} reward: {name} must be a finite number{at_least}, got {value!r}"

@@ -56,7 +56,14 @@ def test_the_server_pays_each_step_with_the_reward_a_reset_names() -> None:
                     assert env_rewards == [None] * len(MOVES)
                 else:
                     assert env_rewards == [0.0, 0.0, 0.0, 1.0]
-            for bad in ("best", {"name": "process", "weight": -1}, {"weight": 1}, ["process"]):
+            huge = {"name": "process", "weight": 10**1000}
+            for bad in (
+                "best",
+                {"name": "process", "weight": -1},
+                {"weight": 1},
+                ["process"],
+                huge,
+            ):
                 reply = s.send({"type": "reset", "data": {"reward": bad}})
                 assert code_of(reply) == p.VALIDATION_ERROR
         finally:

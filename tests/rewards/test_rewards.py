@@ -92,6 +92,7 @@ def test_the_built_in_names_and_their_parameters() -> None:
         ("process", {"weight": "0.5"}, "weight must be a finite number"),
         ("process", {"weight": True}, "weight must be a finite number"),
         ("shaped", {"baseline": float("inf")}, "baseline must be a finite number"),
+        ("shaped", {"weight": 10**1000}, "weight must be a finite number"),
         (Process(), {"weight": 1}, "takes no params"),
     ],
 )
