@@ -117,16 +117,8 @@ def episode_of(trace: Any) -> Episode:
             {"step_score": s, "success": success and t == len(scores) - 1}
             for t, s in enumerate(scores)
         ]
-    return Episode.of(
-        dict(stored.get("start") or {}),
-        rewards,
-        infos,
-        done=stored.get("end")
-        in (
-            "terminated",
-            "truncated",
-        ),
-    )
+    done = stored.get("end") in ("terminated", "truncated")
+    return Episode.of(dict(stored.get("start") or {}), rewards, infos, done=done)
 
 
 class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):
