@@ -5,7 +5,11 @@ writes its task logic:
 
 * the turn budget (``max_turns``) and whether it is announced in observations. One mechanism,
   owned by the env (Minigrid's ``max_steps`` pattern); envs are registered with
-  ``max_episode_steps=None`` so Gymnasium's ``TimeLimit`` never competes with it;
+  ``max_episode_steps=None`` so Gymnasium's ``TimeLimit`` never competes with it. The budget of
+  an episode is decided at ``reset``, and only there: the reset options ``max_turns`` and
+  ``budget_mode`` name it, else the constructor's arguments do. Nothing else writes it (the
+  budget wrappers pass reset options, never reach in); see :meth:`TextEnv.reset` for the
+  precedence;
 * ``terminated`` (success or a real terminal state) versus ``truncated`` (budget spent), as
   Python bools;
 * the ``info`` keys of the contract (``task_id``, ``turn``, ``turns_left``, ``success``,
@@ -39,6 +43,24 @@ from multiturn_envs.spaces import UnicodeText
 
 BudgetMode = Literal["hidden", "announced"]
 BUDGET_MODES: tuple[str, ...] = ("hidden", "announced")
+BUDGET_OPTIONS: tuple[str, ...] = ("max_turns", "budget_mode")
+"""The ``reset`` options that name the episode's budget (every :class:`TextEnv` reads them)."""
+
+
+def check_budget(max_turns: Any, budget_mode: Any = "hidden") -> tuple[int | None, str]:
+    """``(max_turns, budget_mode)`` checked and normalised, or a ``ValueError`` naming the bad one.
+
+    Pure: wrappers validate their arguments with it at construction without touching any env.
+    """
+    if max_turns is not None and (
+        not isinstance(max_turns, int | np.integer) or isinstance(max_turns, bool) or max_turns < 1
+    ):
+        raise ValueError(f"max_turns must be a positive int or None, got {max_turns!r}")
+    if budget_mode not in BUDGET_MODES:
+        raise ValueError(f"budget_mode must be one of {BUDGET_MODES}, got {budget_mode!r}")
+    if budget_mode == "announced" and max_turns is None:
+        raise ValueError("an announced budget needs max_turns")
+    return (None if max_turns is None else int(max_turns)), str(budget_mode)
 
 
 @dataclass
@@ -68,11 +90,11 @@ class TextEnv(gym.Env[str, str]):
     """Base class of a multi-turn text environment with a turn budget and oracle hooks.
 
     Args:
-        max_turns: the turn budget (``None``: no budget). Every call to ``step`` is one turn,
-            unparseable replies included.
+        max_turns: the turn budget of an episode whose ``reset`` names none (``None``: no
+            budget). Every call to ``step`` is one turn, unparseable replies included.
         budget_mode: ``"hidden"`` (observations never mention the budget, so one run at the
             largest budget gives the whole Pass@(K,T) surface) or ``"announced"`` (each
-            observation ends with the turns left).
+            observation ends with the turns left); likewise the default of ``reset``.
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the last observation).
     """
 
@@ -92,9 +114,8 @@ class TextEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
-        self.max_turns: int | None = None
-        self.budget_mode: str = "hidden"
-        self.set_turn_budget(max_turns, budget_mode)
+        self._default_budget = check_budget(max_turns, budget_mode)
+        self._max_turns, self._budget_mode = self._default_budget
         self._turn = 0
         self._prefix_turns = 0
         self._needs_reset = True
@@ -172,16 +193,38 @@ class TextEnv(gym.Env[str, str]):
         return digest.hexdigest()[:16]
 
     # ------------------------------------------------------------------ budget
+    @property
+    def max_turns(self) -> int | None:
+        """The turn budget of the current episode (before the first ``reset``: the default)."""
+        return self._max_turns
+
+    @property
+    def budget_mode(self) -> str:
+        """``"hidden"`` or ``"announced"``: the current episode's (before ``reset``: the
+        default)."""
+        return self._budget_mode
+
+    @property
+    def default_budget(self) -> tuple[int | None, str]:
+        """``(max_turns, budget_mode)`` of an episode whose ``reset`` names no budget."""
+        return self._default_budget
+
     def set_turn_budget(self, max_turns: int | None, budget_mode: str = "hidden") -> None:
-        """Set the budget for the next episode (wrappers call this before ``reset``)."""
-        if max_turns is not None and (not isinstance(max_turns, int | np.integer) or max_turns < 1):
-            raise ValueError(f"max_turns must be a positive int or None, got {max_turns!r}")
-        if budget_mode not in BUDGET_MODES:
-            raise ValueError(f"budget_mode must be one of {BUDGET_MODES}, got {budget_mode!r}")
-        if budget_mode == "announced" and max_turns is None:
-            raise ValueError("an announced budget needs max_turns")
-        self.max_turns = None if max_turns is None else int(max_turns)
-        self.budget_mode = budget_mode
+        """Deprecated: change the default budget (the constructor's ``max_turns``/``budget_mode``).
+
+        An episode's budget is named by ``reset(options={"max_turns": ..., "budget_mode":
+        ...})`` or by a budget wrapper (which passes those options); this changes only what
+        later resets fall back on.
+        """
+        warnings.warn(
+            "TextEnv.set_turn_budget is deprecated: pass max_turns/budget_mode to the "
+            "constructor, in reset(options=...), or wrap the env in TurnBudget",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self._default_budget = check_budget(max_turns, budget_mode)
+        if self._needs_reset:
+            self._max_turns, self._budget_mode = self._default_budget
 
     @property
     def turn(self) -> int:
@@ -207,12 +250,30 @@ class TextEnv(gym.Env[str, str]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
+        """Start an episode; return its first observation and ``info``.
+
+        Options every env reads: ``task_id`` (default: drawn from ``np_random``), and the
+        episode's budget, ``max_turns`` and ``budget_mode``. The budget is decided here, once
+        per episode, by the first that names it (each key on its own):
+
+        1. the ``options`` of this call: what the caller of the episode asks for (a dataset
+           row, a served client's reset, the harness's run through its ``TurnBudget``);
+        2. the budget wrappers, outermost first (each passes its budget as these options
+           unless an outer layer already did);
+        3. the constructor's ``max_turns`` and ``budget_mode``.
+
+        The budget holds for this episode only; the next ``reset`` decides again.
+        """
         super().reset(seed=seed)
         options = dict(options or {})
         task_id = options.pop("task_id", None)
+        max_turns, budget_mode = check_budget(
+            options.pop("max_turns", self._default_budget[0]),
+            options.pop("budget_mode", self._default_budget[1]),
+        )
         unknown = sorted(set(options) - self.reset_options)
         if unknown:
-            accepted = ", ".join(["task_id", *sorted(self.reset_options)])
+            accepted = ", ".join(["task_id", *BUDGET_OPTIONS, *sorted(self.reset_options)])
             warnings.warn(
                 f"{type(self).__name__}.reset ignores unknown options {unknown} "
                 f"(it takes {accepted})",
@@ -226,6 +287,7 @@ class TextEnv(gym.Env[str, str]):
                 raise ValueError(f"{type(self).__name__} has no tasks to load")
             task_id = ids[int(self.np_random.integers(len(ids)))]
         task_id = str(task_id)
+        self._max_turns, self._budget_mode = max_turns, budget_mode
         observation = self._load_task(task_id, options)
         self._task_id = task_id
         self._turn = 0
@@ -351,8 +413,8 @@ class TextEnv(gym.Env[str, str]):
         self._needs_reset = state["needs_reset"]
         self._done = state["done"]
         self._success = state["success"]
-        self.max_turns = state["max_turns"]
-        self.budget_mode = state["budget_mode"]
+        self._max_turns = state["max_turns"]
+        self._budget_mode = state["budget_mode"]
         self._history = copy.deepcopy(state["history"])
         self._last_observation = state["last_observation"]
         self.np_random.bit_generator.state = copy.deepcopy(state["rng"])

@@ -16,22 +16,23 @@ and is the environment's reward (weight 1, beside any ``reward_funcs``).
   ``G`` rollouts of one GRPO group share a row, hence the same task, start and budget; rows with a
   ``max_turns`` column give a per-row budget, and an env wrapped in
   :class:`~multiturn_envs.wrappers.BudgetMix` draws the budget from the row's seed: TRL's
-  interface can express the study's per-reset budgets.
+  interface can express the study's per-reset budgets. The row's budget travels as reset
+  options, so it applies to that episode only and wins over the env's wrappers and defaults
+  (the precedence of :meth:`multiturn_envs.core.TextEnv.reset`); this adapter never sets a
+  budget on the env.
 * The one tool, ``act(action)``, is one env turn: its result is the env's next observation. A
   tool call is a turn whatever its text; a reply without a tool call is not an action and ends
   the rollout (TRL's rule). After the episode ends (success, a terminal state or the turn budget)
   ``act`` steps nothing and says so, so the env's budget, not TRL's iteration cap, is the budget.
-* ``get_reward()`` is the episode's return (the sum of env rewards: wrap the env in
-  :class:`~multiturn_envs.wrappers.ProcessReward` for the oracle's step scores), with
-  ``reward="success"`` 1.0 for a solved task, or with ``reward="process"`` the return plus
-  ``step_weight`` x :attr:`TRLEnvironment.process_score`: the turns' step credits (the oracle's
-  step score, but 0 for an unparsable reply and for a turn from a state already lost, see
-  :func:`step_credit`) summed and divided by the turns a solved episode took, or by the budget
-  for every other ending. Each rule closes a loophole: a mean over turns taken paid one good
-  move and then silence (measured: GRPO found it), and over a failed episode's turns it would
-  pay walking into a hole early; empty replies and moves from a lost state score 1.0 under the
-  oracle (nothing left to lose), so a rollout that wasted its budget earned the full process
-  bonus (measured); and a per-budget sum for solved episodes paid spending the budget's slack.
+* ``get_reward()`` is the score of the episode under a registered reward
+  (:mod:`multiturn_envs.rewards`, docs/rewards.md): ``reward="outcome"`` (the default; the
+  sum of the env's rewards: wrap the env in :class:`~multiturn_envs.wrappers.ProcessReward`
+  for the oracle's step scores), ``"success"`` (1.0 for a solved task), ``"process"`` (the
+  study's process reward as we train with it: the return plus ``step_weight`` x
+  :attr:`TRLEnvironment.process_score`), or any other registered name or reward object. The
+  old name ``"return"`` still means ``"outcome"``. :attr:`TRLEnvironment.episode` is the
+  episode as rewards read it, so a turn-level consumer (GiGPO) takes the same reward's
+  per-turn credits from it.
 * The episode as chat: :attr:`TRLEnvironment.messages` (the env's own ``messages()``) and
   :func:`grpo_dataset` builds rows whose prompt carries the env's system prompt.
 
@@ -43,16 +44,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, cast
 
 import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 from multiturn_envs.core import TextEnv
+from multiturn_envs.rewards import (
+    Episode,
+    MeanStepScore,
+    Reward,
+    Turn,
+    make_reward,
+    process_score,
+    step_credit,
+)
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
-RewardMode = Literal["return", "success", "process"]
-REWARD_MODES: tuple[str, ...] = ("return", "success", "process")
+RewardMode = str | Reward
+"""A registered reward's name (``"outcome"``, ``"success"``, ``"process"``, ...) or object."""
+
+OLD_REWARD_NAMES: dict[str, str] = {"return": "outcome"}
+"""Names this adapter took before the rewards registry, and the registry's name for each."""
+
+__all__ = [
+    "ENDED",
+    "OLD_REWARD_NAMES",
+    "TOOL_HINT",
+    "RewardMode",
+    "TRLEnvironment",
+    "environment_factory",
+    "grpo_dataset",
+    "grpo_rows",
+    "step_credit",
+    "trl_reward",
+]
 
 TOOL_HINT = (
     "Take each turn by calling the `act` tool with your move as its `action` argument; the tool "
@@ -80,15 +106,33 @@ def _build(
     raise TypeError(f"env must be an id, a gym.Env or a factory, got {type(env).__name__}")
 
 
+def trl_reward(reward: RewardMode = "outcome", step_weight: float | None = None) -> Reward:
+    """The registry reward a ``TRLEnvironment(reward=..., step_weight=...)`` scores with.
+
+    ``step_weight`` is the process reward's ``weight`` (``None``: the registry's default, 0.5);
+    it applies to ``reward="process"`` only, as it always has.
+    """
+    if step_weight is not None and not 0.0 <= float(step_weight) < float("inf"):
+        raise ValueError(f"step_weight must be a finite number >= 0, got {step_weight!r}")
+    if isinstance(reward, Reward):
+        return reward
+    name = OLD_REWARD_NAMES.get(reward, reward) if isinstance(reward, str) else reward
+    if name == "process" and step_weight is not None:
+        return make_reward(name, weight=float(step_weight))
+    return make_reward(name)
+
+
 class TRLEnvironment:
     """One MT/* env as one environment of TRL's ``GRPOTrainer`` (one instance per rollout).
 
     Args:
         env: an env id (``"MT/FrozenLake-v0"``), a made env (wrappers such as ``BudgetMix`` or
             ``ProcessReward`` included), or a zero-argument factory of one.
-        reward: ``"return"`` (sum of the env's rewards over the episode), ``"success"``, or
-            ``"process"`` (return + ``step_weight`` x :attr:`process_score`).
-        step_weight: the process reward's weight (``reward="process"`` only).
+        reward: a registered reward's name or object (docs/rewards.md): ``"outcome"`` (sum
+            of the env's rewards over the episode; ``"return"`` is its old name),
+            ``"success"``, ``"process"`` (return + ``step_weight`` x :attr:`process_score`), ...
+        step_weight: the process reward's weight (``reward="process"`` only; default: the
+            registry's, 0.5).
         **env_kwargs: passed to ``gym.make`` when ``env`` is an id (e.g. ``max_turns=8``).
 
     Use :func:`environment_factory` to get the zero-argument callable TRL wants.
@@ -98,25 +142,17 @@ class TRLEnvironment:
         self,
         env: str | gym.Env[str, str] | Callable[[], gym.Env[str, str]],
         *,
-        reward: RewardMode = "return",
-        step_weight: float = 0.0,
+        reward: RewardMode = "outcome",
+        step_weight: float | None = None,
         **env_kwargs: Any,
     ) -> None:
-        if reward not in REWARD_MODES:
-            raise ValueError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
-        if not 0.0 <= float(step_weight) < float("inf"):
-            raise ValueError(f"step_weight must be a finite number >= 0, got {step_weight!r}")
-        self._step_weight = float(step_weight)
+        self._reward = trl_reward(reward, step_weight)
         self._env = _build(env, env_kwargs)
         self._base: TextEnv = text_env_of(self._env)
-        self._reward_mode = reward
-        self._default_budget = (self._base.max_turns, self._base.budget_mode)
-        self._return = 0.0
         self._success = False
         self._done = True
-        self._turns = 0
-        self._infos: list[dict[str, Any]] = []
-        self._rewards: list[float] = []
+        self._turns: list[Turn] = []
+        self._start: dict[str, Any] = {}
         self._calls = 0
 
     # ------------------------------------------------------------------ TRL's interface
@@ -126,28 +162,22 @@ class TRLEnvironment:
         Row columns used: ``task_id`` (which task), ``seed`` (the reset seed), ``max_turns`` and
         ``budget_mode`` (this episode's budget; default: the env's own). Others are ignored.
         """
-        max_turns = row.get("max_turns")
-        mode = row.get("budget_mode")
-        if max_turns is not None or mode is not None:
-            default_turns, default_mode = self._default_budget
-            self._base.set_turn_budget(
-                default_turns if max_turns is None else int(max_turns),
-                default_mode if mode is None else str(mode),
-            )
-        else:
-            self._base.set_turn_budget(*self._default_budget)
-        options = {"task_id": str(row["task_id"])} if row.get("task_id") is not None else None
+        options: dict[str, Any] = {}
+        if row.get("task_id") is not None:
+            options["task_id"] = str(row["task_id"])
+        if row.get("max_turns") is not None:
+            options["max_turns"] = int(row["max_turns"])
+        if row.get("budget_mode") is not None:
+            options["budget_mode"] = str(row["budget_mode"])
         seed = row.get("seed")
         observation, info = self._env.reset(
-            seed=None if seed is None else int(seed), options=options
+            seed=None if seed is None else int(seed), options=options or None
         )
-        self._return = 0.0
         self._success = bool(info.get("success", False))
         self._done = False
-        self._turns = 0
-        self._rewards = []
+        self._turns = []
         self._calls = 0
-        self._infos = [info]
+        self._start = info
         return observation
 
     def act(self, action: str) -> str:
@@ -164,11 +194,8 @@ class TRLEnvironment:
             return ENDED
         text = action if isinstance(action, str) else json.dumps(action, default=str)
         observation, reward, terminated, truncated, info = self._env.step(text)
-        self._return += float(reward)
-        self._rewards.append(float(reward))
+        self._turns.append(Turn(float(reward), info, bool(terminated), bool(truncated)))
         self._success = bool(info.get("success", False))
-        self._turns += 1
-        self._infos.append(info)
         if terminated or truncated:
             self._done = True
             why = (
@@ -180,14 +207,20 @@ class TRLEnvironment:
         return observation
 
     def get_reward(self) -> float:
-        """The rollout's reward: the episode's return, or its success with ``reward="success"``."""
-        if self._reward_mode == "success":
-            return 1.0 if self._success else 0.0
-        if self._reward_mode == "process":
-            return self._return + self._step_weight * self.process_score
-        return self._return
+        """The rollout's reward: the episode's score under the configured reward."""
+        return self._reward.score(self.episode)
 
     # ------------------------------------------------------------------ inspection (no tools)
+    @property
+    def reward(self) -> Reward:
+        """The registry reward :meth:`get_reward` scores with."""
+        return self._reward
+
+    @property
+    def episode(self) -> Episode:
+        """The episode so far as rewards read it (reset ``info`` and each turn taken)."""
+        return Episode(self._start, tuple(self._turns))
+
     @property
     def env(self) -> gym.Env[str, str]:
         """The (possibly wrapped) env this instance steps."""
@@ -201,47 +234,51 @@ class TRLEnvironment:
     @property
     def infos(self) -> list[dict[str, Any]]:
         """The reset ``info`` and one ``info`` per turn taken (step scores, success, ...)."""
-        return list(self._infos)
+        return (
+            [self._start, *(cast(dict[str, Any], t.info) for t in self._turns)]
+            if self._start
+            else []
+        )
 
     @property
     def turns(self) -> int:
         """Turns taken in this episode (tool calls that reached the env)."""
-        return self._turns
+        return len(self._turns)
 
     @property
     def turn_rewards(self) -> list[float]:
         """The env's reward of each turn taken (their sum is the return)."""
-        return list(self._rewards)
+        return [t.reward for t in self._turns]
 
     @property
     def step_scores(self) -> list[float]:
         """The oracle's score of each turn taken (turns without a score left out)."""
-        return [float(i["step_score"]) for i in self._infos[1:] if i.get("step_score") is not None]
+        return [
+            float(t.info["step_score"]) for t in self._turns if t.info.get("step_score") is not None
+        ]
 
     @property
     def mean_step_score(self) -> float:
-        """The mean of :attr:`step_scores` (0.0 before the first scored turn)."""
-        scores = self.step_scores
-        return sum(scores) / len(scores) if scores else 0.0
+        """The mean of :attr:`step_scores` (0.0 before the first scored turn): the registry's
+        ``mean_step_score``."""
+        return MeanStepScore().score(self.episode)
 
     @property
     def step_credits(self) -> list[float]:
-        """:func:`step_credit` of each turn taken (turns without a score left out)."""
-        credits = (step_credit(i) for i in self._infos[1:])
+        """:func:`~multiturn_envs.rewards.step_credit` of each turn taken (turns without a score
+        left out)."""
+        credits = (step_credit(t.info) for t in self._turns)
         return [c for c in credits if c is not None]
 
     @property
     def process_score(self) -> float:
-        """The process part of ``reward="process"``: :attr:`step_credits` summed, over the turns
-        a solved episode took, and over the budget otherwise (a failure, a spent budget, a
-        rollout that stopped calling ``act``: the turns not played earn 0, so ending early by a
-        hole or by silence never pays more than playing on); in [0, 1]. Without a budget, the
-        mean over the turns taken (which pays a good move followed by silence: give the env a
-        budget for training)."""
-        credits = self.step_credits
-        budget = self._infos[0].get("max_turns") if self._infos else None
-        over = self._turns if self._success or not budget else int(budget)
-        return sum(credits) / over if over else 0.0
+        """The process part of the process reward (:func:`multiturn_envs.rewards.process_score`):
+        :attr:`step_credits` summed, over the turns a solved episode took, and over the budget
+        otherwise (a failure, a spent budget, a rollout that stopped calling ``act``: the turns
+        not played earn 0, so ending early by a hole or by silence never pays more than playing
+        on); in [0, 1]. Without a budget, the mean over the turns taken (which pays a good move
+        followed by silence: give the env a budget for training)."""
+        return process_score(self.episode)
 
     @property
     def calls(self) -> int:
@@ -260,24 +297,11 @@ class TRLEnvironment:
         self._env.close()
 
 
-def step_credit(info: dict[str, Any]) -> float | None:
-    """What one turn earns in a process reward: its oracle ``step_score``, except 0 for an
-    unparsable reply (not a move, whatever the oracle says of a wasted turn) and for a turn
-    taken from a state already lost (``info["state_value"] == 0`` where the env reports it,
-    FrozenLake does: there the oracle scores every move 1.0). ``None`` without a score."""
-    score = info.get("step_score")
-    if score is None:
-        return None
-    if info.get("parse_error") or info.get("state_value") == 0.0:
-        return 0.0
-    return float(score)
-
-
 def environment_factory(
     env: str | Callable[[], gym.Env[str, str]],
     *,
-    reward: RewardMode = "return",
-    step_weight: float = 0.0,
+    reward: RewardMode = "outcome",
+    step_weight: float | None = None,
     **env_kwargs: Any,
 ) -> Callable[[], TRLEnvironment]:
     """The zero-argument callable for ``GRPOTrainer(environment_factory=...)``.
@@ -287,6 +311,7 @@ def environment_factory(
     """
     if not isinstance(env, str) and env_kwargs:
         raise ValueError("env_kwargs only apply when env is an id")
+    trl_reward(reward, step_weight)  # a bad reward fails here, not in TRL's rollout
 
     def make() -> TRLEnvironment:
         return TRLEnvironment(env, reward=reward, step_weight=step_weight, **env_kwargs)

@@ -14,11 +14,15 @@ tasks), a ``Task`` (rubric functions: ``@vf.reward`` / ``@vf.metric``) and an ``
   (``trace.info["mt"]["end"]`` says which: ``terminated``, ``truncated`` or ``agent_cap``).
   Env calls run in a worker thread, so a slow sandbox step never blocks the event loop other
   rollouts share.
-* Rubric (:class:`MTTask`): reward ``success`` (weight 1) and reward ``step_score``, the mean of
-  the oracle's step scores over the agent's turns (weight :data:`STEP_SCORE_WEIGHT`; subclass
-  to change it); metrics ``turns``, ``env_return`` and ``first_success_turn`` (-1: never).
-  verifiers keeps one scalar per trace (the weighted sum), so per-step credit is lost; the
-  per-turn step scores stay in ``trace.info["mt"]``.
+* Rubric (:class:`MTTask`): reward ``success`` (weight 1, the registry's ``success``) and
+  reward ``step_score``, the registry's ``mean_step_score`` over the agent's turns (weight
+  :data:`STEP_SCORE_WEIGHT`; subclass to change it); metrics ``turns``, ``env_return`` (the
+  registry's ``outcome``) and ``first_success_turn`` (-1: never). The trace's reward, success
+  + 0.1 x the mean raw step score, is *not* the study's process reward (registry
+  ``process``); the rubric reads the episode :class:`MTEnv` stores in ``trace.info["mt"]``
+  (per-turn rewards, step scores, and the ``info`` keys rewards read: ``start``, ``infos``),
+  so any registered reward can be computed from a trace (:func:`episode_of`). verifiers keeps
+  one scalar per trace (the weighted sum).
 
 ``vf-eval`` loads a taskset by id from a top-level module whose ``__all__`` exports one
 ``Taskset`` and optionally one ``Env`` subclass, e.g. a file ``mt_envs_vf.py``::
@@ -40,6 +44,7 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
+from multiturn_envs.rewards import Episode, MeanStepScore, Outcome, Success, slim_info
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 STEP_SCORE_WEIGHT = 0.1
@@ -74,12 +79,11 @@ class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):
 
     @vf.reward(weight=1.0)
     async def success(self, trace: Any) -> float:
-        return 1.0 if _episode(trace).get("success") else 0.0
+        return Success().score(episode_of(trace))
 
     @vf.reward(weight=STEP_SCORE_WEIGHT)
     async def step_score(self, trace: Any) -> float:
-        scores = [s for s in _episode(trace).get("step_scores", []) if s is not None]
-        return float(sum(scores) / len(scores)) if scores else 0.0
+        return MeanStepScore().score(episode_of(trace))
 
     @vf.metric
     async def turns(self, trace: Any) -> float:
@@ -87,7 +91,7 @@ class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):
 
     @vf.metric
     async def env_return(self, trace: Any) -> float:
-        return float(sum(_episode(trace).get("rewards", [])))
+        return Outcome().score(episode_of(trace))
 
     @vf.metric
     async def first_success_turn(self, trace: Any) -> float:
@@ -97,6 +101,24 @@ class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):
 
 def _episode(trace: Any) -> dict[str, Any]:
     return dict(trace.info.get("mt") or {})
+
+
+def episode_of(trace: Any) -> Episode:
+    """The episode :class:`MTEnv` stored in a trace, as rewards read it
+    (:mod:`multiturn_envs.rewards`). A record without ``infos`` (an older trace) is rebuilt
+    from its per-turn rewards and step scores and its final success."""
+    stored = _episode(trace)
+    rewards = [float(r) for r in stored.get("rewards", [])]
+    infos = stored.get("infos")
+    if infos is None:
+        scores = list(stored.get("step_scores", []))
+        success = bool(stored.get("success"))
+        infos = [
+            {"step_score": s, "success": success and t == len(scores) - 1}
+            for t, s in enumerate(scores)
+        ]
+    done = stored.get("end") in ("terminated", "truncated")
+    return Episode.of(dict(stored.get("start") or {}), rewards, infos, done=done)
 
 
 class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):
@@ -151,13 +173,21 @@ class MTEnv(vf.Env[MTEnvConfig]):
             "success": False,
             "first_success_turn": None,
             "end": None,
+            "start": {},
+            "infos": [],
         }
         try:
-            base = text_env_of(env)
-            base.set_turn_budget(data.max_turns, data.budget_mode)
-            observation, _ = await asyncio.to_thread(
-                env.reset, seed=data.seed, options={"task_id": data.task_id}
+            text_env_of(env)
+            observation, start = await asyncio.to_thread(
+                env.reset,
+                seed=data.seed,
+                options={
+                    "task_id": data.task_id,
+                    "max_turns": data.max_turns,
+                    "budget_mode": data.budget_mode,
+                },
             )
+            episode["start"] = slim_info(start)
             async with agents.player.interaction(task) as interaction:
                 # the rubric scores when the interaction closes: the record must be there
                 interaction.trace.info["mt"] = episode
@@ -173,6 +203,7 @@ class MTEnv(vf.Env[MTEnvConfig]):
                     episode["rewards"].append(float(reward))
                     score = info.get("step_score")
                     episode["step_scores"].append(None if score is None else float(score))
+                    episode["infos"].append(slim_info(info))
                     if info.get("success") and episode["first_success_turn"] is None:
                         episode["first_success_turn"] = episode["turns"]
                     episode["success"] = bool(info.get("success"))

@@ -24,9 +24,13 @@ Two layers:
   ``extra_info``), plus ``agent_name: "mt_env"``.
 
 The env's turn budget and verl's caps are applied together: the episode ends at the first of
-success/terminal state, the env's budget, ``max_assistant_turns`` (or ``max_user_turns``, env
-observations being the user turns) and ``response_length`` tokens. ``extra_fields`` report
-which (``stop_reason``) plus ``success``, ``turns``, ``first_success_turn`` and ``step_scores``.
+success/terminal state, the env's budget (a row's ``max_turns`` is passed as a reset option:
+it wins over the env's wrappers and defaults, for that episode only), ``max_assistant_turns``
+(or ``max_user_turns``, env observations being the user turns) and ``response_length`` tokens.
+``extra_fields`` report which (``stop_reason``) plus ``success``, ``turns``,
+``first_success_turn`` and ``step_scores``. ``reward_score`` is the episode's score under a
+registered reward (:mod:`multiturn_envs.rewards`; a row's ``reward``, default ``"outcome"``,
+the episode's return).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ import gymnasium as gym
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 from multiturn_envs.policies.base import TurnRequest
 from multiturn_envs.policies.prompting import ActionExtractor, ChatPrompter, Completion
+from multiturn_envs.rewards import Episode, Turn, make_reward
+from multiturn_envs.rewards.registry import RewardSpec
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 Generate = Callable[[list[int], int], Awaitable[tuple[list[int], list[float] | None]]]
@@ -84,6 +90,7 @@ async def run_episode(
     system_prompt: str | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
     extractor: Callable[[str], str] | None = None,
+    reward: RewardSpec = "outcome",
 ) -> EpisodeTokens:
     """Play one episode of ``env`` with ``generate``; return its tokens, mask and reward.
 
@@ -95,12 +102,17 @@ async def run_episode(
         max_turns: this episode's turn budget (default: the env's own).
         max_assistant_turns, max_user_turns, response_length: verl's caps (``None``: none).
         system_prompt, chat_template_kwargs, extractor: see :class:`ChatPrompter`.
+        reward: the registered reward ``reward_score`` is the score of (default: the return).
     """
     base = text_env_of(env)
+    scorer = make_reward(reward)
+    options: dict[str, Any] = {}
+    if task_id is not None:
+        options["task_id"] = str(task_id)
     if max_turns is not None:
-        base.set_turn_budget(int(max_turns), base.budget_mode)
-    options = {"task_id": str(task_id)} if task_id is not None else None
-    env.reset(seed=seed, options=options)
+        options["max_turns"] = int(max_turns)
+    _, start = env.reset(seed=seed, options=options or None)
+    turns: list[Turn] = []
     prompter = ChatPrompter(
         tokenizer,
         system_prompt=system_prompt,
@@ -114,7 +126,6 @@ async def run_episode(
     full = list(first.token_ids)
     step_scores: list[float] = []
     first_success: int | None = None
-    total = 0.0
     stop = "env"
     assistant_turns = user_turns = 0
     while True:
@@ -152,8 +163,8 @@ async def run_episode(
         text = tokenizer.decode(ids, skip_special_tokens=True)
         reply = prompter.finish(request, prompt, Completion(list(ids), lps, text, "stop"))
         assistant_turns += 1
-        _, reward, terminated, truncated, info = env.step(reply.text)
-        total += float(reward)
+        _, env_reward, terminated, truncated, info = env.step(reply.text)
+        turns.append(Turn(float(env_reward), info, bool(terminated), bool(truncated)))
         step_scores.append(float(info["step_score"]))
         if first_success is None and info.get("success"):
             first_success = assistant_turns
@@ -164,7 +175,7 @@ async def run_episode(
             stop = "response_length"
             break
     prompter.forget(episode_id)
-    tokens.reward_score = total
+    tokens.reward_score = scorer.score(Episode(start, tuple(turns)))
     tokens.num_turns = 1 + assistant_turns + user_turns
     tokens.extra_fields = {
         "task_id": base.task_id,
@@ -202,7 +213,8 @@ else:
         """verl agent loop playing an MT/* env; rows name it with ``agent_name: "mt_env"``.
 
         Row fields (top level or in ``extra_info``): ``env_id`` (required), ``env_kwargs``
-        (for ``gym.make``), ``task_id``, ``seed``, ``max_turns``.
+        (for ``gym.make``), ``task_id``, ``seed``, ``max_turns``, ``reward`` (a registered
+        reward's name or ``{"name": ..., **params}``; default ``"outcome"``).
         """
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -233,6 +245,7 @@ else:
                     max_user_turns=multi_turn.max_user_turns,
                     response_length=self.rollout_config.response_length,
                     chat_template_kwargs=self.apply_chat_template_kwargs,
+                    reward=_row_field(kwargs, "reward", "outcome"),
                 )
             finally:
                 env.close()

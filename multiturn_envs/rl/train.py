@@ -53,12 +53,8 @@ def make_train_env(config: TrainConfig, *, mix: bool = True) -> gym.Env[str, str
 
 
 def environment(config: TrainConfig) -> TRLEnvironment:
-    """One TRL environment of the run (the reward as configured)."""
-    if config.reward == "process":
-        return TRLEnvironment(
-            make_train_env(config), reward="process", step_weight=config.step_weight
-        )
-    return TRLEnvironment(make_train_env(config), reward="return")
+    """One TRL environment of the run, scoring rollouts with the run's reward."""
+    return TRLEnvironment(make_train_env(config), reward=config.make_reward())
 
 
 def train_tasks(config: TrainConfig) -> list[str]:
@@ -410,10 +406,10 @@ def train(
         args=GRPOConfig(**settings),
         train_dataset=Dataset.from_list(train_rows(config)),
         environment_factory=lambda: environment(config),
-        advantage="gigpo" if config.reward == "gigpo" else "grpo",
+        advantage=config.advantage,
         gigpo_step_weight=config.gigpo_step_weight,
         gigpo_gamma=config.gigpo_gamma,
-        step_reward=config.gigpo_step_reward,
+        step_reward=config.make_step_reward(),
         callbacks=[_progress_callback(config.steps, log_path, sys.stderr if progress else None)],
     )
     from transformers import PrinterCallback

@@ -68,7 +68,16 @@ HTTP_STATUS: dict[str, int] = {
 """The HTTP status of each error code (the WebSocket carries the code alone)."""
 
 RESET_KEYS = frozenset(
-    {"seed", "episode_id", "task_id", "options", "max_turns", "budget_mode", "expert_in_metadata"}
+    {
+        "seed",
+        "episode_id",
+        "task_id",
+        "options",
+        "max_turns",
+        "budget_mode",
+        "reward",
+        "expert_in_metadata",
+    }
 )
 """What a reset understands; OpenEnv's server drops keys its env's ``reset`` does not take, and
 so do we, listing them in ``metadata["ignored_reset_keys"]``."""

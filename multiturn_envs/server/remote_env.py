@@ -6,8 +6,9 @@ by a WebSocket session on a ``multiturn-envs serve`` server, so ``run_eval(confi
 make_env=remote_env_factory(url))`` runs the harness against a served env and writes the same
 records as in-process (tested: same seeds, same records but timings):
 
-* ``reset``/``step`` are OpenEnv messages; the budget that ``TurnBudget`` sets here travels with
-  each reset. The env's ``info`` is the observation's metadata.
+* ``reset``/``step`` are OpenEnv messages; the budget named in the reset options (by the
+  caller or a ``TurnBudget``/``BudgetMix`` around this env), else this env's default (the
+  server's), travels with each reset. The env's ``info`` is the observation's metadata.
 * The chat history is kept here from what goes over the wire (the server's history is the same
   text), so ``message_view()`` costs no round trip.
 * Oracle hooks (``expert_action``, ``score_action``, ``error_action``, ``play_prefix``, ...) and
@@ -34,7 +35,7 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.error import ResetNeeded
 
-from multiturn_envs.core import StepOutcome, TextEnv
+from multiturn_envs.core import StepOutcome, TextEnv, check_budget
 from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.server import protocol as p
 
@@ -173,7 +174,11 @@ class RemoteTextEnv(TextEnv):
     ) -> tuple[str, dict[str, Any]]:
         super(TextEnv, self).reset(seed=seed)  # gym.Env: np_random, as a local env would have
         options = dict(options or {})
-        data: dict[str, Any] = {"max_turns": self.max_turns, "budget_mode": self.budget_mode}
+        max_turns, budget_mode = check_budget(
+            options.pop("max_turns", self.default_budget[0]),
+            options.pop("budget_mode", self.default_budget[1]),
+        )
+        data: dict[str, Any] = {"max_turns": max_turns, "budget_mode": budget_mode}
         if seed is not None:
             data["seed"] = int(seed)
         if "task_id" in options:
@@ -182,6 +187,7 @@ class RemoteTextEnv(TextEnv):
             data["options"] = options
         payload = self._conn.request({"type": "reset", "data": data})
         observation, info = self._unpack(payload)
+        self._max_turns, self._budget_mode = max_turns, budget_mode
         self._task_id = info.get("task_id")
         self._turn = 0
         self._prefix_turns = 0

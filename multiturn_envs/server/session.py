@@ -24,8 +24,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.error import ResetNeeded
 
-from multiturn_envs.core import TextEnv
+from multiturn_envs.core import TextEnv, check_budget
 from multiturn_envs.errors import EpisodeOver
+from multiturn_envs.rewards import Outcome, Reward, Tally, Turn, make_reward
 from multiturn_envs.server import protocol as p
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
@@ -119,7 +120,9 @@ class EnvSession:
         self.base = text_env_of(env)
         self.env_id = env_id
         self.limits = limits
-        self.default_budget = (self.base.max_turns, self.base.budget_mode)
+        self.default_budget = self.base.default_budget
+        self.reward: Reward = Outcome()
+        self.tally: Tally | None = None
         self.episode_id: str | None = None
         self.step_count = 0
         self.expert_in_metadata = False
@@ -128,7 +131,13 @@ class EnvSession:
     # ------------------------------------------------------------------ OpenEnv's operations
     def reset(self, data: dict[str, Any]) -> dict[str, Any]:
         """Start an episode. ``data``: OpenEnv's ``seed``/``episode_id`` plus ``task_id``,
-        ``max_turns``, ``budget_mode``, ``options`` and ``expert_in_metadata``."""
+        ``max_turns``, ``budget_mode``, ``reward``, ``options`` and ``expert_in_metadata``.
+
+        ``max_turns``/``budget_mode`` are this episode's budget (reset options: they win over
+        the served env's defaults and wrappers; docs/wrappers.md). ``reward`` names the
+        registered reward whose per-turn credit each step's ``reward`` is (a name or
+        ``{"name": ..., **params}``; default ``"outcome"``, the env's own reward); with any
+        other, the env's own reward is in ``metadata["env_reward"]``."""
         ignored = sorted(k for k in data if k not in p.RESET_KEYS)
         seed = data.get("seed")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
@@ -146,14 +155,14 @@ class EnvSession:
         # maps); if the reset then fails, it is the request's fault, not a crash
         listed = "task_id" not in options or str(options["task_id"]) in self.base.task_ids()
         max_turns, mode = self.default_budget
-        if "max_turns" in data:
-            max_turns = data["max_turns"]
-        if "budget_mode" in data:
-            mode = data["budget_mode"]
-        try:
-            self.base.set_turn_budget(max_turns, mode)
+        for key in ("max_turns", "budget_mode"):
+            if key in data:
+                options[key] = data[key]
+        try:  # checked here so the client reads the same message as a local reset's
+            check_budget(options.get("max_turns", max_turns), options.get("budget_mode", mode))
+            reward = Outcome() if data.get("reward") is None else make_reward(data["reward"])
         except (ValueError, TypeError) as exc:
-            raise p.ProtocolError(p.VALIDATION_ERROR, str(exc)) from None
+            raise p.ProtocolError(p.VALIDATION_ERROR, str(exc)[:2000]) from None
         self.expert_in_metadata = bool(data.get("expert_in_metadata", False))
         try:
             observation, info = self.env.reset(seed=seed, options=options or None)
@@ -165,6 +174,8 @@ class EnvSession:
             raise EnvCrashed(f"reset raised {type(exc).__name__}: {exc}") from exc
         self.episode_id = episode_id or uuid.uuid4().hex
         self.step_count = 0
+        self.reward = reward
+        self.tally = reward.tally(info)
         if ignored:
             info["ignored_reset_keys"] = ignored
         return self._observation(observation, None, False, False, info)
@@ -185,7 +196,12 @@ class EnvSession:
         except Exception as exc:  # the contract: a bad action is a turn, never an exception
             raise EnvCrashed(f"step raised {type(exc).__name__}: {exc}") from exc
         self.step_count += 1
-        return self._observation(observation, float(reward), terminated, truncated, info)
+        if self.tally is None:  # unreachable: the env refused to step before a reset
+            self.tally = self.reward.tally(self.base.current_info())
+        credit = self.tally.add(Turn(float(reward), info, bool(terminated), bool(truncated)))
+        if not isinstance(self.reward, Outcome):
+            info["env_reward"] = float(reward)
+        return self._observation(observation, credit, terminated, truncated, info)
 
     def state(self) -> dict[str, Any]:
         """OpenEnv's ``State`` (``episode_id``, ``step_count``) plus the episode's counters."""

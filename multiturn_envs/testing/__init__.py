@@ -22,7 +22,8 @@ smallest complete ``TextEnv`` (a template for new envs and the toy of our own te
    an error action never ends the episode.
 5. ``get_state``/``set_state`` round trip, also onto a freshly made env.
 6. Hostile actions (empty, huge, binary-looking, Unicode, markup) never raise from ``step``.
-7. The budget truncates at exactly ``max_turns``; stepping after the end raises a clear error.
+7. The budget truncates at exactly ``max_turns``; stepping after the end raises a clear error; a
+   budget named in ``reset`` options holds for that episode only.
 8. ``messages()`` alternates user/assistant and ends with the last observation; ``close()`` twice.
 """
 
@@ -234,27 +235,28 @@ def _check_snapshot(
 
 
 def _check_budget(base: TextEnv, task_id: str, seed: int, rng: np.random.Generator) -> None:
-    saved = (base.max_turns, base.budget_mode)
+    default = base.default_budget
+    # the reset names this episode's budget; the env's default stays as it was
+    base.reset(seed=seed, options={"task_id": task_id, "max_turns": 2, "budget_mode": "hidden"})
+    # Error actions never end the episode, so the budget is what stops it.
+    error_rng = np.random.default_rng(int(rng.integers(2**31)))
+    steps = 0
+    truncated = False
+    while not base.done:
+        _, _, _, truncated, info = base.step(base.error_action(error_rng))
+        steps += 1
+        assert info["turns_left"] == 2 - steps, "turns_left does not count down"
+    assert steps == 2 and truncated, "a budget of 2 did not truncate after exactly 2 turns"
     try:
-        base.set_turn_budget(2, "hidden")
-        base.reset(seed=seed, options={"task_id": task_id})
-        # Error actions never end the episode, so the budget is what stops it.
-        error_rng = np.random.default_rng(int(rng.integers(2**31)))
-        steps = 0
-        truncated = False
-        while not base.done:
-            _, _, _, truncated, info = base.step(base.error_action(error_rng))
-            steps += 1
-            assert info["turns_left"] == 2 - steps, "turns_left does not count down"
-        assert steps == 2 and truncated, "a budget of 2 did not truncate after exactly 2 turns"
-        try:
-            base.step("anything")
-        except gym.error.ResetNeeded:
-            pass
-        else:
-            raise AssertionError("stepping after the episode ended did not raise")
-    finally:
-        base.set_turn_budget(*saved)
+        base.step("anything")
+    except gym.error.ResetNeeded:
+        pass
+    else:
+        raise AssertionError("stepping after the episode ended did not raise")
+    _, info = base.reset(seed=seed, options={"task_id": task_id})
+    assert (info["max_turns"], info["budget_mode"]) == default, (
+        "a budget named in reset options outlived its episode"
+    )
 
 
 def _check_hostile(base: TextEnv, task_id: str, seed: int) -> None:
