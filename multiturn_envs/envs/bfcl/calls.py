@@ -26,14 +26,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from multiturn_envs.envs.fences import fences, first_pair_casefold
+
 MAX_CALL_TEXT = 100_000
 """Replies longer than this are not parsed as calls (a clear error instead of a slow parse)."""
 
 MAX_INT_DIGITS = 30
 """Integer literals with more digits are rejected: no backend needs them, and they invite hangs."""
 
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
-_TOOLCALL = re.compile(r"<TOOLCALL>(.*?)</TOOLCALL>", re.DOTALL | re.IGNORECASE)
+# What follows an opening fence (its tag and blanks), matched at one position without
+# backtracking; the blocks themselves are found by :mod:`..fences` in linear time.
+_FENCE_HEAD = re.compile(r"[A-Za-z0-9_-]*\s*")
 _CALL_START = re.compile(r"^\[?\s*[A-Za-z_][\w.]*\s*\(")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _JSON_CALL_KEYS = ("name", "function", "tool_calls")
@@ -103,13 +106,21 @@ def decode(reply: str) -> Decoded:
 
 # ---------------------------------------------------------------------------------- unwrapping
 def _unwrap(reply: str) -> str:
-    match = _TOOLCALL.search(reply)
-    if match:
-        return match.group(1)
+    """The calls inside ``<TOOLCALL>...</TOOLCALL>`` or the first fenced block, else ``reply``.
+
+    Same result as ``re.search`` of ``<TOOLCALL>(.*?)</TOOLCALL>`` (case-insensitive) and of
+    ```` ```[A-Za-z0-9_-]*\\s*\\n?(.*?)``` ````, found in linear time.
+    """
+    tagged = first_pair_casefold(reply, "<TOOLCALL>", "</TOOLCALL>")
+    if tagged is not None:
+        return reply[tagged.body : tagged.close]
     stripped = reply.strip()
-    match = _FENCE.search(stripped)
-    if match and (stripped.startswith("```") or not _CALL_START.match(stripped)):
-        return match.group(1)
+    blocks = fences(stripped)
+    if blocks and (stripped.startswith("```") or not _CALL_START.match(stripped)):
+        first = blocks[0]
+        head = _FENCE_HEAD.match(stripped, first.body, first.close)
+        assert head is not None  # every part of the head is optional
+        return stripped[head.end() : first.close]
     return reply
 
 

@@ -19,6 +19,7 @@ from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.deepcoder.mutations import Mutant, fallback_wrong_program, mutants
 from multiturn_envs.envs.deepcoder.sources import make_source
 from multiturn_envs.envs.deepcoder.tasks import CodeTask, TaskSource
+from multiturn_envs.envs.fences import remove_pairs
 from multiturn_envs.sandbox.base import (
     AfterTimeout,
     Limits,
@@ -50,7 +51,6 @@ SYSTEM_PROMPT = (
 )
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _OPEN_FENCE = re.compile(r"```[^\n`]*\n")
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 # Tracebacks name the sandbox's (random) job directory; feedback must not depend on it.
 _PROGRAM_PATH = re.compile(r'File "[^"\n]*?program\.py"')
 
@@ -59,7 +59,7 @@ def extract_program(reply: str) -> str:
     """The program in a reply: the last complete fenced block, else the text after an unclosed
     opening fence (a reply cut off mid-block), else the whole reply (``<think>`` blocks removed).
     """
-    text = _THINK.sub("", reply)
+    text = remove_pairs(reply, "<think>", "</think>")  # linear: see envs/fences.py
     blocks: list[str] = _FENCE.findall(text)
     if blocks:
         return blocks[-1]

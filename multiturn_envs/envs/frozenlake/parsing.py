@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from multiturn_envs.envs.fences import fences, fold_ascii
 from multiturn_envs.envs.frozenlake.dynamics import ACTION_NAMES, DOWN, LEFT, RIGHT, UP
 
 MOVE_WORDS: dict[str, int] = {
@@ -42,9 +43,11 @@ PARSE_HELP = (
     "Reply with exactly one move: Left, Down, Right or Up (for example <answer>Right</answer>)."
 )
 
-_FENCE = re.compile(r"```(.*?)```", re.DOTALL)
+# The leading class takes blanks but not the newline (``[^\S\n]``): with ``\s`` there, every
+# line start of a run of blank lines re-scanned the whole run (``"\n" * 40000`` took 50 s); a
+# label line is matched from its own line start either way, so the matches are the same.
 _LABEL_LINE = re.compile(
-    r"^[\s*_#>-]*(?:final\s+)?(?:action|answer|move)[\s*_]*[:=](.*)$",
+    r"^(?:[^\S\n]|[*_#>-])*(?:final\s+)?(?:action|answer|move)[\s*_]*[:=](.*)$",
     re.IGNORECASE | re.MULTILINE,
 )
 _WORD = re.compile(r"\b(left|down|right|up|west|south|east|north)\b", re.IGNORECASE)
@@ -76,7 +79,7 @@ def _last_tagged(text: str, lowered: str, tag: str) -> str | None:
 def final_answer(text: str) -> str:
     """The part of a reply that holds its final answer (rule 3)."""
     if "<" in text:
-        lowered = text.lower()
+        lowered = fold_ascii(text)  # same length as text (``str.lower`` may change it)
         close = lowered.rfind("</think>")
         if close >= 0:
             text, lowered = text[close + 8 :], lowered[close + 8 :]
@@ -84,10 +87,10 @@ def final_answer(text: str) -> str:
             content = _last_tagged(text, lowered, tag)
             if content is not None:
                 return content
-    if "```" in text:
-        fences = _FENCE.findall(text)
-        if fences:
-            return str(fences[-1])
+    blocks = fences(text)
+    if blocks:
+        last = blocks[-1]
+        return text[last.body : last.close]
     labelled = _LABEL_LINE.findall(text)
     if labelled:
         return str(labelled[-1])

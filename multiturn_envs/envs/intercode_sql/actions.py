@@ -16,7 +16,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.S)
+from multiturn_envs.envs.fences import FENCE, fences, remove_pairs
+
+# What follows an opening fence: the block's tag (```` ```sql ````) and the line end. Matched at
+# one position with greedy classes that never backtrack (blocks: :mod:`..fences`, linear time).
+_FENCE_HEAD = re.compile(r"[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?")
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
 _SUBMIT = re.compile(r"^\W*submit\W*$", re.I)
 SQL_KEYWORDS: frozenset[str] = frozenset(
     {
@@ -54,20 +59,32 @@ def _strip_submit_lines(text: str) -> tuple[str, bool]:
 
 
 def looks_like_sql(text: str) -> bool:
-    word = re.match(r"\s*\(*\s*([A-Za-z]+)", text)
-    return word is not None and word.group(1).lower() in SQL_KEYWORDS
+    """Whether ``text`` starts (after blanks and opening parentheses) with an SQL keyword."""
+    word = _FIRST_WORD.match(text.lstrip().lstrip("(").lstrip())
+    return word is not None and word.group(0).lower() in SQL_KEYWORDS
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(tag, body)`` of each fenced block, as ``re.findall`` of
+    ```` ```[ \\t]*([A-Za-z0-9_+-]*)[ \\t]*\\n?(.*?)``` ```` gave them (in linear time)."""
+    blocks = []
+    for span in fences(text):
+        head = _FENCE_HEAD.match(text, span.body, span.close)
+        assert head is not None  # every part of the head is optional
+        blocks.append((head.group(1), text[head.end() : span.close]))
+    return blocks
 
 
 def parse_action(text: str) -> ParsedAction:
     """Parse one reply; never raises."""
     if not text or not text.strip():
         return ParsedAction(None, False, f"The reply is empty. {FORMAT_HINT}")
-    blocks = _FENCE.findall(text)
+    blocks = fenced_blocks(text)
     submit = False
     if blocks:
         tagged = [body for tag, body in blocks if tag.lower() in ("sql", "mysql", "sqlite")]
         body = (tagged or [blocks[0][1]])[0]
-        outside = _FENCE.sub("\n", text)
+        outside = remove_pairs(text, FENCE, FENCE, "\n")
         sql, submit_in = _strip_submit_lines(body)
         submit = submit_in or any(_SUBMIT.match(ln) for ln in outside.splitlines())
     else:
