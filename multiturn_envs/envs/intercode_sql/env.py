@@ -20,11 +20,13 @@ from multiturn_envs.envs.intercode_sql.database import (
     first_statement,
 )
 from multiturn_envs.envs.intercode_sql.dialect import (
+    TEMPORARY_NOTE,
     emulate,
     is_sqlite_error_worth_transpiling,
     mysql_division,
     mysql_error,
     transpile_mysql,
+    without_temporary,
 )
 from multiturn_envs.envs.intercode_sql.errors import gold_mutations
 from multiturn_envs.envs.intercode_sql.functions import DEFAULT_CLOCK
@@ -36,6 +38,7 @@ from multiturn_envs.envs.intercode_sql.mysql_order import (
 )
 from multiturn_envs.envs.intercode_sql.mysql_rejects import might_be_rejected, mysql_rejects
 from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
+from multiturn_envs.envs.intercode_sql.parse_bounds import parse_bound_problem
 from multiturn_envs.envs.intercode_sql.scoring import (
     SCORING_MODES,
     Scores,
@@ -45,6 +48,7 @@ from multiturn_envs.envs.intercode_sql.scoring import (
 from multiturn_envs.envs.intercode_sql.tasks import DatabaseCatalog, SQLTask, load_tasks
 
 MAX_QUERY_CHARS = 20_000
+"""Characters of one query (the SQL itself, after it is read from the reply)."""
 
 SYSTEM_PROMPT = """\
 You are an expert SQL programmer answering a question about a database by querying it.
@@ -95,7 +99,9 @@ class InterCodeSQLEnv(TextEnv):
     ``spider_dev_file``, ``$MULTITURN_ENVS_SPIDER_DEV`` or the cache), ``"all"``, a task file,
     or a list of :class:`SQLTask`), ``scoring``, ``end_on_success``, ``db_dir`` (extra SQLite
     databases), ``transpile`` (MySQL fallback), ``max_rows_shown``, ``max_cell_chars``,
-    ``vm_instructions`` and ``query_seconds`` (the runaway-query budget), ``hardness`` (keep
+    ``vm_instructions`` and ``query_seconds`` (one action's budget), ``max_value_bytes``,
+    ``max_result_bytes``, ``max_db_bytes`` and ``max_observation_chars`` (the resource
+    contract: ``docs/security.md``), ``hardness`` (keep
     only these levels), ``mysql_row_order`` (default on: MySQL 8's order where SQL leaves it
     open), ``mysql_strict`` (default off: refuse, with MySQL's error, queries MySQL 8 rejects
     and SQLite runs, e.g. under ``ONLY_FULL_GROUP_BY``), ``describe_types`` (``"bytes"``: DESC
@@ -133,6 +139,10 @@ class InterCodeSQLEnv(TextEnv):
         max_cell_chars: int = 100,
         vm_instructions: int = 50_000_000,
         query_seconds: float = 5.0,
+        max_value_bytes: int = 100_000,
+        max_result_bytes: int = 16 * 2**20,
+        max_db_bytes: int = 64 * 2**20,
+        max_observation_chars: int = 16_000,
         hardness: Sequence[str] | None = None,
         mysql_row_order: bool = True,
         mysql_strict: bool = False,
@@ -158,8 +168,16 @@ class InterCodeSQLEnv(TextEnv):
         self.transpile = bool(transpile)
         self.max_rows_shown = int(max_rows_shown)
         self.max_cell_chars = int(max_cell_chars)
+        self.max_observation_chars = int(max_observation_chars)
+        if self.max_observation_chars < 200:
+            raise ValueError(f"max_observation_chars must be >= 200, got {max_observation_chars}")
         self._limits = Limits(
-            vm_instructions=int(vm_instructions), seconds=float(query_seconds), clock=clock
+            vm_instructions=int(vm_instructions),
+            seconds=float(query_seconds),
+            max_result_bytes=int(max_result_bytes),
+            max_pages=max(1, int(max_db_bytes) // 4096),
+            max_value_bytes=int(max_value_bytes),
+            clock=clock,
         )
         self._catalog = DatabaseCatalog(db_dir, self._limits)
         if describe_types not in ("bytes", "str"):
@@ -242,17 +260,33 @@ class InterCodeSQLEnv(TextEnv):
     def run_query(self, sql: str) -> tuple[QueryResult, list[str], bool]:
         """Run one agent query on the episode's copy: (result, notes, transpiled)."""
         assert self._conn is not None and self._task is not None
-        db = self._task.db
         notes: list[str] = []
         if len(sql) > MAX_QUERY_CHARS:
             return (
-                QueryResult(error=f"the query is longer than {MAX_QUERY_CHARS} characters"),
+                QueryResult(error=f"the query is longer than {MAX_QUERY_CHARS:,} characters"),
                 notes,
                 False,
             )
         first, rest = first_statement(sql)
         if rest:
             notes.append("Only the first statement was run; send one statement per turn.")
+        ordinary = without_temporary(first)
+        if ordinary is not None:
+            first = ordinary
+            notes.append(TEMPORARY_NOTE)
+        problem = parse_bound_problem(first)
+        if problem is not None and is_query(first) and ("/" in first or needs_mysql_order(first)):
+            notes.append(
+                f"The query is too large for the MySQL emulation ({problem}): it ran with "
+                "SQLite's semantics (integer division, SQLite's row order)."
+            )
+        with self._conn.action_budget():
+            return self._run_first(first, notes)
+
+    def _run_first(self, first: str, notes: list[str]) -> tuple[QueryResult, list[str], bool]:
+        """:meth:`run_query` of one statement, inside the action's budget."""
+        assert self._conn is not None and self._task is not None
+        db = self._task.db
         emulated = emulate(
             first,
             self._conn,
@@ -388,7 +422,16 @@ class InterCodeSQLEnv(TextEnv):
                 lines.append(
                     f"[{result.total_rows} rows in total; the first {len(shown)} are shown]"
                 )
-        return "\n".join(lines)
+        return self._cut("\n".join(lines))
+
+    def _cut(self, text: str) -> str:
+        """``text`` within ``max_observation_chars`` (the cut is marked and says how much)."""
+        limit = self.max_observation_chars
+        if len(text) <= limit:
+            return text
+        note = f"\n[observation cut: {len(text):,} characters, the first {{:,}} are shown]"
+        keep = limit - len(note.format(limit))
+        return text[:keep] + note.format(keep)
 
     def _cell(self, value: Any) -> Any:
         if isinstance(value, str) and len(value) > self.max_cell_chars:
@@ -403,12 +446,7 @@ class InterCodeSQLEnv(TextEnv):
         parsed = parse_action(action)
         extra: dict[str, Any] = {"db": self._task.db, "scoring": self.scoring, "transpiled": False}
         if parsed.error is not None:
-            solved = self._last_scores is not None and self._last_scores.get(self.scoring) >= 1.0
-            reward = (
-                self._last_scores.get(self.scoring) if (last_turn and self._last_scores) else 0.0
-            )
-            extra.update(self._score_info(None))
-            return StepOutcome(parsed.error, float(reward), False, solved, 0.0, parsed.error, extra)
+            return self._refuse(parsed.error)
         observation = ""
         if parsed.sql is not None:
             result, notes, transpiled = self.run_query(parsed.sql)
@@ -437,6 +475,16 @@ class InterCodeSQLEnv(TextEnv):
         return StepOutcome(
             observation, float(reward), terminated, solved, float(score), None, extra
         )
+
+    def _refuse(self, message: str) -> StepOutcome:
+        """A reply that holds no SQL (or is too long to read): a turn spent, nothing run."""
+        assert self._task is not None
+        last_turn = self.turns_left is not None and self.turns_left <= 1
+        extra: dict[str, Any] = {"db": self._task.db, "scoring": self.scoring, "transpiled": False}
+        solved = self._last_scores is not None and self._last_scores.get(self.scoring) >= 1.0
+        reward = self._last_scores.get(self.scoring) if (last_turn and self._last_scores) else 0.0
+        extra.update(self._score_info(None))
+        return StepOutcome(message, float(reward), False, solved, 0.0, message, extra)
 
     @staticmethod
     def _score_info(scores: Scores | None) -> dict[str, float]:
