@@ -1,0 +1,85 @@
+"""How large and how deep an agent may make a backend's state.
+
+Why this module exists: BFCL's backends are plain Python objects the agent reshapes with its
+calls, and a few shapes break everything that reads the state afterwards. ``cp`` of a directory
+into itself makes the file system a cycle (``contents.copy()`` shares children), and copies of
+copies make it a DAG whose tree view doubles with each ``cp``: ``find``, ``du``, BFCL's state
+check and our state key then walk it for ever. 1,500 nested directories make ``pickle`` (our
+snapshots) and ``==`` raise ``RecursionError``. So after each of the agent's calls the env
+measures the state of the backend it called, as the tree those readers see: every container
+and object counted each time it is reached (back-references named ``parent`` skipped, as the
+file system's ``__eq__`` skips them), strings by length. A call that takes the state past
+:class:`StateLimits` is undone (``multi_turn``), and its result says why.
+
+The walk is iterative and stops at the first bound it passes, so it costs at most
+``max_nodes`` steps however the state looks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_SCALARS = (str, bytes, int, float, bool, complex, type(None))
+
+
+@dataclass(frozen=True)
+class StateLimits:
+    """Bounds on one backend instance's state, as a tree (defaults: far above BFCL's own).
+
+    Attributes:
+        max_nodes: containers and objects (the largest BFCL state has 319).
+        max_depth: nesting of containers and objects (the deepest has 10; a directory level
+            is two: the directory and its ``contents`` dict).
+        max_chars: characters of all strings (the largest has 63,442).
+    """
+
+    max_nodes: int = 20_000
+    max_depth: int = 64
+    max_chars: int = 16_000_000
+
+
+def state_problem(state: Any, limits: StateLimits) -> str | None:
+    """Why ``state`` is past ``limits`` (``None`` when it is within them)."""
+    nodes = chars = 0
+    stack: list[tuple[Any, int]] = [(state, 0)]
+    push = stack.append
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > limits.max_nodes:
+            return (
+                f"the backend state would hold more than {limits.max_nodes:,} objects "
+                "(counted as a tree: shared or cyclic parts count every time they are reached)"
+            )
+        if depth > limits.max_depth:
+            return f"the backend state would nest more than {limits.max_depth} levels deep"
+        if isinstance(value, dict):
+            children: Any = value.items()
+            for key, item in children:
+                if type(key) is str:
+                    chars += len(key)
+                if type(item) is str:
+                    chars += len(item)
+                elif not isinstance(item, _SCALARS):
+                    push((item, depth + 1))
+        elif isinstance(value, list | tuple | set | frozenset):
+            for item in value:
+                if type(item) is str:
+                    chars += len(item)
+                elif not isinstance(item, _SCALARS):
+                    push((item, depth + 1))
+        else:
+            attributes = getattr(value, "__dict__", None)
+            if attributes is None:
+                continue
+            for key, item in attributes.items():
+                if key == "parent":
+                    continue
+                if type(item) is str:
+                    chars += len(item)
+                elif not isinstance(item, _SCALARS):
+                    push((item, depth + 1))
+        if chars > limits.max_chars:
+            return f"the backend state would hold more than {limits.max_chars:,} characters"
+    return None
