@@ -461,6 +461,18 @@ class DeepCoderEnv(TextEnv):
             info=self._step_info(result, compiled=True),
         )
 
+    def _refuse(self, message: str) -> StepOutcome:
+        """A reply too long to read: no program run, the turn spent (the env's own info keys)."""
+        return StepOutcome(
+            observation=f"{message} {REVISE_LINE}",
+            reward=0.0,
+            terminated=False,
+            success=False,
+            step_score=0.0,
+            parse_error=message,
+            info=self._step_info(None, compiled=False),
+        )
+
     def _step_info(
         self, result: RunResult | None, compiled: bool, sandbox_error: str | None = None
     ) -> dict[str, Any]:
@@ -545,6 +557,8 @@ class DeepCoderEnv(TextEnv):
     def score_action(self, action: str) -> float:
         """The pass rate of the program in ``action``; the episode is left untouched."""
         self._require_live()
+        if len(action) > self.max_action_chars:  # refused unread by step()
+            return 0.0
         program = extract_program(action)
         if self._check_program(program) is not None:
             return 0.0
