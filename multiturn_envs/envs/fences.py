@@ -17,13 +17,12 @@ later position in vain, which is where its time went).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 FENCE = "```"
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """One matched pair: ``text[start:end]`` is the whole match, ``text[body:close]`` its body.
 
     ``start`` is where the opening marker begins, ``body`` where the text after it begins,
@@ -56,8 +55,35 @@ def pairs(text: str, opening: str, closing: str) -> Iterator[Span]:
 
 
 def fences(text: str) -> list[Span]:
-    """Every fenced block of ``text``: `````` ```...``` `````` pairs (``re.findall`` order)."""
-    return list(pairs(text, FENCE, FENCE)) if FENCE in text else []
+    """Every fenced block of ``text``: `````` ```...``` `````` pairs (``re.findall`` order).
+
+    Fences pair up as consecutive non-overlapping occurrences of `````` ``` ``````, which is
+    what ``str.split`` cuts at, so the blocks are the odd pieces but the last (C speed: a
+    megabyte of backticks in milliseconds).
+    """
+    if FENCE not in text:
+        return []
+    pieces = text.split(FENCE)
+    spans: list[Span] = []
+    position = len(pieces[0])
+    width = len(FENCE)
+    for index in range(1, len(pieces) - 1, 2):
+        body = position + width
+        close = body + len(pieces[index])
+        spans.append(Span(position, body, close, close + width))
+        position = close + width + len(pieces[index + 1])
+    return spans
+
+
+def last_fence_body(text: str) -> str | None:
+    """The body of the last complete fenced block of ``text`` (``None`` without one)."""
+    if FENCE not in text:
+        return None
+    pieces = text.split(FENCE)
+    last = len(pieces) - 2  # the last piece that has a fence after it
+    if last < 1:
+        return None
+    return pieces[last if last % 2 else last - 1]
 
 
 def first_pair_casefold(text: str, opening: str, closing: str) -> Span | None:
@@ -80,6 +106,11 @@ def first_pair_casefold(text: str, opening: str, closing: str) -> Span | None:
 
 def remove_pairs(text: str, opening: str, closing: str, replacement: str = "") -> str:
     """``text`` with every ``opening ... closing`` match replaced (``re.sub`` of the pair)."""
+    if opening == closing:  # fences: the pairs are split()'s odd pieces but the last
+        pieces = text.split(opening)
+        complete = (len(pieces) - 1) // 2
+        kept = replacement.join(pieces[0 : 2 * complete + 1 : 2])
+        return kept + opening + pieces[-1] if len(pieces) % 2 == 0 else kept
     out: list[str] = []
     position = 0
     for span in pairs(text, opening, closing):

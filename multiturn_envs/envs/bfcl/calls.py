@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from multiturn_envs.envs.fences import fences, first_pair_casefold
+from multiturn_envs.envs.fences import FENCE, first_pair_casefold, pairs
 
 MAX_CALL_TEXT = 100_000
 """Replies longer than this are not parsed as calls (a clear error instead of a slow parse)."""
@@ -118,9 +118,8 @@ def _unwrap(reply: str) -> str:
     if tagged is not None:
         return reply[tagged.body : tagged.close]
     stripped = reply.strip()
-    blocks = fences(stripped)
-    if blocks and (stripped.startswith("```") or not _CALL_START.match(stripped)):
-        first = blocks[0]
+    first = next(pairs(stripped, FENCE, FENCE), None)
+    if first is not None and (stripped.startswith("```") or not _CALL_START.match(stripped)):
         head = _FENCE_HEAD.match(stripped, first.body, first.close)
         assert head is not None  # every part of the head is optional
         return stripped[head.end() : first.close]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from multiturn_envs.envs.fences import fences, fold_ascii
+from multiturn_envs.envs.fences import fold_ascii, last_fence_body
 from multiturn_envs.envs.frozenlake.dynamics import ACTION_NAMES, DOWN, LEFT, RIGHT, UP
 
 MOVE_WORDS: dict[str, int] = {
@@ -50,6 +50,7 @@ _LABEL_LINE = re.compile(
     r"^(?:[^\S\n]|[*_#>-])*(?:final\s+)?(?:action|answer|move)[\s*_]*[:=](.*)$",
     re.IGNORECASE | re.MULTILINE,
 )
+_LABEL_WORD = re.compile(r"action|answer|move")  # searched in ASCII-folded text (fast)
 _WORD = re.compile(r"\b(left|down|right|up|west|south|east|north)\b", re.IGNORECASE)
 _TAGS = ("answer", "action")
 
@@ -87,14 +88,39 @@ def final_answer(text: str) -> str:
             content = _last_tagged(text, lowered, tag)
             if content is not None:
                 return content
-    blocks = fences(text)
-    if blocks:
-        last = blocks[-1]
-        return text[last.body : last.close]
-    labelled = _LABEL_LINE.findall(text)
-    if labelled:
-        return str(labelled[-1])
+    fenced = last_fence_body(text)
+    if fenced is not None:
+        return fenced
+    labelled = _last_label(text)
+    if labelled is not None:
+        return labelled
     return text
+
+
+def _last_label(text: str) -> str | None:
+    """``_LABEL_LINE.findall(text)[-1]`` (or ``None``), trying only the lines that hold a label
+    word: the regex alone costs ~0.4 us per line start, 0.4 s on a megabyte of newlines.
+
+    Same matches: every label line holds its word, and a match tried from that word's line
+    start succeeds exactly when ``findall`` finds one there (its prefix never crosses a
+    newline); lines inside an earlier match are skipped, as ``findall`` skips them.
+    """
+    last: str | None = None
+    match_end = 0
+    line_end = -1  # end of the line last tried (a later word on it is not tried again)
+    for word in _LABEL_WORD.finditer(fold_ascii(text)):  # same indices as text
+        position = word.start()
+        if position < line_end or position < match_end:
+            continue
+        line_start = text.rfind("\n", match_end, position) + 1 or match_end
+        found = text.find("\n", position)
+        line_end = len(text) if found < 0 else found
+        if line_start < match_end:
+            continue
+        match = _LABEL_LINE.match(text, line_start)
+        if match is not None:
+            last, match_end = match.group(1), match.end()
+    return last
 
 
 def parse_move(text: str) -> ParsedMove:
