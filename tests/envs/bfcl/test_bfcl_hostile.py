@@ -7,6 +7,7 @@ Each test names the limit of ``docs/security.md`` it checks. Tests on BFCL's rea
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -118,10 +119,13 @@ def test_mutable_defaults_never_carry_one_episode_into_the_next() -> None:
     lists; a later ``mention`` extended them for every later episode."""
     defaults = backend_class("TwitterAPI").post_tweet.__defaults__
     env = real("multi_turn_base_4")
-    env.step("[post_tweet(content='first'), mention(tweet_id=0, mentioned_usernames=['@eve'])]")
+    posted = env.step("[post_tweet(content='first')]")[0]
+    tweet_id = json.loads(posted.split(" -> ", 1)[1])["id"]
+    obs = env.step(f"[mention(tweet_id={tweet_id}, mentioned_usernames=['@eve'])]")[0]
+    assert "mentioned successfully" in obs
     env.reset(seed=0, options={"task_id": "multi_turn_base_4"})
     obs = env.step("[post_tweet(content='second')]")[0]
-    assert '"mentions": []' in obs and "@eve" not in obs
+    assert json.loads(obs.split(" -> ", 1)[1])["mentions"] == []  # was ['@eve']
     assert backend_class("TwitterAPI").post_tweet.__defaults__ == defaults == ([], [])
 
 
