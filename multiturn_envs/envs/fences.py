@@ -127,4 +127,6 @@ _ASCII_UPPER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 def fold_ascii(text: str) -> str:
     """``text`` with ASCII letters lower-cased and nothing else changed (same length, so its
     indices are ``text``'s; ``str.lower`` turns ``"İ"`` into two characters)."""
+    if text.isascii():  # the common case, and str.lower is much faster than translate
+        return text.lower()
     return text.translate(_ASCII_UPPER)
