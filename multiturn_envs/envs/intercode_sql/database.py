@@ -175,7 +175,7 @@ _DENIED_WHY: dict[int, str] = {
 _TABLE_ACTIONS: frozenset[int] = frozenset(
     {sqlite3.SQLITE_READ, sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
 )
-_PROGRESS_EVERY = 200  # VM instructions between progress-handler calls
+_PROGRESS_EVERY = 1_000  # VM instructions between progress-handler calls (each checks the clock)
 
 # SQLite's run-time limits (sqlite3_limit ids; Python < 3.12 lacks some constant names)
 _LIMIT_LENGTH = 0
@@ -397,7 +397,9 @@ class SandboxedConnection:
         conn = cls._blank()
         with source.trusted():
             source._conn.backup(conn)
-        return cls(conn, read_only=False, limits=limits or source.limits)
+        copy = cls(conn, read_only=False, limits=limits or source.limits)
+        copy._weights.copy_from(source._weights)  # same views and triggers: no reload
+        return copy
 
     @classmethod
     def from_bytes(cls, data: bytes, limits: Limits | None = None) -> SandboxedConnection:
@@ -534,7 +536,8 @@ class SandboxedConnection:
                 continue
             size = 16
             for value in row:
-                size += len(value) if isinstance(value, str | bytes) else 8
+                kind = type(value)
+                size += len(value) if kind is str or kind is bytes else 8
             if len(rows) >= max_rows or kept_bytes + size > max_bytes:
                 keeping = False
                 continue

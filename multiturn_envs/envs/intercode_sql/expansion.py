@@ -39,6 +39,15 @@ class SchemaWeights:
         self._weights: dict[str, int] = {}
         self._trigger_weight = 0
 
+    def copy_from(self, other: SchemaWeights) -> None:
+        """Take ``other``'s views and weights (a copy of its database has the same schema)."""
+        if other._views is None:
+            other._refresh()
+        self._views = dict(other._views or {})
+        self._odd_names = list(other._odd_names)
+        self._weights = dict(other._weights)
+        self._trigger_weight = other._trigger_weight
+
     def invalidate(self) -> None:
         """The schema may have changed (a view or trigger created, dropped or renamed)."""
         self._views = None
