@@ -151,6 +151,7 @@ class BackendSet:
             for name in _public_methods(type(instance))
         }
         self._signatures: dict[str, inspect.Signature] = {}
+        self._mutable_defaults: dict[str, tuple[tuple[str, Any], ...]] = {}
 
     # ------------------------------------------------------------------ calls
     def owner_of(self, name: str) -> str | None:
@@ -174,6 +175,11 @@ class BackendSet:
         if signature is None:
             signature = inspect.signature(self.method(name))
             self._signatures[name] = signature
+            self._mutable_defaults[name] = tuple(
+                (p.name, p.default)
+                for p in signature.parameters.values()
+                if isinstance(p.default, list | dict | set)
+            )
         return signature
 
     def bind(self, call: Call) -> dict[str, Any]:
@@ -203,11 +209,14 @@ class BackendSet:
                 # raised while binding, before the method's body runs.
                 with _process_guard(), _module_guard(class_name, call.name, self.long_context):
                     return stringify_result(method(*call.args, **call.kwargs))
-            bound.apply_defaults()
-            for name, value in bound.arguments.items():
-                if isinstance(value, list | dict | set):  # fresh: never a shared default
-                    bound.arguments[name] = copy.deepcopy(value)
-            _check_bounds(class_name, call.name, bound.arguments)
+            arguments = bound.arguments
+            for name, value in arguments.items():
+                if isinstance(value, list | dict | set):
+                    arguments[name] = copy.deepcopy(value)
+            for name, default in self._mutable_defaults[call.name]:
+                if name not in arguments:  # fresh: never the function's shared default
+                    arguments[name] = copy.deepcopy(default)
+            _check_bounds(class_name, call.name, arguments)
             with _process_guard(), _module_guard(class_name, call.name, self.long_context):
                 # Stringify inside the guard: the result may be the guarded module dict.
                 return stringify_result(method(*bound.args, **bound.kwargs))
