@@ -39,6 +39,7 @@ from multiturn_envs.envs.intercode_sql.mysql_order import (
 from multiturn_envs.envs.intercode_sql.mysql_rejects import might_be_rejected, mysql_rejects
 from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
 from multiturn_envs.envs.intercode_sql.parse_bounds import parse_bound_problem
+from multiturn_envs.envs.intercode_sql.query_cache import QueryCache
 from multiturn_envs.envs.intercode_sql.scoring import (
     SCORING_MODES,
     Scores,
@@ -185,9 +186,9 @@ class InterCodeSQLEnv(TextEnv):
         self.describe_types = describe_types
         self.mysql_row_order = bool(mysql_row_order)
         self.mysql_strict = bool(mysql_strict)
-        self._rejections: dict[tuple[str, str], str | None] = {}
-        self._order_plans: dict[tuple[str, str], tuple[str, str | None]] = {}
-        self._divisions: dict[str, str | None] = {}
+        self._rejections: QueryCache[str | None] = QueryCache()
+        self._order_plans: QueryCache[tuple[str, str | None]] = QueryCache()
+        self._divisions: QueryCache[str | None] = QueryCache()
         self._golds: dict[str, _Gold] = {}
         self._mutations: dict[str, list[str]] = {}
         self._clean_errors: dict[str, list[str]] = {}
@@ -327,14 +328,12 @@ class InterCodeSQLEnv(TextEnv):
     def _mysql_rejection(self, sql: str, db: str) -> str | None:
         """MySQL 8's error for a query SQLite accepts (``mysql_strict``; cached per query)."""
         key = (db, sql)
-        if key not in self._rejections:
-            if len(self._rejections) > 8192:
-                self._rejections.clear()
-            tables = self._catalog.mysql_tables(db)
-            self._rejections[key] = (
-                mysql_rejects(sql, tables, db) if tables and might_be_rejected(sql) else None
-            )
-        return self._rejections[key]
+        if key in self._rejections:
+            return self._rejections[key]
+        tables = self._catalog.mysql_tables(db)
+        rejected = mysql_rejects(sql, tables, db) if tables and might_be_rejected(sql) else None
+        self._rejections.put(key, rejected, len(sql) + len(rejected or ""))
+        return rejected
 
     def execute(self, conn: SandboxedConnection, sql: str, db: str) -> QueryResult:
         """Run one statement on ``conn`` as InterCode's MySQL would order its rows.
@@ -361,15 +360,13 @@ class InterCodeSQLEnv(TextEnv):
             return result
         plan = self._order_plans.get((db, sql))
         if plan is None:
-            if len(self._order_plans) > 8192:
-                self._order_plans.clear()
             rewritten = order_like_mysql(sql, self._catalog.indexed_columns(db))
             plan = ("rewrite", rewritten) if rewritten is not None else ("set", None)
-            self._order_plans[(db, sql)] = plan
+            self._order_plans.put((db, sql), plan, len(sql) + len(rewritten or ""))
         if plan[0] == "set":
             combined = run_set_operation(sql, lambda leaf: self.execute(conn, leaf, db))
             if combined is None:
-                self._order_plans[(db, sql)] = ("none", None)
+                self._order_plans.put((db, sql), ("none", None), len(sql))
                 return result
             return combined
         if plan[0] == "rewrite" and plan[1] is not None:
@@ -382,11 +379,11 @@ class InterCodeSQLEnv(TextEnv):
         """``sql`` with MySQL's ``/`` (cached per query), or ``None`` when it has none."""
         if not is_query(sql) or "/" not in sql:
             return None
-        if sql not in self._divisions:
-            if len(self._divisions) > 8192:
-                self._divisions.clear()
-            self._divisions[sql] = mysql_division(sql)
-        return self._divisions[sql]
+        if sql in self._divisions:
+            return self._divisions[sql]
+        divided = mysql_division(sql)
+        self._divisions.put(sql, divided, len(sql) + len(divided or ""))
+        return divided
 
     def _score(self, result: QueryResult | None) -> Scores:
         assert self._task is not None

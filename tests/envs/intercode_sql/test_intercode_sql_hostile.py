@@ -29,6 +29,7 @@ from multiturn_envs.envs.intercode_sql.functions import (
     MYSQL_FUNCTION_NAMES,
     register_mysql_functions,
 )
+from multiturn_envs.envs.intercode_sql.query_cache import QueryCache
 
 TASK = "bundled/library/021"
 FAST = 10.0  # seconds: a generous bound for actions that now take milliseconds
@@ -311,6 +312,17 @@ def test_functions_with_absurd_arguments_answer(env: InterCodeSQLEnv) -> None:
     ):
         obs, _, seconds = _timed_step(env, sql)
         assert obs == expected and seconds < FAST
+
+
+def test_memos_of_query_text_stay_bounded() -> None:
+    """Limit: the emulation's memos (sqlglot rewrites per query) hold at most 8,192 entries and
+    4,000,000 characters: distinct 20,000-character queries no longer pile up."""
+    memo: QueryCache[str] = QueryCache(max_entries=10, max_chars=1_000)
+    for i in range(100):
+        memo.put(("db", f"q{i}"), "x" * 90, 100)
+        assert len(memo) <= 10 and memo.chars <= 1_000
+    assert memo.get(("db", "q99")) == "x" * 90
+    assert QueryCache().max_chars == 4_000_000
 
 
 # ----------------------------------------------------------------------- replies
