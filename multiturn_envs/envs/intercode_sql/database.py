@@ -250,6 +250,7 @@ class _Guard:
 
     read_only: bool
     trusted: bool = False
+    prepared_trusted: bool = False  # a statement was compiled with the policy off
     dirty: bool = False
     schema_changed: bool = False
     denied: list[str] = field(default_factory=list)
@@ -267,6 +268,7 @@ def _make_authorizer(guard: _Guard) -> Callable[..., int]:
 
     def authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, _: Any) -> int:
         if guard.trusted:
+            guard.prepared_trusted = True
             return sqlite3.SQLITE_OK
         guard.auth_calls += 1
         if guard.auth_calls > MAX_AUTHORIZER_CALLS:
@@ -361,7 +363,8 @@ class SandboxedConnection:
         setlimit(_LIMIT_LENGTH, int(limits.max_value_bytes))
         for limit, value in _SQLITE_LIMITS.items():
             setlimit(limit, value)
-        conn.set_authorizer(_make_authorizer(self._guard))
+        self._authorizer = _make_authorizer(self._guard)
+        conn.set_authorizer(self._authorizer)
         conn.set_progress_handler(_make_progress_handler(self._guard), _PROGRESS_EVERY)
 
     # ------------------------------------------------------------------ construction
@@ -438,13 +441,24 @@ class SandboxedConnection:
 
     @contextmanager
     def trusted(self) -> Iterator[sqlite3.Connection]:
-        """Run the env's own statements (schema introspection, setup) past the policy."""
-        previous = self._guard.trusted
-        self._guard.trusted = True
+        """Run the env's own statements (schema introspection, setup) past the policy.
+
+        SQLite authorizes a statement when it compiles it, and Python caches compiled
+        statements by their text: an agent that sent the text of a statement the env compiled
+        here (``DELETE FROM information_schema.TABLES``) would run it unchecked. So leaving
+        the outermost trusted block after compiling anything expires every compiled statement
+        (setting the authorizer again does), and each is checked anew before it runs again.
+        """
+        guard = self._guard
+        previous = guard.trusted
+        guard.trusted = True
         try:
             yield self._conn
         finally:
-            self._guard.trusted = previous
+            guard.trusted = previous
+            if not previous and guard.prepared_trusted:
+                guard.prepared_trusted = False
+                self._conn.set_authorizer(self._authorizer)
 
     def close(self) -> None:
         self._conn.close()

@@ -130,6 +130,18 @@ def test_statements_and_functions_outside_the_allow_list_are_refused(
     assert not env.done and info["turn"] == 1  # a turn spent, the episode goes on
 
 
+def test_statements_the_env_compiled_are_checked_again_for_the_agent(
+    env: InterCodeSQLEnv,
+) -> None:
+    """Limit: the allow-list holds for text the env itself ran with the policy off (SQLite
+    authorizes at compile time and Python caches compiled statements by text: the env's own
+    ``DELETE FROM information_schema.TABLES`` used to run unchecked when the agent sent it)."""
+    env.step("SELECT count(*) FROM information_schema.tables")  # the env refills it, trusted
+    for sql in ("DELETE FROM information_schema.TABLES", "PRAGMA database_list"):
+        assert env.step(sql)[0].startswith("Error executing query: not authorized"), sql
+    assert env.step("SELECT count(*) FROM information_schema.tables")[0] == "[(4,)]"
+
+
 @pytest.mark.parametrize(
     "sql",
     [
