@@ -383,7 +383,7 @@ from multiturn_envs.envs.intercode_sql import InterCodeSQLEnv
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-env = InterCodeSQLEnv(max_turns=None)
+env = InterCodeSQLEnv(max_turns=None, query_seconds=300)  # memory is measured, not time
 env.reset(options={"task_id": "bundled/library/021"})
 env.step("SELECT 1")
 R = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT {})"
