@@ -258,6 +258,18 @@ class BackendSet:
         """Restore what :meth:`snapshot` returned."""
         self.instances = pickle.loads(snapshot)
 
+    def snapshot_instance(self, class_name: str) -> bytes:
+        """One instance, pickled (a cheaper checkpoint when a reply calls only it)."""
+        return pickle.dumps(self.instances[class_name], protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore_instance(self, class_name: str, snapshot: bytes) -> None:
+        """Restore what :meth:`snapshot_instance` returned."""
+        self.instances[class_name] = pickle.loads(snapshot)
+
+    def stateless(self, class_name: str) -> bool:
+        """Whether the class keeps no state (BFCL's ``STATELESS_CLASSES``: MathAPI)."""
+        return BACKENDS[class_name].stateless
+
 
 _MISSING = object()
 

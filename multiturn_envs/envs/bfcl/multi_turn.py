@@ -188,7 +188,9 @@ class MultiTurnEpisode:
         lines: list[str] = []
         matched = 0
         unknown = False
-        checkpoint = self.agent.snapshot()  # where an undone call takes the backends back to
+        # where an undone call takes the backends back to: each backend as the reply found
+        # it, pickled when the reply first calls it
+        checkpoints: dict[str, bytes] = {}
         accepted: list[Call] = []
         undone = False
         for call in calls:
@@ -206,17 +208,26 @@ class MultiTurnEpisode:
                 if match is not None:
                     p.outstanding.remove(match)
                     matched += 1
+                owner = self.agent.owner_of(call.name)
+                tracked = owner is not None and not self.agent.stateless(owner)
+                if tracked and owner not in checkpoints:
+                    assert owner is not None
+                    checkpoints[owner] = self.agent.snapshot_instance(owner)
                 try:
                     result = self.agent.execute(call)
                 except DispatchError as exc:
                     unknown = True
                     result = f"Error during execution: {exc}"
                 else:
-                    problem = self._state_problem(call)
+                    problem = None
+                    if tracked:
+                        assert owner is not None
+                        problem = state_problem(self.agent.instances[owner], self.state_limits)
                     if problem is None:
                         accepted.append(call)
                     else:
-                        self.agent.restore(checkpoint)
+                        for class_name, checkpoint in checkpoints.items():
+                            self.agent.restore_instance(class_name, checkpoint)
                         for earlier in accepted:
                             self.agent.execute(earlier)
                         result = f"Error during execution: {problem}; the call was undone"
@@ -225,13 +236,6 @@ class MultiTurnEpisode:
             shown = result if max_result_chars is None else cut(result, max_result_chars)
             lines.append(f"{call.render()} -> {shown}")
         return lines, matched / len(calls), unknown
-
-    def _state_problem(self, call: Call) -> str | None:
-        """Whether the agent's backend that ran ``call`` is now past the state limits."""
-        owner = self.agent.owner_of(call.name)
-        if owner is None:
-            return None
-        return state_problem(self.agent.instances[owner], self.state_limits)
 
     def _match(self, call: Call, gt: list[Call], outstanding: list[int]) -> int | None:
         try:

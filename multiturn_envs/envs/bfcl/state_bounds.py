@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import datetime
 import decimal
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 # values walked as leaves (they hold no references the agent can shape)
@@ -48,6 +50,17 @@ class StateLimits:
 
 
 _LEAF, _MAPPING, _SEQUENCE, _OBJECT = range(4)
+# the kinds of the common types, read-only (each walk copies it and adds the types it meets)
+_KNOWN_KINDS: Mapping[type, int] = MappingProxyType(
+    {
+        **dict.fromkeys(_LEAVES, _LEAF),
+        dict: _MAPPING,
+        list: _SEQUENCE,
+        tuple: _SEQUENCE,
+        set: _SEQUENCE,
+        frozenset: _SEQUENCE,
+    }
+)
 
 
 def _kind(kind: type) -> int:
@@ -67,7 +80,7 @@ def state_problem(state: Any, limits: StateLimits) -> str | None:
     then, not ``isinstance`` chains): ~6 us on a BFCL file system.
     """
     max_nodes, max_depth, max_chars = limits.max_nodes, limits.max_depth, limits.max_chars
-    kinds: dict[type, int] = {t: _LEAF for t in _LEAVES}
+    kinds = dict(_KNOWN_KINDS)
     nodes = chars = 0
     stack: list[tuple[Any, int]] = [(state, 0)]
     push, pop = stack.append, stack.pop
