@@ -18,7 +18,10 @@ writes its task logic:
   :meth:`TextEnv.message_view`) that LLM policies are prompted with;
 * exact snapshots (:meth:`TextEnv.get_state` / :meth:`TextEnv.set_state`), including the
   env's random generator, so that many actions can be tried from one state;
-* guards: stepping before ``reset`` or after the episode ended raises a clear error.
+* guards: stepping before ``reset`` or after the episode ended raises a clear error; a reply
+  longer than :attr:`TextEnv.max_action_chars` is refused before the env parses it (a turn
+  spent, a clear observation); the history keeps at most :attr:`TextEnv.max_history_chars`
+  characters (``docs/security.md``).
 
 A subclass implements :meth:`TextEnv.task_ids`, :meth:`TextEnv._load_task`,
 :meth:`TextEnv._step`, :meth:`TextEnv._get_state`, :meth:`TextEnv._set_state`, and the oracle
@@ -63,6 +66,12 @@ def check_budget(max_turns: Any, budget_mode: Any = "hidden") -> tuple[int | Non
     return (None if max_turns is None else int(max_turns)), str(budget_mode)
 
 
+MAX_ACTION_CHARS = 1_000_000
+"""Default :attr:`TextEnv.max_action_chars`: a megabyte of degenerate text is refused unread."""
+MAX_HISTORY_CHARS = 32_000_000
+"""Default :attr:`TextEnv.max_history_chars` (a budgeted episode never comes near it)."""
+
+
 @dataclass
 class StepOutcome:
     """What an env's ``_step`` returns; the base class turns it into Gymnasium's 5-tuple.
@@ -99,6 +108,12 @@ class TextEnv(gym.Env[str, str]):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": None}  # noqa: RUF012
+    #: Replies longer than this are refused before ``_step`` parses them: the turn is spent and
+    #: the observation says why (:meth:`_refuse`). Set it on the instance to change it.
+    max_action_chars: int = MAX_ACTION_CHARS
+    #: The history (:meth:`messages`) keeps at most this many characters: past it, the oldest
+    #: turns after the first observation are dropped (counted in :attr:`dropped_messages`).
+    max_history_chars: int = MAX_HISTORY_CHARS
     #: ``reset`` options an env understands besides ``task_id``; others are dropped with a warning
     #: (PettingZoo's ``api_test`` passes made-up options, so unknown keys cannot be errors).
     reset_options: ClassVar[frozenset[str]] = frozenset()
@@ -123,6 +138,8 @@ class TextEnv(gym.Env[str, str]):
         self._success = False
         self._task_id: str | None = None
         self._history: list[dict[str, str]] = []
+        self._history_chars = 0
+        self.dropped_messages = 0
         self._last_observation = ""
 
     # ------------------------------------------------------------------ to implement
@@ -165,6 +182,14 @@ class TextEnv(gym.Env[str, str]):
     def _close(self) -> None:
         """Release heavy resources (containers, databases). Called at most once per open."""
 
+    def _refuse(self, message: str) -> StepOutcome:
+        """The outcome of a reply refused unread (too long): a parse error that changes nothing.
+
+        Envs whose parse errors carry more (``info`` extras, a reward on the last turn) override
+        it to give their own parse-error outcome.
+        """
+        return StepOutcome(message, 0.0, False, self._success, 0.0, message)
+
     # ------------------------------------------------------------------ oracle hooks
     def score_action(self, action: str) -> float:
         """The oracle's score of ``action`` at the current state, leaving the state unchanged.
@@ -175,7 +200,7 @@ class TextEnv(gym.Env[str, str]):
         self._require_live()
         snapshot = self.get_state()
         try:
-            return float(self._step(action).step_score)
+            return float(self._apply(action).step_score)
         finally:
             self.set_state(snapshot)
 
@@ -297,6 +322,8 @@ class TextEnv(gym.Env[str, str]):
         self._success = False
         observation = self._with_budget_note(observation)
         self._history = [{"role": "user", "content": observation}]
+        self._history_chars = len(observation)
+        self.dropped_messages = 0
         self._last_observation = observation
         return observation, self._info(step_score=None, parse_error=None, extra={})
 
@@ -304,16 +331,14 @@ class TextEnv(gym.Env[str, str]):
         self._require_live()
         if not isinstance(action, str):
             raise TypeError(f"an action is a str, got {type(action).__name__}: {action!r:.80}")
-        outcome = self._step(action)
+        outcome = self._apply(action)
         self._turn += 1
         self._success = bool(outcome.success)
         terminated = bool(outcome.terminated)
         truncated = not terminated and self.max_turns is not None and self._turn >= self.max_turns
         self._done = terminated or truncated
         observation = self._with_budget_note(outcome.observation)
-        self._history.append({"role": "assistant", "content": action})
-        self._history.append({"role": "user", "content": observation})
-        self._last_observation = observation
+        self._record(action, observation)
         info = self._info(
             step_score=float(outcome.step_score),
             parse_error=outcome.parse_error,
@@ -342,16 +367,14 @@ class TextEnv(gym.Env[str, str]):
         """
         self._require_live()
         snapshot = self.get_state()
-        outcome = self._step(action)
+        outcome = self._apply(action)
         if outcome.terminated:
             self.set_state(snapshot)
             raise ValueError(f"prefix action {action!r:.80} ends the episode of {self._task_id}")
         self._prefix_turns += 1
         self._success = bool(outcome.success)
         observation = self._with_budget_note(outcome.observation)
-        self._history.append({"role": "assistant", "content": action})
-        self._history.append({"role": "user", "content": observation})
-        self._last_observation = observation
+        self._record(action, observation)
         return outcome
 
     def current_observation(self) -> str:
@@ -374,8 +397,9 @@ class TextEnv(gym.Env[str, str]):
         """The episode so far as chat messages, without copying them: a shallow view.
 
         A fresh list (the caller may reorder or extend it) of the env's own message dicts,
-        which it never changes once appended (``step`` and ``play_prefix`` append new dicts;
-        ``reset`` and ``set_state`` replace the whole history), so a view stays a valid
+        which it never changes once appended (``step`` and ``play_prefix`` append new dicts
+        and may drop the oldest past :attr:`max_history_chars`; ``reset`` and ``set_state``
+        replace the whole history), so a view stays a valid
         picture of the turns it covers. Callers must not mutate the dicts. The harness hands
         this to policies each turn, where copying every message of every live episode cost
         ~5 % of a FrozenLake evaluation; :meth:`messages` is the private deep copy.
@@ -416,10 +440,44 @@ class TextEnv(gym.Env[str, str]):
         self._max_turns = state["max_turns"]
         self._budget_mode = state["budget_mode"]
         self._history = copy.deepcopy(state["history"])
+        self._history_chars = sum(len(m["content"]) for m in self._history)
         self._last_observation = state["last_observation"]
         self.np_random.bit_generator.state = copy.deepcopy(state["rng"])
 
     # ------------------------------------------------------------------ internals
+    def _apply(self, action: str) -> StepOutcome:
+        """``_step(action)``, unless the action is too long to read (:attr:`max_action_chars`)."""
+        if len(action) > self.max_action_chars:
+            return self._refuse(
+                f"The reply is {len(action):,} characters long; this environment reads replies "
+                f"of at most {self.max_action_chars:,} characters. Nothing was done."
+            )
+        return self._step(action)
+
+    def _record(self, action: str, observation: str) -> None:
+        """Append one turn to the history, keeping it within :attr:`max_history_chars`.
+
+        Past the bound, the oldest turns after the first observation (the task) are dropped
+        until a quarter of the bound is free again, so trimming costs O(1) per turn on average.
+        """
+        self._history.append({"role": "assistant", "content": action})
+        self._history.append({"role": "user", "content": observation})
+        self._last_observation = observation
+        self._history_chars += len(action) + len(observation)
+        if self._history_chars <= self.max_history_chars:
+            return
+        target = self.max_history_chars * 3 // 4
+        drop = 0
+        chars = self._history_chars
+        while chars > target and 1 + drop + 2 < len(self._history):  # keep the last turn
+            chars -= len(self._history[1 + drop]["content"]) + len(
+                self._history[2 + drop]["content"]
+            )
+            drop += 2
+        del self._history[1 : 1 + drop]
+        self._history_chars = chars
+        self.dropped_messages += drop
+
     def _require_live(self) -> None:
         if self._needs_reset:
             raise ResetNeeded("call reset() before step()")

@@ -21,10 +21,13 @@ from multiturn_envs.envs.bfcl.data import (
     load_entries,
     resolve_source,
 )
-from multiturn_envs.envs.bfcl.multi_turn import MultiTurnEpisode
+from multiturn_envs.envs.bfcl.multi_turn import MultiTurnEpisode, cut
+from multiturn_envs.envs.bfcl.state_bounds import StateLimits
 
 BFCL_STEP_LIMIT = 20
-"""BFCL's ``MAXIMUM_STEP_LIMIT``: replies in one user turn before the entry is force-quit."""
+"""BFCL's ``MAXIMUM_STEP_LIMIT``: a user turn may take this many replies without ending; the
+one after it still runs, then the entry is force-quit (BFCL's harness counts a step after
+executing it and quits when the count *exceeds* the limit, i.e. after the 21st)."""
 
 _INSTRUCTIONS = (
     "You are an expert in composing functions. You are given a question and a set of possible "
@@ -62,7 +65,8 @@ class BFCLEnv(TextEnv):
 
     ## Episode End
     Terminated when the entry is decided: a user turn fails BFCL's check (multi-turn), the last
-    user turn passes, the single-turn answer is given, or BFCL's 20-replies-per-turn limit is hit.
+    user turn passes, the single-turn answer is given, or a user turn takes more than BFCL's 20
+    replies (the 21st runs, then the entry is force-quit, as BFCL's harness does).
     Truncated when the turn budget is spent first (the entry then counts as failed).
 
     ## Arguments
@@ -70,7 +74,10 @@ class BFCLEnv(TextEnv):
     ``source`` (``"auto"``, ``"bfcl-eval"``, ``"bundled"`` or a data directory), ``task_ids``
     (restrict to these ids), ``docs_in_observation`` (repeat the function docs in the first
     observation), ``max_steps_per_turn`` (BFCL's limit, ``None`` for none), ``max_turns``,
-    ``budget_mode``, ``render_mode`` (``None`` or ``"ansi"``).
+    ``budget_mode``, ``render_mode`` (``None`` or ``"ansi"``), and the resource contract
+    (``docs/security.md``): ``max_calls_per_reply`` (64), ``max_result_chars`` (50,000 shown
+    per result), ``max_observation_chars`` (200,000), ``state_limits``
+    (:class:`~multiturn_envs.envs.bfcl.state_bounds.StateLimits`).
 
     ## Turn Budget
     One turn = one agent reply (calls or a turn-ending message). User turns are not budget turns:
@@ -99,8 +106,23 @@ class BFCLEnv(TextEnv):
         max_turns: int | None = 20,
         budget_mode: BudgetMode = "hidden",
         render_mode: str | None = None,
+        max_calls_per_reply: int = 64,
+        max_result_chars: int = 50_000,
+        max_observation_chars: int = 200_000,
+        state_limits: StateLimits | None = None,
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
+        for name, value in (
+            ("max_calls_per_reply", max_calls_per_reply),
+            ("max_result_chars", max_result_chars),
+            ("max_observation_chars", max_observation_chars),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.max_calls_per_reply = max_calls_per_reply
+        self.max_result_chars = max_result_chars
+        self.max_observation_chars = max_observation_chars
+        self.state_limits = state_limits or StateLimits()
         if max_steps_per_turn is not None and not (
             isinstance(max_steps_per_turn, int) and max_steps_per_turn >= 1
         ):
@@ -142,7 +164,7 @@ class BFCLEnv(TextEnv):
         self._single_done = False
         if isinstance(entry, MultiTurnEntry):
             docs = {c: function_docs(self.source, c) for c in entry.involved_classes}
-            self._episode = MultiTurnEpisode(entry, docs)
+            self._episode = MultiTurnEpisode(entry, docs, self.state_limits)
             first = self._episode.user_message(0)
             functions = self._episode.initial_docs()
         else:
@@ -185,9 +207,17 @@ class BFCLEnv(TextEnv):
         except CallParseError as exc:
             message = f"Error: {exc}"
             return self._non_ending(episode, message, 0.0, parse_error=str(exc), info=info)
+        if len(decoded.calls) > self.max_calls_per_reply:
+            message = (
+                f"the reply holds {len(decoded.calls)} calls; at most {self.max_calls_per_reply} "
+                "are run per reply (nothing was run)"
+            )
+            return self._non_ending(
+                episode, f"Error: {message}", 0.0, parse_error=message, info=info
+            )
         if decoded.calls:
-            lines, score, unknown = episode.run_calls(decoded.calls)
-            observation = "\n".join(lines)
+            lines, score, unknown = episode.run_calls(decoded.calls, self.max_result_chars)
+            observation = cut("\n".join(lines), self.max_observation_chars)
             problem = "a call names a function you were not given" if unknown else None
             return self._non_ending(episode, observation, score, parse_error=problem, info=info)
         turn = p.turn_index
@@ -240,12 +270,21 @@ class BFCLEnv(TextEnv):
         p.replies_this_turn += 1
         info["user_turn"] = p.turn_index
         limit = self.max_steps_per_turn
-        if limit is not None and p.replies_this_turn >= limit:
+        if limit is not None and p.replies_this_turn > limit:
             episode.fail("multi_turn:force_quit")
             info["turn_error_type"] = "multi_turn:force_quit"
             observation += f"\n\nThe entry failed: more than {limit} replies in one user turn."
             return StepOutcome(observation, 0.0, True, False, score, parse_error, info)
         return StepOutcome(observation, 0.0, False, False, score, parse_error, info)
+
+    def _refuse(self, message: str) -> StepOutcome:
+        """A reply refused unread (too long): a malformed reply (the user turn goes on)."""
+        info = self._base_info()
+        if self._episode is not None:
+            return self._non_ending(
+                self._episode, f"Error: {message}", 0.0, parse_error=message, info=info
+            )
+        return StepOutcome(f"Error: {message}", 0.0, False, False, 0.0, message, info)
 
     def _step_single(self, action: str, entry: Entry) -> StepOutcome:
         assert isinstance(entry, SingleTurnEntry)
@@ -283,7 +322,7 @@ class BFCLEnv(TextEnv):
         if self._episode is None or self._episode.entry.id != entry.id:
             assert isinstance(entry, MultiTurnEntry)
             docs = {c: function_docs(self.source, c) for c in entry.involved_classes}
-            self._episode = MultiTurnEpisode(entry, docs)
+            self._episode = MultiTurnEpisode(entry, docs, self.state_limits)
         self._episode.restore(state["episode"])
 
     def expert_action(self) -> str:

@@ -19,6 +19,7 @@ from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.deepcoder.mutations import Mutant, fallback_wrong_program, mutants
 from multiturn_envs.envs.deepcoder.sources import make_source
 from multiturn_envs.envs.deepcoder.tasks import CodeTask, TaskSource
+from multiturn_envs.envs.fences import remove_pairs
 from multiturn_envs.sandbox.base import (
     AfterTimeout,
     Limits,
@@ -50,7 +51,6 @@ SYSTEM_PROMPT = (
 )
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _OPEN_FENCE = re.compile(r"```[^\n`]*\n")
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 # Tracebacks name the sandbox's (random) job directory; feedback must not depend on it.
 _PROGRAM_PATH = re.compile(r'File "[^"\n]*?program\.py"')
 
@@ -59,7 +59,7 @@ def extract_program(reply: str) -> str:
     """The program in a reply: the last complete fenced block, else the text after an unclosed
     opening fence (a reply cut off mid-block), else the whole reply (``<think>`` blocks removed).
     """
-    text = _THINK.sub("", reply)
+    text = remove_pairs(reply, "<think>", "</think>")  # linear: see envs/fences.py
     blocks: list[str] = _FENCE.findall(text)
     if blocks:
         return blocks[-1]
@@ -461,6 +461,18 @@ class DeepCoderEnv(TextEnv):
             info=self._step_info(result, compiled=True),
         )
 
+    def _refuse(self, message: str) -> StepOutcome:
+        """A reply too long to read: no program run, the turn spent (the env's own info keys)."""
+        return StepOutcome(
+            observation=f"{message} {REVISE_LINE}",
+            reward=0.0,
+            terminated=False,
+            success=False,
+            step_score=0.0,
+            parse_error=message,
+            info=self._step_info(None, compiled=False),
+        )
+
     def _step_info(
         self, result: RunResult | None, compiled: bool, sandbox_error: str | None = None
     ) -> dict[str, Any]:
@@ -545,6 +557,8 @@ class DeepCoderEnv(TextEnv):
     def score_action(self, action: str) -> float:
         """The pass rate of the program in ``action``; the episode is left untouched."""
         self._require_live()
+        if len(action) > self.max_action_chars:  # refused unread by step()
+            return 0.0
         program = extract_program(action)
         if self._check_program(program) is not None:
             return 0.0

@@ -245,22 +245,7 @@ class FrozenLakeTextEnv(TextEnv):
         h = self.turns_left
         parsed = parse_move(action)
         if parsed.action is None:
-            self._event = "parse_error"
-            message = parsed.error or PARSE_HELP
-            return StepOutcome(
-                f"{message} You did not move.\n{task.renderer.block(s)}",
-                0.0,
-                False,
-                False,
-                task.oracle.noop_score(s, h),
-                parse_error=message,
-                info=_ScalarInfo(
-                    event="parse_error",
-                    cell=s,
-                    slipped=False,
-                    state_value=task.oracle.value(s, h),
-                ),
-            )
+            return self._refuse(parsed.error or PARSE_HELP)
         a = parsed.action
         score = task.oracle.score_table(h)[s][a]
         outcome = task.dynamics.sample(s, a, self.np_random.random())
@@ -292,6 +277,24 @@ class FrozenLakeTextEnv(TextEnv):
             ),
         )
 
+    def _refuse(self, message: str) -> StepOutcome:
+        """A reply with no readable move (or too long to read): a turn spent in place."""
+        task = self._task
+        assert task is not None
+        s, h = self._cell, self.turns_left
+        self._event = "parse_error"
+        return StepOutcome(
+            f"{message} You did not move.\n{task.renderer.block(s)}",
+            0.0,
+            False,
+            False,
+            task.oracle.noop_score(s, h),
+            parse_error=message,
+            info=_ScalarInfo(
+                event="parse_error", cell=s, slipped=False, state_value=task.oracle.value(s, h)
+            ),
+        )
+
     def _get_state(self) -> Any:
         return {"task_id": self._task_id, "cell": self._cell, "event": self._event}
 
@@ -308,8 +311,10 @@ class FrozenLakeTextEnv(TextEnv):
         """The oracle's score of ``action`` here (no state change, no random draw)."""
         self._require_live()
         task = self._live_task()
-        parsed = parse_move(action)
         h = self.turns_left
+        if len(action) > self.max_action_chars:  # refused unread by step(), as a no-op
+            return task.oracle.noop_score(self._cell, h)
+        parsed = parse_move(action)
         if parsed.action is None:
             return task.oracle.noop_score(self._cell, h)
         return task.oracle.score_table(h)[self._cell][parsed.action]
