@@ -134,6 +134,8 @@ class Limits:
             ``max_sessions``); a new one past it replaces the longest-idle one, or is refused
             if none is idle.
         max_connections_per_client: the same for one client address.
+        shutdown_timeout_s: on SIGTERM/SIGINT, how long requests in flight may finish before
+            their envs are stopped and every session closed.
     """
 
     max_sessions: int = 64
@@ -150,6 +152,7 @@ class Limits:
     handshake_timeout_s: float = 10.0
     max_connections: int = 1024
     max_connections_per_client: int = 128
+    shutdown_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         positive_ints = (
@@ -179,6 +182,7 @@ class Limits:
             "request_timeout_s",
             "close_timeout_s",
             "handshake_timeout_s",
+            "shutdown_timeout_s",
         ):
             value = getattr(self, name)
             if (

@@ -124,7 +124,7 @@ def serve(
         ws_ping_timeout=20.0,
         limit_concurrency=None,  # the guard and the session limits bound what uvicorn did
         timeout_keep_alive=5,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=max(1, round(limits.shutdown_timeout_s)),
         proxy_headers=False,  # a client's address is its socket's: X-Forwarded-For is not trusted
     )
     server = uvicorn.Server(config)
@@ -248,6 +248,12 @@ def build_parser(prog: str = "multiturn-envs serve") -> argparse.ArgumentParser:
         type=IntRange(1, 1_000_000),
         default=defaults.max_connections_per_client,
     )
+    limit.add_argument(
+        "--shutdown-timeout",
+        type=SECONDS,
+        default=defaults.shutdown_timeout_s,
+        help="seconds SIGTERM waits for requests in flight before stopping their envs",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser
 
@@ -269,6 +275,7 @@ def limits_of(args: argparse.Namespace) -> Limits:
         handshake_timeout_s=args.handshake_timeout,
         max_connections=args.max_connections,
         max_connections_per_client=args.max_connections_per_client,
+        shutdown_timeout_s=args.shutdown_timeout,
     )
 
 

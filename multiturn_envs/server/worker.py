@@ -101,10 +101,18 @@ def handle(session: EnvSession, op: str, args: list[Any], max_reply_bytes: int) 
         return CRASH + f"{op} raised {message}".encode("utf-8", "backslashreplace")
     if len(body) > max_reply_bytes:
         message = f"the reply is {len(body):,} bytes, over the limit of {max_reply_bytes:,}"
+        if op == "step" and _is_tool_call(args[0]):  # a tool's result: that call fails
+            name = str(args[0].get("tool_name"))
+            error = p.tool_payload(name, None, ("execution_error", message), session.base.done)
+            return OK + p.dumps(error).encode("utf-8")
         if op in ("reset", "step"):  # the env moved on; the client cannot follow it
             return CRASH + message.encode()
         return ERROR + _error_body(p.TOO_LARGE, message)
     return OK + body
+
+
+def _is_tool_call(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("type") in ("list_tools", "call_tool")
 
 
 def _error_body(code: str, message: str) -> bytes:

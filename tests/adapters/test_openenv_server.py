@@ -465,3 +465,25 @@ def test_cut_keeps_head_and_tail_within_the_limit(text: str, limit: int) -> None
     assert len(shown) <= max(limit, len(marker) + 2)
     head, _, tail = shown.partition(marker)
     assert text.startswith(head) and text.endswith(tail) and head and tail
+
+
+def test_thread_isolation_serves_in_process_and_refuses_unpicklable_factories() -> None:
+    """isolation="thread": envs on threads of the server (any factory, even a lambda); a
+    crash still closes only its session. With process isolation a factory that cannot
+    travel to a worker process is refused up front."""
+    with pytest.raises(ValueError, match="must pickle"):
+        create_app("Probe", make_env=lambda: GuessEnv(max_turns=6))
+    limits = p.Limits(max_sessions=4, max_sessions_per_client=4, request_timeout_s=0.5)
+    app = create_app(
+        "Probe", limits=limits, make_env=lambda: ProbeEnv(max_turns=6), isolation="thread"
+    )
+    with thread_server(app) as url:
+        assert play(url, 6) == expected_play(6)
+        s = Socket(url)
+        s.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-1"}})
+        assert code_of(s.send({"type": "step", "data": {"text": "crash"}})) == p.EXECUTION_ERROR
+        t = Socket(url)
+        t.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-1"}})
+        assert code_of(t.send({"type": "step", "data": {"text": "sleep 1"}})) == p.TIMEOUT
+        assert httpx.get(f"{url}/stats", timeout=10).json()["isolation"] == "thread"
+        assert play(url, 12) == expected_play(12)
