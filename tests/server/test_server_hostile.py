@@ -591,3 +591,40 @@ def test_generated_rng_states_fail_the_tool_call_not_the_episode(
         assert isinstance(observation["result"]["data"]["action"], str)
     state_now = live_episode.send({"type": "state"})
     assert state_now["type"] == "state" and state_now["data"]["turn"] == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[" * 100_000,
+        "not json",
+        "[1, 2]",
+        '{"type": "observation", "data": [1]}',
+        '{"type": "observation", "data": {"observation": "text"}}',
+        '{"type": "observation", "data": {"observation": {"error": 5}}}',
+        '{"type": "observation", "data": {"observation": {"result": [1]}}}',
+    ],
+)
+def test_the_remote_client_turns_a_broken_server_into_remote_env_errors(reply: str) -> None:
+    """The other end of the wire: a server (or a proxy) that answers garbage gives the
+    harness a RemoteEnvError, never a RecursionError, AttributeError or a hang."""
+    import threading
+
+    from websockets.sync.server import serve
+
+    from multiturn_envs.server.remote_env import RemoteEnvError, open_remote_env
+
+    def answer(ws: Any) -> None:
+        with contextlib.suppress(Exception):
+            ws.recv(timeout=10)
+            ws.send(reply)
+            ws.recv(timeout=10)
+
+    with serve(answer, "127.0.0.1", 0) as fake:
+        thread = threading.Thread(target=fake.serve_forever, daemon=True)
+        thread.start()
+        port = fake.socket.getsockname()[1]
+        with pytest.raises(RemoteEnvError, match="malformed"):
+            open_remote_env(f"http://127.0.0.1:{port}", timeout_s=10)
+        fake.shutdown()
+        thread.join(10)
