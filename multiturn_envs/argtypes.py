@@ -46,19 +46,21 @@ class IntRange:
 
 @dataclass(frozen=True)
 class FloatRange:
-    """An ``argparse`` type: a finite number in ``[low, high]`` (``(low, high]`` when
-    ``low_open``, e.g. a timeout that must be positive)."""
+    """An ``argparse`` type: a finite number in ``[low, high]``; ``low_open`` / ``high_open``
+    leave out an end (a timeout must be positive: ``FloatRange(0, 3600, low_open=True)``)."""
 
     low: float
     high: float
     low_open: bool = False
+    high_open: bool = False
 
     @property
     def __name__(self) -> str:
         return self._span()
 
     def _span(self) -> str:
-        return f"a number in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"a number in {left}{self.low:g}, {self.high:g}{right}"
 
     def __call__(self, text: str) -> float:
         try:
@@ -66,6 +68,7 @@ class FloatRange:
         except ValueError:
             raise argparse.ArgumentTypeError(f"{self._span()}, got {text[:40]!r}") from None
         too_low = value <= self.low if self.low_open else value < self.low
-        if not math.isfinite(value) or too_low or value > self.high:
+        too_high = value >= self.high if self.high_open else value > self.high
+        if not math.isfinite(value) or too_low or too_high:
             raise argparse.ArgumentTypeError(f"{self._span()}, got {text[:40]!r}")
         return value

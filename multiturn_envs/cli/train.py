@@ -6,7 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from multiturn_envs.cli.common import parse_env_args, user_errors
+from multiturn_envs.cli.common import (
+    MAX_TURNS,
+    SEED,
+    STEP_WEIGHT,
+    TRAIN_STEPS,
+    parse_env_args,
+    user_errors,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -25,13 +32,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--model", default=None, help="'tiny', 'smollm2' or a local HF folder")
     p.add_argument("--warm-start", choices=("none", "format", "sft"), default=None)
     p.add_argument("--reward", choices=("outcome", "process", "gigpo"), default=None)
-    p.add_argument("--step-weight", type=float, default=None, help="process reward weight")
-    p.add_argument("--max-turns", type=int, default=None, help="the fixed budget T")
+    p.add_argument("--step-weight", type=STEP_WEIGHT, default=None, help="process reward weight")
+    p.add_argument("--max-turns", type=MAX_TURNS, default=None, help="the fixed budget T")
     p.add_argument("--budget-mix", default=None, help="comma-separated budgets (BudgetMix)")
-    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--steps", type=TRAIN_STEPS, default=None)
     p.add_argument("--out", dest="output_dir", default=None, help="the run's folder")
-    p.add_argument("--save-steps", type=int, default=None, help="checkpoint every N steps")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--save-steps", type=TRAIN_STEPS, default=None, help="checkpoint every N steps")
+    p.add_argument("--seed", type=SEED, default=None)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any field")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress line")
