@@ -223,10 +223,8 @@ class SessionManager:
         session.busy += 1
         session.last_active = time.monotonic()
         try:
-            reply = await asyncio.wait_for(
-                runner.call(op, list(args)), self.limits.request_timeout_s
-            )
-        except asyncio.TimeoutError:
+            reply = await runner.call(op, list(args), self.limits.request_timeout_s)
+        except (asyncio.TimeoutError, TimeoutError):  # one type from Python 3.11 on
             self.timed_out += 1
             self._background(self.close(session, "a request timed out", graceful=False))
             stopped = (

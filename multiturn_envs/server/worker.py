@@ -223,19 +223,33 @@ def worker_main(
 
 
 def prepare(env_id: str | None = None) -> None:
-    """Start the fork server with the package (and ``env_id``'s module) imported, so that
-    workers start in milliseconds; call before serving (idempotent, blocking ~1 s)."""
-    import multiprocessing
-    from multiprocessing import forkserver
+    """Start the fork server with the package, ``env_id``'s module and the main module
+    imported, and wait until it forks: workers then start in milliseconds, and the first
+    session does not pay the imports under its request timeout. Call before serving
+    (idempotent; blocks ~1 s the first time).
 
-    modules = ["multiturn_envs", "multiturn_envs.server.worker"]
+    As with any multiprocessing start method but fork, a script that serves envs in-process
+    (``serve(...)``, ``create_app(...)``) needs the ``if __name__ == "__main__":`` guard: the
+    fork server imports the main module once (``multiturn-envs serve`` needs nothing).
+    """
+    import multiprocessing
+
+    modules = ["__main__", "multiturn_envs", "multiturn_envs.server.worker"]
     if env_id is not None:
         spec = gym.spec(env_id) if env_id in gym.registry else None
         entry = getattr(spec, "entry_point", None)
         if isinstance(entry, str):
             modules.append(entry.partition(":")[0])
-    multiprocessing.get_context("forkserver").set_forkserver_preload(modules)
-    forkserver.ensure_running()
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(modules)
+    probe = context.Process(target=_ready, name="mte-env warm-up")
+    probe.start()
+    probe.join()
+    probe.close()
+
+
+def _ready() -> None:
+    """The warm-up worker: exits at once (its start proves the fork server is ready)."""
 
 
 # ------------------------------------------------------------------------------ the server's side
@@ -245,8 +259,9 @@ class EnvRunner(Protocol):
     async def start(self) -> None:
         """Build the env (``FactoryFailed`` if it cannot be built)."""
 
-    async def call(self, op: str, args: list[Any]) -> bytes:
-        """One request; the tagged reply (``WorkerFailed`` if the env is gone)."""
+    async def call(self, op: str, args: list[Any], timeout_s: float) -> bytes:
+        """One request; the tagged reply. ``TimeoutError`` past ``timeout_s`` (waiting for an
+        earlier request of the session included), ``WorkerFailed`` if the env is gone."""
 
     async def stop(self, *, graceful: bool) -> None:
         """Close the env: ``graceful`` asks it to close; otherwise it is stopped mid-call."""
@@ -296,6 +311,11 @@ class _Replies(asyncio.Protocol):
             waiter.set_exception(self.failure)
 
 
+def _expire(waiter: asyncio.Future[bytes]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
 class ProcessRunner:
     """A session's env in a worker process of its own.
 
@@ -332,6 +352,7 @@ class ProcessRunner:
         )
         self._replies = _Replies(limits.max_reply_bytes)
         self._started = False
+        self.in_call = False  # a request was sent and its reply has not come
 
     @property
     def pid(self) -> int | None:
@@ -352,30 +373,46 @@ class ProcessRunner:
                 self._child_end.close()  # the worker has its own copy now
                 self._child_end = None
         await loop.connect_accepted_socket(lambda: self._replies, self._server_end)
-        reply = await self._exchange(None)
+        reply = await self._exchange(None, loop.time() + self.limits.request_timeout_s)
         if reply[:1] != OK:
             raise FactoryFailed(reply[1:].decode("utf-8", "replace"))
 
-    async def call(self, op: str, args: list[Any]) -> bytes:
+    async def call(self, op: str, args: list[Any], timeout_s: float) -> bytes:
         request = json.dumps([op, *args], ensure_ascii=False).encode("utf-8", "backslashreplace")
-        async with self._lock:
-            return await self._exchange(request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._lock.locked():  # an earlier request of this session is still running
+            await asyncio.wait_for(self._lock.acquire(), timeout_s)
+        else:
+            await self._lock.acquire()
+        try:
+            return await self._exchange(request, deadline)
+        finally:
+            self._lock.release()
 
-    async def _exchange(self, request: bytes | None) -> bytes:
+    async def _exchange(self, request: bytes | None, deadline: float) -> bytes:
+        """Send ``request`` (``None``: wait for the greeting) and wait for its reply until
+        ``deadline`` (a timer on the reply's future: no task per call)."""
         replies = self._replies
         if replies.failure is not None:
             raise WorkerFailed(self._death_note(replies.failure.message))
-        waiter: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bytes] = loop.create_future()
         replies.waiter = waiter
         if request is not None:
             assert replies.transport is not None
             replies.transport.write(len(request).to_bytes(_HEADER, "big") + request)
+        self.in_call = True
+        timer = loop.call_at(deadline, _expire, waiter)
         try:
-            return await waiter
+            reply = await waiter
         except WorkerFailed as exc:
             raise WorkerFailed(await self._wait_death_note(exc.message)) from None
         finally:
+            timer.cancel()
             replies.waiter = None
+        self.in_call = False  # only a reply ends a call: a timeout leaves it running
+        return reply
 
     async def _wait_death_note(self, message: str) -> str:
         await self._exited(1.0)  # the socket closes a moment before the exit is reported
@@ -399,7 +436,13 @@ class ProcessRunner:
         try:
             if not self._started:
                 return
-            if graceful and transport is not None and not transport.is_closing():
+            # a worker still inside a call never reads a close request: stop it at once
+            if (
+                graceful
+                and not self.in_call
+                and transport is not None
+                and not transport.is_closing()
+            ):
                 request = json.dumps(["close"]).encode()
                 transport.write(len(request).to_bytes(_HEADER, "big") + request)
                 if await self._exited(self.limits.close_timeout_s):
@@ -484,7 +527,7 @@ class ThreadRunner:
                 f"building {self.env_id} failed: {type(exc).__name__}: {exc}"[:4000]
             ) from None
 
-    async def call(self, op: str, args: list[Any]) -> bytes:
+    async def call(self, op: str, args: list[Any], timeout_s: float) -> bytes:
         session = self.session
         if session is None:
             raise WorkerFailed("the env was never built")
@@ -492,9 +535,8 @@ class ThreadRunner:
         limit = self.limits.max_reply_bytes
         # shielded: a timeout leaves the call running on its thread, and the close queues
         # behind it
-        return await asyncio.shield(
-            loop.run_in_executor(self.executor, handle, session, op, args, limit)
-        )
+        job = loop.run_in_executor(self.executor, handle, session, op, args, limit)
+        return await asyncio.wait_for(asyncio.shield(job), timeout_s)
 
     async def stop(self, *, graceful: bool) -> None:
         session = self.session
