@@ -344,7 +344,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if isolation == "process":  # the fork server, with the package imported once
+        if isolation == "process":  # the fork server (serve() has started it already)
             await asyncio.get_running_loop().run_in_executor(None, prepare, env_id)
         manager.start_reaper()
         try:

@@ -135,8 +135,7 @@ class SessionManager:
                     p.CLIENT_LIMIT,
                     f"this client ({client or 'unknown address'}) holds "
                     f"{self.per_client[client]} sessions, the limit per client "
-                    f"(serve --max-sessions-per-client); "
-                    "close one first",
+                    "(serve --max-sessions-per-client); close one first",
                 )
             session = Session(uuid.uuid4().hex, client, self._runner())
             self.sessions[session.id] = session  # reserves the slot while the env is built
@@ -149,7 +148,7 @@ class SessionManager:
             # a timeout or a cancelled request leaves a half-started worker: stop it
             graceful = isinstance(exc, FactoryFailed)
             self._background(self.close(session, "the env could not be built", graceful))
-            if isinstance(exc, asyncio.TimeoutError):
+            if isinstance(exc, asyncio.TimeoutError | TimeoutError):
                 raise p.ProtocolError(
                     p.TIMEOUT, f"building the env took over {limits.request_timeout_s:g} s"
                 ) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import ipaddress
 import os
 import socket
@@ -20,7 +21,13 @@ from typing import Any, NoReturn
 from multiturn_envs.argtypes import FloatRange, IntRange
 from multiturn_envs.env_args import parse_env_args
 from multiturn_envs.server.protocol import Limits
-from multiturn_envs.server.worker import ISOLATIONS, Isolation, prepare
+from multiturn_envs.server.worker import (
+    ISOLATIONS,
+    Isolation,
+    first_reset,
+    make_registered,
+    prepare,
+)
 
 TOKEN_ENV = "MTE_SERVE_TOKEN"
 """The environment variable ``main`` reads the bearer token from (a flag shows in ``ps``)."""
@@ -83,16 +90,14 @@ def serve(
             f"(token=... or ${TOKEN_ENV}), or bind 127.0.0.1"
         )
     limits = limits or Limits()
-    import gymnasium as gym
-
     import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 
-    # build one env now, so that a bad id or kwarg fails here and not at the first session
-    # (envs start their heavy parts lazily, so this is cheap)
-    gym.make(env_id, disable_env_checker=True, **(env_kwargs or {})).close()
+    # build and reset one env now, so that a bad id or kwarg fails here and not at the first
+    # session, and so that the fork server imports what a first reset imports
+    lazy = first_reset(functools.partial(make_registered, env_id, dict(env_kwargs or {})))
     _raise_file_limit(limits)
     if isolation == "process":
-        prepare(env_id)  # the fork server, before the address is announced
+        prepare(env_id, lazy)  # the fork server, before the address is announced
     # the longest one HTTP request may take: building an env and resetting it (stateless
     # /reset), then closing it, plus reading the body and writing the answer
     deadline = (

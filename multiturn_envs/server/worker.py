@@ -33,7 +33,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol
 
@@ -222,11 +222,32 @@ def worker_main(
             sock.close()
 
 
-def prepare(env_id: str | None = None) -> None:
-    """Start the fork server with the package, ``env_id``'s module and the main module
-    imported, and wait until it forks: workers then start in milliseconds, and the first
-    session does not pay the imports under its request timeout. Call before serving
-    (idempotent; blocks ~1 s the first time).
+def first_reset(make_env: Callable[[], gym.Env[str, str]]) -> list[str]:
+    """Build an env, reset it on its first task and close it, here; the modules that imported.
+
+    What an env loads lazily on first use (a SQL parser, a tokenizer) would otherwise be
+    imported by every worker, at every session's first reset (InterCode-SQL: ~0.2 s of CPU a
+    session). :func:`prepare` has the fork server import these modules once instead. The env
+    is the served one with trusted arguments, reset on its first task; an exception here is the
+    env's (a bad kwarg) and propagates.
+    """
+    from multiturn_envs.wrappers.turn_budget import text_env_of
+
+    before = set(sys.modules)
+    env = make_env()
+    try:
+        tasks = text_env_of(env).task_ids()
+        env.reset(seed=0, options={"task_id": str(tasks[0])} if tasks else None)
+    finally:
+        env.close()
+    return sorted(name for name in set(sys.modules) - before if not name.startswith("_"))
+
+
+def prepare(env_id: str | None = None, modules: Sequence[str] = ()) -> None:
+    """Start the fork server with the package, ``env_id``'s module, ``modules`` (what
+    :func:`first_reset` imported) and the main module imported, and wait until it forks:
+    workers then start in milliseconds, and the first session does not pay the imports under
+    its request timeout. Call before serving (idempotent; blocks ~1 s the first time).
 
     As with any multiprocessing start method but fork, a script that serves envs in-process
     (``serve(...)``, ``create_app(...)``) needs the ``if __name__ == "__main__":`` guard: the
@@ -234,14 +255,15 @@ def prepare(env_id: str | None = None) -> None:
     """
     import multiprocessing
 
-    modules = ["__main__", "multiturn_envs", "multiturn_envs.server.worker"]
+    preload = ["__main__", "multiturn_envs", "multiturn_envs.server.worker"]
     if env_id is not None:
         spec = gym.spec(env_id) if env_id in gym.registry else None
         entry = getattr(spec, "entry_point", None)
         if isinstance(entry, str):
-            modules.append(entry.partition(":")[0])
+            preload.append(entry.partition(":")[0])
+    preload += [name for name in modules if name not in preload]
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(modules)
+    context.set_forkserver_preload(preload)
     probe = context.Process(target=_ready, name="mte-env warm-up")
     probe.start()
     probe.join()
@@ -396,6 +418,8 @@ class ProcessRunner:
         replies = self._replies
         if replies.failure is not None:
             raise WorkerFailed(self._death_note(replies.failure.message))
+        if self.in_call:  # its late reply would be taken for this one's
+            raise WorkerFailed("the env is still inside a call that timed out")
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bytes] = loop.create_future()
         replies.waiter = waiter

@@ -141,6 +141,33 @@ def test_request_timeout_a_gil_holding_step_is_stopped_and_freezes_no_one() -> N
             c.close()
 
 
+def test_request_timeout_a_queued_request_never_gets_the_late_reply_of_another() -> None:
+    """request_timeout_s with two requests in flight on one HTTP session: the first times
+    out; the second, queued behind it, gets an error, never the first one's late answer."""
+    import threading
+
+    with server("--request-timeout", "1", "--close-timeout", "1") as url:
+        sid = httpx.post(f"{url}/sessions", timeout=30).json()["session_id"]
+        reset = {"seed": 0, "task_id": "secret-7"}
+        assert httpx.post(f"{url}/sessions/{sid}/reset", json=reset, timeout=30).is_success
+        answers: dict[str, httpx.Response] = {}
+
+        def step(name: str, text: str) -> None:
+            body = {"action": {"text": text}}
+            answers[name] = httpx.post(f"{url}/sessions/{sid}/step", json=body, timeout=30)
+
+        slow = threading.Thread(target=step, args=("slow", "sleep 1.5"))
+        slow.start()
+        time.sleep(0.2)
+        queued = threading.Thread(target=step, args=("queued", "guess 7"))
+        queued.start()
+        slow.join(30)
+        queued.join(30)
+        assert answers["slow"].json()["code"] == p.TIMEOUT
+        assert answers["queued"].status_code != 200, answers["queued"].text
+        assert answers["queued"].json()["code"] in (p.TIMEOUT, p.EXECUTION_ERROR, p.SESSION_ERROR)
+
+
 def test_crash_a_segfault_or_an_exit_closes_only_that_session() -> None:
     """An env process that dies (SIGSEGV, as SQLite calling through an agent-chosen pointer;
     os._exit) gives EXECUTION_ERROR naming the cause; the server and other sessions live."""
@@ -255,8 +282,13 @@ def test_handshake_timeout_slow_headers_and_slow_bodies_are_cut() -> None:
             b'Content-Length: 100\r\n\r\n{"a": '
         )
         body.settimeout(10)
-        answer = body.recv(4096)
-        assert answer.startswith(b"HTTP/1.1 504") and b"TIMEOUT" in answer
+        answer = b""
+        while b"TIMEOUT" not in answer:  # the headers and the body may come apart
+            chunk = body.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 504") and b"TIMEOUT" in answer, answer
         body.close()
         assert httpx.get(f"{url}/health", timeout=10).status_code == 200
 
