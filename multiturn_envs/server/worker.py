@@ -157,21 +157,27 @@ def _limit_memory(limit_bytes: int) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(min(n - len(data), 1 << 20))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
+class _Requests:
+    """The worker's end of the socket: whole request frames, one ``recv`` for most."""
 
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
 
-def _recv_frame(sock: socket.socket) -> bytes | None:
-    header = _recv_exactly(sock, _HEADER)
-    if header is None:
-        return None
-    return _recv_exactly(sock, int.from_bytes(header, "big"))
+    def next(self) -> bytes | None:
+        """The next request, or ``None`` once the server closed the socket."""
+        buffer = self.buffer
+        while True:
+            if len(buffer) >= _HEADER:
+                end = _HEADER + int.from_bytes(buffer[:_HEADER], "big")
+                if len(buffer) >= end:
+                    frame = bytes(buffer[_HEADER:end])
+                    del buffer[:end]
+                    return frame
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                return None
+            buffer += chunk
 
 
 def _send_frame(sock: socket.socket, body: bytes) -> None:
@@ -198,8 +204,9 @@ def worker_main(
             _send_frame(sock, CRASH + message.encode("utf-8", "backslashreplace"))
             return
         _send_frame(sock, OK + b"null")
+        requests = _Requests(sock)
         while True:
-            request = _recv_frame(sock)
+            request = requests.next()
             if request is None:
                 return  # the server closed the socket (or is gone)
             op, *args = json.loads(request)
