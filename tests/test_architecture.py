@@ -18,6 +18,8 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "version": 0,
     "lazy": 0,
+    "safejson": 0,
+    "argtypes": 0,
     "spaces": 1,
     "core": 1,
     "rewards": 1,

@@ -6,7 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from multiturn_envs.cli.common import parse_env_args, user_errors
+from multiturn_envs.cli.common import (
+    MAX_TURNS,
+    SEED,
+    STEP_WEIGHT,
+    TRAIN_STEPS,
+    parse_env_args,
+    user_errors,
+)
 from multiturn_envs.rewards import reward_names
 from multiturn_envs.rl.config import ADVANTAGES
 
@@ -31,18 +38,18 @@ def add_parser(sub: Any) -> None:
         default=None,
         help=f"a registered reward, one of {', '.join(reward_names())} (docs/rewards.md)",
     )
-    p.add_argument("--step-weight", type=float, default=None, help="process reward weight")
+    p.add_argument("--step-weight", type=STEP_WEIGHT, default=None, help="process reward weight")
     p.add_argument(
         "--advantage",
         default=None,
         help=f"the advantage estimator, one of {', '.join(ADVANTAGES)} (any reward works with any)",
     )
-    p.add_argument("--max-turns", type=int, default=None, help="the fixed budget T")
+    p.add_argument("--max-turns", type=MAX_TURNS, default=None, help="the fixed budget T")
     p.add_argument("--budget-mix", default=None, help="comma-separated budgets (BudgetMix)")
-    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--steps", type=TRAIN_STEPS, default=None)
     p.add_argument("--out", dest="output_dir", default=None, help="the run's folder")
-    p.add_argument("--save-steps", type=int, default=None, help="checkpoint every N steps")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--save-steps", type=TRAIN_STEPS, default=None, help="checkpoint every N steps")
+    p.add_argument("--seed", type=SEED, default=None)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any field")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress line")

@@ -27,7 +27,6 @@ to in-process ones (the baseline checks the class's ``random_action``).
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,10 +36,13 @@ from gymnasium.error import ResetNeeded
 
 from multiturn_envs.core import StepOutcome, TextEnv, check_budget
 from multiturn_envs.errors import EpisodeOver
+from multiturn_envs.safejson import loads_bounded
 from multiturn_envs.server import protocol as p
 
 MAX_MESSAGE_BYTES = 128 << 20
 """The largest server message the client accepts (OpenEnv's client allows 100 MB)."""
+MAX_REPLY_DEPTH = 256
+"""The deepest JSON nesting the client parses in a reply (an env's ``info`` is shallow)."""
 
 
 class RemoteEnvError(RuntimeError):
@@ -94,7 +96,12 @@ class _Connection:
 
         try:
             self.ws.send(p.dumps(frame))
-            reply = json.loads(self.ws.recv(timeout=self.timeout_s))
+            raw = self.ws.recv(timeout=self.timeout_s)
+            reply = loads_bounded(raw, max_bytes=MAX_MESSAGE_BYTES, max_depth=MAX_REPLY_DEPTH)
+        except (ValueError, RecursionError) as exc:  # not JSON, or nested past the bound
+            raise RemoteEnvError(
+                p.SESSION_ERROR, f"the server sent a malformed reply: {exc}"[:500]
+            ) from None
         except ConnectionClosed as exc:
             reason = exc.rcvd.reason if exc.rcvd is not None else "no close frame"
             raise RemoteEnvError(
@@ -104,6 +111,8 @@ class _Connection:
             raise RemoteEnvError(
                 p.TIMEOUT, f"no answer from the server within {self.timeout_s:g} s"
             ) from None
+        if not isinstance(reply, dict):
+            raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply {str(reply)[:200]}")
         if reply.get("type") == "error":
             data = reply.get("data") or {}
             code, message = str(data.get("code")), str(data.get("message"))
@@ -126,16 +135,16 @@ class _Connection:
                 "data": {"type": "call_tool", "tool_name": name, "arguments": arguments},
             }
         )
-        observation = data.get("observation") or {}
+        observation = _object(data.get("observation"), "a tool reply's observation")
         error = observation.get("error")
         if error:
-            message = str(error.get("message"))
+            message = str(_object(error, "a tool error").get("message"))
             if message.startswith(p.EPISODE_OVER):
                 raise EpisodeOver(f"tool {name}: {message}")
             if message.startswith(p.RESET_NEEDED):
                 raise ResetNeeded(f"tool {name}: {message}")
             raise ValueError(f"tool {name}: {message}")
-        return (observation.get("result") or {}).get("data")
+        return _object(observation.get("result"), "a tool result").get("data")
 
     def close(self) -> None:
         if self.closed:
@@ -206,7 +215,7 @@ class RemoteTextEnv(TextEnv):
             raise TypeError(f"an action is a str, got {type(action).__name__}: {action!r:.80}")
         payload = self._conn.request({"type": "step", "data": {p.ACTION_FIELD: action}})
         observation, info = self._unpack(payload)
-        obs = payload.get("observation") or {}
+        obs = _object(payload.get("observation"), "an observation")
         terminated, truncated = bool(obs.get("terminated")), bool(obs.get("truncated"))
         self._turn = int(info.get("turn", self._turn + 1))
         self._success = bool(info.get("success", False))
@@ -297,13 +306,22 @@ class RemoteTextEnv(TextEnv):
         return str(result["action"])
 
     def _unpack(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        obs = payload.get("observation") or {}
+        obs = _object(payload.get("observation"), "an observation")
         text = obs.get("text")
         if not isinstance(text, str):
             raise RemoteEnvError(p.SESSION_ERROR, "the reply has no observation text")
-        info = dict(payload.get("metadata") or obs.get("metadata") or {})
+        info = _object(payload.get("metadata") or obs.get("metadata"), "the metadata")
         self._last_info = info
         return text, info
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    """``value`` as a dict (``None``: empty), or ``RemoteEnvError``: the server broke the wire."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply: {what} is not an object")
+    return dict(value)
 
 
 class RemoteTextEnvOwnRandom(RemoteTextEnv):

@@ -38,18 +38,39 @@ class EnvCrashed(Exception):
     """The env raised where the contract says it never does; the session must be closed."""
 
 
+def _uint(value: Any, bits: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << bits
+
+
 def rng_from_state(state: Any) -> np.random.Generator:
-    """A generator in exactly the state a client sent (``bit_generator.state`` of PCG64)."""
-    if not isinstance(state, dict) or state.get("bit_generator") not in RNG_BIT_GENERATORS:
+    """A generator in exactly the state a client sent (``bit_generator.state`` of PCG64).
+
+    Every field is checked (types and ranges) before numpy sees it, so a malformed state is a
+    ``VALIDATION_ERROR`` (the tool call fails, the episode goes on), never an env crash.
+    """
+    inner = state.get("state") if isinstance(state, dict) else None
+    if (
+        not isinstance(state, dict)
+        or state.get("bit_generator") not in RNG_BIT_GENERATORS
+        or set(state) != {"bit_generator", "state", "has_uint32", "uinteger"}
+        or not isinstance(inner, dict)
+        or set(inner) != {"state", "inc"}
+        or not (_uint(inner["state"], 128) and _uint(inner["inc"], 128))
+        or state["has_uint32"] not in (0, 1)
+        or isinstance(state["has_uint32"], bool)
+        or not _uint(state["uinteger"], 32)
+    ):
         raise p.ProtocolError(
             p.VALIDATION_ERROR,
-            f"rng_state must be the bit_generator.state of one of {RNG_BIT_GENERATORS}",
+            "rng_state must be the bit_generator.state of one of "
+            f"{RNG_BIT_GENERATORS}: {{'bit_generator', 'state': {{'state', 'inc'}} (ints in "
+            "[0, 2**128)), 'has_uint32' (0 or 1), 'uinteger' (an int in [0, 2**32))}}",
         )
     bit_generator = getattr(np.random, state["bit_generator"])()
     try:
         bit_generator.state = state
-    except (TypeError, ValueError, KeyError) as exc:
-        raise p.ProtocolError(p.VALIDATION_ERROR, f"invalid rng_state: {exc}") from None
+    except Exception as exc:  # whatever numpy refuses is the request's fault
+        raise p.ProtocolError(p.VALIDATION_ERROR, f"invalid rng_state: {exc}"[:500]) from None
     return np.random.Generator(bit_generator)
 
 
@@ -167,7 +188,7 @@ class EnvSession:
         try:
             observation, info = self.env.reset(seed=seed, options=options or None)
         except Exception as exc:
-            if not listed or isinstance(exc, ValueError | KeyError):
+            if not listed or isinstance(exc, ValueError | KeyError | TypeError):
                 raise p.ProtocolError(
                     p.VALIDATION_ERROR, f"reset refused: {type(exc).__name__}: {exc}"[:2000]
                 ) from None

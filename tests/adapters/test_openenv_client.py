@@ -77,17 +77,41 @@ def run_driver(plan: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def docker_owned_by(pid: int) -> int:
-    """Sandbox containers owned by process ``pid`` (the pool labels each with its owner)."""
+def process_tree(root: int) -> set[int]:
+    """``root`` and its live descendants (the server, its fork server, its env workers)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def owner_tags(root: int) -> set[str]:
+    """The sandbox owner tags of ``root``'s process tree (each env worker owns its pool)."""
+    from multiturn_envs.sandbox.docker_pool import owner_tag
+
+    return {owner_tag(pid) for pid in process_tree(root)}
+
+
+def docker_owned_by(tags: set[str]) -> int:
+    """Sandbox containers whose owner is one of ``tags`` (the pool labels each with its owner)."""
     import docker
 
-    from multiturn_envs.sandbox.docker_pool import OWNER_LABEL, owner_tag
+    from multiturn_envs.sandbox.docker_pool import LABEL, OWNER_LABEL
 
     client = docker.from_env()
     try:
         # sparse: no per-container inspect, which races with the pool removing containers
-        wanted = {"label": f"{OWNER_LABEL}={owner_tag(pid)}"}
-        return len(client.containers.list(all=True, sparse=True, filters=wanted))
+        found = client.containers.list(all=True, sparse=True, filters={"label": LABEL})
+        return sum(1 for c in found if c.attrs.get("Labels", {}).get(OWNER_LABEL) in tags)
     finally:
         client.close()
 
@@ -148,10 +172,10 @@ def test_generic_env_client_drives_every_registered_env(env_id: str, tmp_path: P
         got = run_driver(plan, tmp_path)
         assert server.proc is not None
         pid = server.proc.pid
-        if env_kwargs:  # the sessions' submissions ran on the process's one shared pool
+        if env_kwargs:  # the session's submissions ran on its env process's one shared pool
             from multiturn_envs.sandbox.docker_pool import default_pool_size
 
-            assert docker_owned_by(pid) <= default_pool_size()
+            assert docker_owned_by(owner_tags(pid)) <= default_pool_size()
     assert len(got["steps"]) == len(expected)
     for step, want in zip(got["steps"], expected):
         assert step["observation"]["text"] == want["text"]
@@ -198,16 +222,16 @@ def test_a_bearer_token_is_sent_by_openenv_clients(tmp_path: Path) -> None:
 def test_abandoned_deepcoder_sessions_release_their_containers(pool: str) -> None:
     """A silent client is reaped after the idle timeout, a vanished one at once.
 
-    With ``sandbox_pool="private"`` each session's env owns containers, removed with it; with
-    the shared pool (the default) no session owns any: the process keeps at most one pool's
-    worth, however many sessions come and go.
+    Each session's env runs in a worker process of its own: with ``sandbox_pool="private"``
+    its env owns containers, removed with it; with the shared pool (the default) the worker's
+    pool owns them, removed when the worker exits (it runs its atexit handlers). Either way no
+    container of a closed session's worker is left.
     """
     import time
 
     import httpx
     from websockets.sync.client import connect
 
-    from multiturn_envs.sandbox.docker_pool import default_pool_size
     from multiturn_envs.server.remote_env import ws_url
 
     env_kwargs = {**env_kwargs_for("MT/DeepCoder-v0"), "sandbox_pool": pool}
@@ -218,15 +242,15 @@ def test_abandoned_deepcoder_sessions_release_their_containers(pool: str) -> Non
     probe.close()
     server = ServerProcess("MT/DeepCoder-v0", env_kwargs, args=["--idle-timeout", "3"])
 
-    def released(pid: int, url: str, timeout: float = 60.0) -> None:
-        """No session left, and no container beyond what the pool keeps."""
-        left = 0 if pool == "private" else default_pool_size()
+    def released(tags: set[str], url: str, timeout: float = 60.0) -> None:
+        """No session left, and no container of the workers that held them."""
         deadline = time.monotonic() + timeout
         while True:
-            sessions = httpx.get(f"{url}/stats", timeout=10).json()["active_sessions"]
-            if sessions == 0 and docker_owned_by(pid) <= left:
+            stats = httpx.get(f"{url}/stats", timeout=10).json()
+            busy = stats["active_sessions"] + stats["closing_sessions"]
+            if busy == 0 and docker_owned_by(tags) == 0:
                 return
-            assert time.monotonic() < deadline, f"{sessions} sessions, containers of {pid} left"
+            assert time.monotonic() < deadline, f"{busy} sessions, containers of {tags} left"
             time.sleep(0.25)
 
     def open_and_step(url: str) -> Any:
@@ -242,13 +266,15 @@ def test_abandoned_deepcoder_sessions_release_their_containers(pool: str) -> Non
         assert server.proc is not None
         pid = server.proc.pid
         silent = open_and_step(url)  # keeps its socket open and says nothing
-        assert docker_owned_by(pid) > 0
-        released(pid, url)  # reaped after 3 s idle, its env closed
+        tags = owner_tags(pid)
+        assert docker_owned_by(tags) > 0
+        released(tags, url)  # reaped after 3 s idle, its env closed
         with pytest.raises(Exception, match=r"1001|idle"):
             silent.send(json.dumps({"type": "state"}))
             silent.recv(timeout=10)
         vanished = open_and_step(url)
-        assert docker_owned_by(pid) > 0
+        tags = owner_tags(pid)
+        assert docker_owned_by(tags) > 0
         vanished.socket.close()  # no close frame: the process died, say
-        released(pid, url, timeout=2.5)  # at once, well before the idle timeout
+        released(tags, url, timeout=2.5)  # at once, well before the idle timeout
         open_and_step(url).close()  # and the server still serves
