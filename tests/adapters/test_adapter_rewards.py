@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from test_openenv_server import Socket, code_of, thread_server
+from test_openenv_server import GUESS, Socket, code_of, thread_server
 
 from multiturn_envs.rewards import Episode, Process, Turn, make_reward
 from multiturn_envs.server import protocol as p
@@ -35,7 +35,7 @@ def _local(reward: str, **params: Any) -> tuple[list[float], float]:
 
 
 def test_the_server_pays_each_step_with_the_reward_a_reset_names() -> None:
-    with thread_server(create_app("Probe", make_env=lambda: GuessEnv(max_turns=6))) as url:
+    with thread_server(create_app("Probe", make_env=GUESS)) as url:
         s = Socket(url)
         try:
             for spec in ("outcome", {"name": "process", "weight": 0.5}, "success", None):

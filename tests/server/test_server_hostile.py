@@ -146,7 +146,9 @@ def test_request_timeout_a_queued_request_never_gets_the_late_reply_of_another()
     out; the second, queued behind it, gets an error, never the first one's late answer."""
     import threading
 
-    with server("--request-timeout", "1", "--close-timeout", "1") as url:
+    # the slow step must be in flight before the queued one arrives: a wide margin (1 s before
+    # sending it, 2 s before the timeout) so that a loaded machine does not swap their order
+    with server("--request-timeout", "2", "--close-timeout", "1") as url:
         sid = httpx.post(f"{url}/sessions", timeout=30).json()["session_id"]
         reset = {"seed": 0, "task_id": "secret-7"}
         assert httpx.post(f"{url}/sessions/{sid}/reset", json=reset, timeout=30).is_success
@@ -156,9 +158,9 @@ def test_request_timeout_a_queued_request_never_gets_the_late_reply_of_another()
             body = {"action": {"text": text}}
             answers[name] = httpx.post(f"{url}/sessions/{sid}/step", json=body, timeout=30)
 
-        slow = threading.Thread(target=step, args=("slow", "sleep 1.5"))
+        slow = threading.Thread(target=step, args=("slow", "sleep 4"))
         slow.start()
-        time.sleep(0.2)
+        time.sleep(1.0)
         queued = threading.Thread(target=step, args=("queued", "guess 7"))
         queued.start()
         slow.join(30)
