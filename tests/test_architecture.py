@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "lazy": 0,
     "spaces": 1,
     "core": 1,
+    "tools": 1,
     "rewards": 1,
     "wrappers": 2,
     "sandbox": 2,
