@@ -38,7 +38,7 @@ import hashlib
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -60,6 +60,11 @@ BudgetMode = Literal["hidden", "announced"]
 BUDGET_MODES: tuple[str, ...] = ("hidden", "announced")
 BUDGET_OPTIONS: tuple[str, ...] = ("max_turns", "budget_mode")
 """The ``reset`` options that name the episode's budget (every :class:`TextEnv` reads them)."""
+TOOL_TURNS_HINT = (
+    "Take each turn by calling one of the tools: its result is the environment's answer. "
+    "A reply without a tool call ends the episode."
+)
+"""How turns work for an agent given the env's tools (``reply_without_call == "stop"``)."""
 ReplyWithoutCall = Literal["stop", "action"]
 """What a reply without a tool call is in a tool-calling episode (``reply_without_call``)."""
 
@@ -192,6 +197,15 @@ class TextEnv(gym.Env[str, str]):
         """Standing instructions for an LLM agent (the first observation repeats what matters)."""
         return ""
 
+    def tool_system_prompt(self) -> str:
+        """Standing instructions for an agent given the env's tools (a tool-calling policy and
+        TRL's typed tools read this instead of :meth:`system_prompt`, which describes the text
+        form). Default: the system prompt plus :data:`TOOL_TURNS_HINT` (``"stop"`` envs)."""
+        own = self.system_prompt()
+        if self.reply_without_call != "stop":
+            return own
+        return f"{own}\n\n{TOOL_TURNS_HINT}" if own else TOOL_TURNS_HINT
+
     def tools(self) -> Sequence[Tool]:
         """The env's actions as typed tools (OpenAI function format), for the current task.
 
@@ -258,16 +272,14 @@ class TextEnv(gym.Env[str, str]):
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """:meth:`reset` without blocking an event loop (see :attr:`blocking_io`)."""
-        if self.blocking_io:
-            return await asyncio.to_thread(self.reset, seed=seed, options=options)
-        return self.reset(seed=seed, options=options)
+        """:meth:`reset` without blocking an event loop (see :attr:`blocking_io`; for a wrapped
+        env, :func:`areset_env`)."""
+        return await areset_env(self, seed=seed, options=options)
 
-    async def astep(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """:meth:`step` without blocking an event loop (see :attr:`blocking_io`)."""
-        if self.blocking_io:
-            return await asyncio.to_thread(self.step, action)
-        return self.step(action)
+    async def astep(self, action: Action) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        """:meth:`step` without blocking an event loop (see :attr:`blocking_io`; for a wrapped
+        env, :func:`astep_env`)."""
+        return await astep_env(self, action)
 
     # ------------------------------------------------------------------ budget
     @property
@@ -530,3 +542,32 @@ class TextEnv(gym.Env[str, str]):
         }
         info.update(copy.deepcopy(extra))
         return info
+
+
+def blocks_on_io(env: gym.Env[Any, Any]) -> bool:
+    """Whether ``env`` (wrapped or not) waits on I/O in ``reset``/``step``: its base env's
+    ``blocking_io`` (containers, processes). Such envs are stepped in a worker thread by
+    :func:`astep_env`; others inline."""
+    return bool(getattr(env.unwrapped, "blocking_io", False))
+
+
+async def areset_env(
+    env: gym.Env[str, str], *, seed: int | None = None, options: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """``env.reset`` for an event loop: in a worker thread when the env waits on I/O (the whole
+    wrapper stack runs there, so wrappers see one reset), inline otherwise."""
+    if blocks_on_io(env):
+        return await asyncio.to_thread(env.reset, seed=seed, options=options)
+    return env.reset(seed=seed, options=options)
+
+
+async def astep_env(
+    env: gym.Env[str, str], action: Action
+) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    """``env.step`` for an event loop: in a worker thread when the env waits on I/O (a Docker
+    sandbox run, a shell command), inline otherwise (a thread hop would cost more than a
+    pure-Python step)."""
+    text = action_text(action)
+    if blocks_on_io(env):
+        return await asyncio.to_thread(env.step, text)
+    return env.step(text)

@@ -24,7 +24,9 @@ Parsing, without guessing (:func:`read_tool_calls`):
   each a JSON object ``{"name": str, "arguments": {...}}`` (``arguments`` may also be a JSON
   string holding that object, as OpenAI's ``tool_calls`` carry it; ``parameters`` is accepted
   as its other documented spelling);
-* the name must be one of the env's tools and the arguments must satisfy its schema.
+* the name must be one of the env's tools and the arguments must satisfy its schema; an
+  argument the tool does not declare is refused (a misspelt name never passes silently)
+  unless the schema says ``additionalProperties`` (true or a schema) explicitly.
 
 Anything else is a :class:`ToolCallError` whose message says exactly what is wrong; the env
 shows it as the observation and the turn is spent, as for any unparseable reply. Every step is
@@ -82,7 +84,7 @@ class Tool:
     name: str
     description: str
     parameters: Mapping[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}, "required": []}
+        default_factory=lambda: {"type": "object", "properties": {}}
     )
 
     def __post_init__(self) -> None:
@@ -355,6 +357,12 @@ def _call_of(body: str, by_name: Mapping[str, Tool], strict: bool) -> ToolCall:
     if not isinstance(arguments, dict):
         raise ToolCallError(f"the arguments of {_echo(name)} must be a JSON object")
     if tool is not None and strict:
+        declared = tool.argument_names
+        open_ended = tool.parameters.get("additionalProperties", False) is not False
+        for key in arguments:
+            if key not in declared and not open_ended:
+                known = ", ".join(declared) or "none"
+                raise ToolCallError(f"{name} has no argument {_echo(key)} (it takes: {known})")
         problem = check_value(arguments, tool.parameters, name)
         if problem is not None:
             raise ToolCallError(problem)

@@ -36,7 +36,11 @@ MOVE = Tool(
         "additionalProperties": False,
     },
 )
-ANY = Tool("anything", "takes any arguments", {"type": "object", "properties": {}})
+ANY = Tool(
+    "anything",
+    "takes any arguments",
+    {"type": "object", "properties": {}, "additionalProperties": True},
+)
 
 json_values = st.recursive(
     st.none()

@@ -91,8 +91,8 @@ def test_sql_calls_are_the_text_actions(tmp_path: Path) -> None:
     assert "empty" in obs and info["parse_error"]
     obs, *_, info = env.step('<tool_call>{"name": "execute_sql", "arguments": {}}</tool_call>')
     assert '"query"' in obs and info["parse_error"]
-    for env in (text, tool, env):
-        env.close()
+    for made in (text, tool, env):
+        made.close()
 
 
 def test_deepcoder_submit_program_is_a_submission() -> None:

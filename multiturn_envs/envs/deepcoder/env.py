@@ -66,7 +66,6 @@ SUBMIT_TOOL = Tool(
             "code": {"type": "string", "description": "the complete Python program"},
         },
         "required": ["code"],
-        "additionalProperties": False,
     },
 )
 """DeepCoder's one action as a typed tool."""

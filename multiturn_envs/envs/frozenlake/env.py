@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
+from multiturn_envs.core import TOOL_TURNS_HINT, BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.frozenlake.dynamics import ACTION_NAMES, LakeDynamics
 from multiturn_envs.envs.frozenlake.maps import (
     LakeMap,
@@ -40,7 +40,6 @@ MOVE_TOOL = Tool(
             }
         },
         "required": ["direction"],
-        "additionalProperties": False,
     },
 )
 """FrozenLake's one action as a typed tool."""
@@ -256,6 +255,13 @@ class FrozenLakeTextEnv(TextEnv):
             "You play FrozenLake. Each turn you see the lake as a grid and reply with one move: "
             "Left, Down, Right or Up, for example <answer>Right</answer>. Reach the goal "
             "without falling into a hole."
+        )
+
+    def tool_system_prompt(self) -> str:
+        return (
+            "You play FrozenLake. Each turn you see the lake as a grid and call the move tool "
+            "with one direction: Left, Down, Right or Up. Reach the goal without falling into a "
+            f"hole.\n\n{TOOL_TURNS_HINT}"
         )
 
     def tools(self) -> Sequence[Tool]:

@@ -64,14 +64,13 @@ EXECUTE_TOOL = Tool(
         "type": "object",
         "properties": {"query": {"type": "string", "description": "one SQL statement"}},
         "required": ["query"],
-        "additionalProperties": False,
     },
 )
 SUBMIT_TOOL = Tool(
     "submit",
     "Submit the result of your last query as your answer; this ends the episode. Call it "
     "after execute_sql in the same reply to run a query and submit its result at once.",
-    {"type": "object", "properties": {}, "additionalProperties": False},
+    {"type": "object", "properties": {}},
 )
 TOOLS: tuple[Tool, ...] = (EXECUTE_TOOL, SUBMIT_TOOL)
 """InterCode-SQL's actions as typed tools: run a query, submit."""

@@ -59,11 +59,9 @@ RUN_TOOL = Tool(
             "command": {
                 "type": "string",
                 "description": "the command or script",
-                "maxLength": MAX_COMMAND_CHARS,
             }
         },
         "required": ["command"],
-        "additionalProperties": False,
     },
 )
 SUBMIT_TOOL = Tool(
@@ -71,7 +69,7 @@ SUBMIT_TOOL = Tool(
     "Declare the task done; the task's hidden tests then decide whether it is solved. This "
     "ends the episode. Call it after run_command in the same reply to run a last command "
     "first.",
-    {"type": "object", "properties": {}, "additionalProperties": False},
+    {"type": "object", "properties": {}},
 )
 TOOLS: tuple[Tool, ...] = (RUN_TOOL, SUBMIT_TOOL)
 """The Terminal env's actions as typed tools: run a command, submit."""
@@ -85,6 +83,12 @@ def parsed_of_calls(calls: Sequence[ToolCall]) -> ParsedAction:
         if command is None or not command.strip():
             return ParsedAction(
                 None, False, f"Tool call error: the command is empty. {FORMAT_HINT}"
+            )
+        if len(command) > MAX_COMMAND_CHARS:
+            return ParsedAction(
+                None,
+                False,
+                f"The command is longer than {MAX_COMMAND_CHARS} characters: nothing was run.",
             )
         return ParsedAction(command, len(names) == 2)
     if names == ["submit"]:
