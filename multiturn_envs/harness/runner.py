@@ -58,6 +58,8 @@ from multiturn_envs.policies.base import (
     TurnTokens,
 )
 from multiturn_envs.policies.prompting import reply_tokens
+from multiturn_envs.policies.tool_layout import replies_stop
+from multiturn_envs.tools import ToolCall
 from multiturn_envs.wrappers import text_env_of
 
 __all__ = ["EnvFactory", "run_local"]
@@ -145,13 +147,18 @@ class _Episode:
     truncated: bool = False
     truncation_reason: str | None = None
     success: bool = False
+    agent_stopped: bool = False
 
     def request(self) -> TurnRequest:
+        base = self.base
         return TurnRequest(
-            self.base.message_view(),
-            self.base,
+            base.message_view(),
+            base,
             self.seeds.policy_seed(len(self.actions)),
             self.episode_id,
+            base.system_prompt(),
+            tuple(base.tools()),
+            base.tool_system_prompt(),
         )
 
 
@@ -207,11 +214,12 @@ class _Turn:
     text: str
     logprob: float | None
     tokens: TurnTokens | None
+    tool_calls: list[ToolCall] | None = None  # None: a text-mode reply
 
     @staticmethod
     def of(reply: Reply) -> _Turn:
         logprob = None if reply.logprobs is None else float(sum(reply.logprobs))
-        return _Turn(reply.text, logprob, reply_tokens(reply))
+        return _Turn(reply.text, logprob, reply_tokens(reply), reply.tool_calls)
 
 
 class _LocalRun:
@@ -280,6 +288,10 @@ class _LocalRun:
     @staticmethod
     def _step(ep: _Episode, turn: _Turn, policy_s: float) -> None:
         # Runs once per live episode per turn: every line here is paid ~10^5 times a run.
+        if replies_stop(turn.tool_calls, turn.text, ep.base.reply_without_call):
+            ep.done = ep.agent_stopped = True  # no call, no turn: the episode ends here
+            ep.success = ep.first_success is not None
+            return
         clock = time.perf_counter
         t0 = clock()
         text = turn.text
@@ -329,6 +341,7 @@ class _LocalRun:
             "action_logprobs": ep.logprobs if any(x is not None for x in ep.logprobs) else None,
             "turn_tokens": ep.tokens if any(x is not None for x in ep.tokens) else None,
             "error_injection": ep.injection,
+            "agent_stopped": ep.agent_stopped,
             "timings": {  # microsecond resolution: smaller lines, cheaper to encode
                 "reset_s": round(ep.reset_s, 6),
                 "env_step_s": ep.env_s,  # rounded as they were taken (policy_s: per tick)

@@ -170,6 +170,7 @@ class RemoteTextEnv(TextEnv):
         self._last_info: dict[str, Any] = {}
         self._task_ids: list[str] | None = None
         self._system_prompt: str | None = None
+        self._tool_system_prompt: str | None = None
         self._valid: tuple[bool, list[str] | None] = (False, None)
         self._tools: tuple[tuple[Any, ...], tuple[Tool, ...]] | None = None
         self.max_tool_calls = int(description.get("max_tool_calls") or 1)
@@ -206,6 +207,7 @@ class RemoteTextEnv(TextEnv):
         self._history = [{"role": "user", "content": observation}]
         self._last_observation = observation
         self._system_prompt = None
+        self._tool_system_prompt = None
         self._valid = (False, None)
         return observation, info
 
@@ -241,6 +243,11 @@ class RemoteTextEnv(TextEnv):
         if self._system_prompt is None:
             self._system_prompt = str(self._conn.tool("system_prompt"))
         return self._system_prompt
+
+    def tool_system_prompt(self) -> str:
+        if self._tool_system_prompt is None:
+            self._tool_system_prompt = str(self._conn.tool("tool_system_prompt"))
+        return self._tool_system_prompt
 
     def valid_actions(self) -> Sequence[str] | None:
         known, actions = self._valid

@@ -77,6 +77,7 @@ TOOLS: dict[str, tuple[str, dict[str, dict[str, str]]]] = {
     "describe": ("the env id, its spec, default budget and which hooks it overrides", {}),
     "task_ids": ("the ids of the tasks reset accepts as task_id", {}),
     "system_prompt": ("standing instructions for an LLM agent", {}),
+    "tool_system_prompt": ("standing instructions for an agent given the env's tools", {}),
     "valid_actions": ("the env's finite set of well-formed actions, or null", {}),
     "expert_action": ("the oracle's action at the current state", {}),
     "score_action": (
@@ -390,6 +391,9 @@ class EnvSession:
 
     def _tool_system_prompt(self, arguments: dict[str, Any]) -> str:
         return self.base.system_prompt()
+
+    def _tool_tool_system_prompt(self, arguments: dict[str, Any]) -> str:
+        return self.base.tool_system_prompt()
 
     def _tool_expert_action(self, arguments: dict[str, Any]) -> str:
         return self._live().expert_action()
