@@ -161,14 +161,34 @@ class PolicyCaller:
     def name(self) -> str:
         return self.policy.name
 
+    @property
+    def is_async(self) -> bool:
+        """Whether the policy is async (its calls run on this caller's event loop)."""
+        return self._async is not None
+
+    def run(self, coro: Awaitable[Any]) -> Any:
+        """Run ``coro`` on this caller's event loop (the one its async policy's clients live
+        on): the harness's async path awaits the policy and the envs' steps there."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    async def acall(self, requests: Sequence[TurnRequest]) -> list[Reply]:
+        """:meth:`__call__` from inside this caller's loop (an async policy is awaited)."""
+        if self._async is not None:
+            return self._checked(requests, await self._async.aact(requests))
+        assert self._sync is not None
+        return self._checked(requests, self._sync.act(requests))
+
     def __call__(self, requests: Sequence[TurnRequest]) -> list[Reply]:
         if self._sync is not None:
             raw: Sequence[Reply | str] = self._sync.act(requests)
         else:
             assert self._async is not None
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            raw = self._loop.run_until_complete(self._async.aact(requests))
+            raw = self.run(self._async.aact(requests))
+        return self._checked(requests, raw)
+
+    def _checked(self, requests: Sequence[TurnRequest], raw: Sequence[Reply | str]) -> list[Reply]:
         if len(raw) != len(requests):
             raise PolicyError(
                 f"policy {self.name!r} returned {len(raw)} replies for {len(requests)} requests"
