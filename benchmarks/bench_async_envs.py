@@ -11,6 +11,11 @@ each a run of every unit test in the Docker sandbox pool. Measured in the same r
   (:mod:`multiturn_envs.core`), which run a container env's reset and step in worker threads,
   so the loop interleaves the episodes while their submissions run in the pool.
 
+``--sleep S`` makes every submitted program sleep S seconds first: runs that wait rather than
+compute (slow tests, timeouts), where the overlap shows even on a machine whose CPUs are busy;
+the reference programs alone finish in milliseconds and are CPU-bound, so on a saturated
+machine nothing can overlap them.
+
 It prints both wall times, the ratio (sync / async) and the pool's size: the goal is a ratio
 close to the pool's parallelism (``--pool``, default ``MTE_SANDBOX_POOL_SIZE`` or the CPUs:
 each container runs one submission at a time, so more episodes in flight than containers
@@ -32,6 +37,7 @@ import numpy as np
 
 import multiturn_envs  # noqa: F401  (registers MT/*)
 from multiturn_envs.core import areset_env, astep_env
+from multiturn_envs.envs.deepcoder.env import extract_program
 from multiturn_envs.sandbox.docker_pool import SIZE_VARIABLE, default_pool_size, docker_unavailable
 
 
@@ -39,7 +45,15 @@ def make_env() -> gym.Env[str, str]:
     return gym.make("MT/DeepCoder-v0", backend="docker", max_turns=8, disable_env_checker=True)
 
 
-def plan(episodes: int, turns: int) -> list[tuple[str, int, list[str]]]:
+def slowed(action: str, sleep_s: float) -> str:
+    """``action``'s program with ``time.sleep(sleep_s)`` first (a submission that waits)."""
+    if not sleep_s:
+        return action
+    program = extract_program(action)
+    return f"```python\nimport time as _t\n_t.sleep({sleep_s})\n{program}\n```"
+
+
+def plan(episodes: int, turns: int, sleep_s: float = 0.0) -> list[tuple[str, int, list[str]]]:
     """(task, seed, actions) per episode: ``turns - 1`` wrong programs, then the reference."""
     env = make_env()
     base: Any = env.unwrapped
@@ -55,7 +69,7 @@ def plan(episodes: int, turns: int) -> list[tuple[str, int, list[str]]]:
                 continue
             rng = np.random.default_rng(len(out))
             wrong = [base.error_action(rng) for _ in range(turns - 1)]
-            out.append((str(task), len(out), [*wrong, expert]))
+            out.append((str(task), len(out), [slowed(a, sleep_s) for a in [*wrong, expert]]))
     finally:
         env.close()
     if len(out) < episodes:  # fewer tasks than episodes: repeat them with other seeds
@@ -90,6 +104,13 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--pool", type=int, default=None, help="sandbox containers (default: CPUs)")
+    parser.add_argument("--repeats", type=int, default=2, help="best of this many runs each")
+    parser.add_argument(
+        "--sleep",
+        type=float,
+        default=0.0,
+        help="seconds each submitted program sleeps first (a run that waits, not computes)",
+    )
     args = parser.parse_args()
     if args.pool is not None:
         os.environ[SIZE_VARIABLE] = str(args.pool)
@@ -98,33 +119,49 @@ def main() -> int:
         print(f"docker unavailable: {problem}", file=sys.stderr)
         return 1
     pool = default_pool_size()
-    episodes = plan(args.episodes, args.turns)
-    envs = [make_env() for _ in episodes]
-    try:
-        # warm the shared pool so neither mode pays container start-up
-        episode_sync(envs[0], *episodes[0])
-        t0 = time.perf_counter()
-        sync = [episode_sync(envs[0], *ep) for ep in episodes]
-        sync_s = time.perf_counter() - t0
+    episodes = plan(args.episodes, args.turns, args.sleep)
+
+    def run_sync() -> tuple[float, list[list[str]]]:
+        env = make_env()  # a fresh env: its result cache holds nothing of these episodes
+        try:
+            t0 = time.perf_counter()
+            out = [episode_sync(env, *ep) for ep in episodes]
+            return time.perf_counter() - t0, out
+        finally:
+            env.close()
+
+    def run_async() -> tuple[float, list[list[str]]]:
+        envs = [make_env() for _ in episodes]
 
         async def all_at_once() -> list[list[str]]:
             return list(
                 await asyncio.gather(*(episode_async(e, *ep) for e, ep in zip(envs, episodes)))
             )
 
-        t0 = time.perf_counter()
-        concurrent = asyncio.run(all_at_once())
-        async_s = time.perf_counter() - t0
-    finally:
-        for env in envs:
-            env.close()
+        try:
+            t0 = time.perf_counter()
+            out = asyncio.run(all_at_once())
+            return time.perf_counter() - t0, out
+        finally:
+            for env in envs:
+                env.close()
+
+    run_async()  # warm every container of the shared pool: neither mode pays a start-up
+    timings: dict[str, list[float]] = {"sync": [], "async": []}
+    for _ in range(args.repeats):
+        sync_s, sync = run_sync()
+        async_s, concurrent = run_async()
+        timings["sync"].append(sync_s)
+        timings["async"].append(async_s)
+    sync_s, async_s = min(timings["sync"]), min(timings["async"])
     if concurrent != sync:
         print("the two modes disagree on an observation", file=sys.stderr)
         return 1
     submissions = sum(len(o) - 1 for o in sync)
     print(f"{len(episodes)} DeepCoder episodes, {submissions} submissions, pool of {pool}")
-    print(f"one after another (sync):   {sync_s:7.2f} s")
-    print(f"one event loop (async API): {async_s:7.2f} s")
+    print(f"one after another (sync):   {sync_s:7.2f} s (best of {args.repeats})")
+    print(f"one event loop (async API): {async_s:7.2f} s (best of {args.repeats})")
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"ratio sync/async: {sync_s / async_s:.2f} (goal: close to the pool's {pool})")
     return 0
 
