@@ -134,6 +134,9 @@ class TextEnv(gym.Env[str, str]):
     #: Whether a tool call's name and arguments are checked against :meth:`tools` when it is
     #: read (False: structure only, for envs whose own checker grades calls, as BFCL's does).
     check_tool_arguments: bool = True
+    #: Whether :meth:`tools` may change within an episode (BFCL releases held-out functions);
+    #: when False, a client may read them once per reset.
+    tools_change_in_episode: bool = False
     #: Whether ``reset``/``step`` wait on I/O (containers, processes): :meth:`areset` and
     #: :meth:`astep` then run them in a worker thread, so an event loop never waits on them.
     blocking_io: ClassVar[bool] = False

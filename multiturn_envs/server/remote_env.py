@@ -177,6 +177,8 @@ class RemoteTextEnv(TextEnv):
         self.reply_without_call = (
             "action" if description.get("reply_without_call") == "action" else "stop"
         )
+        self.tools_change_in_episode = bool(description.get("tools_change_in_episode", True))
+        self._resets = 0
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -209,6 +211,7 @@ class RemoteTextEnv(TextEnv):
         self._system_prompt = None
         self._tool_system_prompt = None
         self._valid = (False, None)
+        self._resets += 1
         return observation, info
 
     def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -260,8 +263,11 @@ class RemoteTextEnv(TextEnv):
         return str(self._conn.tool("expert_action"))
 
     def tools(self) -> Sequence[Tool]:
-        """The served env's tools now (they may change with the task and the turn)."""
-        key = (self._task_id, self._turn, self._prefix_turns, self._needs_reset)
+        """The served env's tools now: asked once per reset, or once per turn for an env whose
+        tools change within an episode (BFCL)."""
+        key: tuple[Any, ...] = (self._resets, self._needs_reset)
+        if self.tools_change_in_episode:
+            key += (self._turn, self._prefix_turns)
         if self._tools is None or self._tools[0] != key:
             data = self._conn.request({"type": "step", "data": {"type": "list_tools"}})
             listed = (data.get("observation") or {}).get("tools") or []

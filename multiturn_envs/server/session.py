@@ -383,6 +383,7 @@ class EnvSession:
             "tools": sorted(TOOLS),
             "env_tools": [t.name for t in self.base.tools()],
             "max_tool_calls": self.base.max_tool_calls,
+            "tools_change_in_episode": self.base.tools_change_in_episode,
             "reply_without_call": self.base.reply_without_call,
         }
 

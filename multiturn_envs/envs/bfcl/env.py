@@ -145,6 +145,7 @@ class BFCLEnv(TextEnv):
     max_tool_calls = 32  # a turn's parallel calls
     check_tool_arguments = False  # BFCL's checker grades names and values: a wrong one is scored
     reply_without_call = "action"  # a message to the user ends the user turn, not the episode
+    tools_change_in_episode = True  # miss_func entries release held-out functions
 
     def __init__(
         self,
