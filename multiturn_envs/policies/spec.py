@@ -14,8 +14,8 @@ Every LLM spec also takes the sampling keys ``temperature``, ``top_p``, ``top_k`
 ``max_tokens`` and ``max_batch_size`` (transformers only), and ``tools=true`` (offer the env's
 typed tools and read the model's tool calls, docs/policies.md; ``openai:`` also takes
 ``tool_choice=auto|required|none`` and ``tool_prompt=native|hermes``). The same strings name
-the *scoring* models of the likelihood analyses (:mod:`multiturn_envs.harness.likelihood`). One table,
-:data:`ENGINES`, says per engine which keys it takes and how it builds the policy AND the
+the *scoring* models of the likelihood analyses (:mod:`multiturn_envs.harness.likelihood`).
+One table, :data:`ENGINES`, says per engine which keys it takes and how it builds the policy AND the
 scoring model of a spec, from the same engine arguments (adding a backend is one entry). A
 spec is split on commas; the first field is the model (path, name or URL) and the others are
 ``key=value``.
