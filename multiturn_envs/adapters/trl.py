@@ -85,6 +85,7 @@ OLD_REWARD_NAMES: dict[str, str] = {"return": "outcome"}
 
 __all__ = [
     "ENDED",
+    "ENDED_TOOLS",
     "LAYOUTS",
     "OLD_REWARD_NAMES",
     "TOOL_HINT",
@@ -110,7 +111,11 @@ TOOL_HINT = (
 )
 """Appended to the env's system prompt by :func:`grpo_dataset`: how turns map onto the tool."""
 
-ENDED = "The episode is over; no action was taken. Do not call a tool again."
+ENDED = "The episode is over; no action was taken. Do not call act again."
+"""What a call after the episode's end answers (the generic ``act`` layout)."""
+
+ENDED_TOOLS = "The episode is over; no action was taken. Do not call a tool again."
+"""What a call after the episode's end answers (the env's typed tools)."""
 
 
 def _build(
@@ -206,11 +211,14 @@ class TRLEnvironmentBase:
         self._start = info
         return observation
 
+    #: What a call after the episode's end answers.
+    ended_text: str = ENDED_TOOLS
+
     def _take(self, action: Action) -> str:
         """One tool call: one env turn (nothing once the episode is over); its result."""
         self._calls += 1
         if self._done:
-            return ENDED
+            return self.ended_text
         observation, reward, terminated, truncated, info = self._env.step(action_text(action))
         self._turns.append(Turn(float(reward), info, bool(terminated), bool(truncated)))
         self._success = bool(info.get("success", False))
@@ -319,6 +327,8 @@ class TRLEnvironment(TRLEnvironmentBase):
     """The generic layout: one tool, ``act(action)``, whose text is the turn's action (any text
     form the env reads, a ``<tool_call>`` text included). The study's recorded layout; new
     runs get the env's typed tools (:func:`trl_environment_class`)."""
+
+    ended_text = ENDED
 
     def act(self, action: str) -> str:
         """Take one turn in the environment with the given action.

@@ -35,6 +35,7 @@ import numpy as np
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 from multiturn_envs.adapters.trl import (
     ENDED,
+    ENDED_TOOLS,
     TRLEnvironment,
     TRLEnvironmentBase,
     grpo_rows,
@@ -176,7 +177,7 @@ def build_tiny(config: TrainConfig, folder: Path) -> Path:
         chats,
         tools=tool_callables(config),
         system=system,
-        extra_texts=[ENDED, CLOSING_REPLY],
+        extra_texts=[ENDED if config.tools == "act" else ENDED_TOOLS, CLOSING_REPLY],
         vocab_size=vocab,
         seed=config.seed,
         layout=shape,

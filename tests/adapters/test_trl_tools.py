@@ -13,7 +13,7 @@ import pytest
 
 import multiturn_envs  # noqa: F401
 from multiturn_envs.adapters.trl import (
-    ENDED,
+    ENDED_TOOLS,
     TRLEnvironment,
     environment_factories,
     environment_factory,
@@ -61,7 +61,7 @@ def test_a_typed_call_is_a_turn_and_a_malformed_one_too() -> None:
     assert "must be one of" in env.move(direction="Sideways")  # the env's message: a turn
     out = env.move(dir="Up")  # an argument the tool does not take: the env says so
     assert "no argument" in out and env.turns == 3 and env.done
-    assert env.move(direction="Up") == ENDED and env.calls == 4 and env.turns == 3
+    assert env.move(direction="Up") == ENDED_TOOLS and env.calls == 4 and env.turns == 3
     assert env.messages[1]["content"].startswith("<tool_call>")  # the env holds the calls
     generic = environment_factory("MT/FrozenLake-v0", tools="act")()
     assert isinstance(generic, TRLEnvironment) and "act" in _public(type(generic))
