@@ -137,8 +137,20 @@ def _hf_policy(spec: LLMSpec) -> Policy:
     )
 
 
+def _no_tool_scoring(spec: LLMSpec) -> None:
+    """Scoring models from specs score the text layout: refuse ``tools=true`` rather than
+    score a tool-calling run's actions in a layout its policy never saw."""
+    if spec.flag("tools"):
+        raise SpecError(
+            f"{spec.text!r}: tools=true is a policy option; a scoring model from a spec scores "
+            "the text layout (a TRL-trained model: rl.evaluate.tool_layout_scorer)"
+        )
+
+
 def _hf_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
     from multiturn_envs.policies.prompting import ChatPrompter
+
+    _no_tool_scoring(spec)
     from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
     from multiturn_envs.policies.transformers_backend import load_model_and_tokenizer
 
@@ -184,6 +196,7 @@ def _vllm_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
     from multiturn_envs.policies.prompting import ChatPrompter
     from multiturn_envs.policies.scoring import ScoringModel, VLLMScorer
 
+    _no_tool_scoring(spec)
     args = _vllm_engine_args(spec)
     scorer = VLLMScorer.from_model(spec.model, **args)
     tokenizer = scorer.llm.get_tokenizer()
@@ -237,6 +250,7 @@ def _openai_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
     from multiturn_envs.policies.prompting import ChatPrompter
     from multiturn_envs.policies.scoring import CompletionsScorer, ScoringModel
 
+    _no_tool_scoring(spec)
     tokenizer = _tokenizer_of(spec)
     if tokenizer is None:
         raise SpecError(f"{spec.text!r}: scoring over HTTP needs tokenizer=<folder>")

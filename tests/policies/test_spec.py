@@ -57,6 +57,13 @@ def test_tools_reach_the_policy_from_a_spec() -> None:
     assert not load_llm_policy("openai:http://127.0.0.1:9,model=m").tools  # type: ignore[union-attr]
 
 
+def test_a_scoring_spec_refuses_the_tool_layout() -> None:
+    from multiturn_envs.policies import load_scoring_model
+
+    with pytest.raises(SpecError, match="tools=true is a policy option"):
+        load_scoring_model("openai:http://127.0.0.1:9,model=m,tokenizer=x,tools=true")
+
+
 def test_vllm_missing_from_this_environment_is_a_clear_import_error() -> None:
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is importable here: its build path is tested on the CPU build")
