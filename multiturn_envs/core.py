@@ -21,7 +21,12 @@ writes its task logic:
 * guards: stepping before ``reset`` or after the episode ended raises a clear error; a reply
   longer than :attr:`TextEnv.max_action_chars` is refused before the env parses it (a turn
   spent, a clear observation); the history keeps at most :attr:`TextEnv.max_history_chars`
-  characters (``docs/security.md``).
+  characters (``docs/security.md``);
+* typed tools (:meth:`TextEnv.tools`): an env declares its actions as functions once; a tool
+  call (:mod:`multiturn_envs.tools`) is then an action like any text action, read by
+  :meth:`TextEnv.read_tool_calls` without guessing;
+* an async API (:meth:`TextEnv.areset`, :meth:`TextEnv.astep`): envs that wait on I/O
+  (``blocking_io``: containers) do it in a worker thread, others run inline.
 
 A subclass implements :meth:`TextEnv.task_ids`, :meth:`TextEnv._load_task`,
 :meth:`TextEnv._step`, :meth:`TextEnv._get_state`, :meth:`TextEnv._set_state`, and the oracle
@@ -30,12 +35,13 @@ hooks :meth:`TextEnv.expert_action` and :meth:`TextEnv.error_action`.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -43,11 +49,27 @@ from gymnasium.error import ResetNeeded
 
 from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.spaces import UnicodeText
+from multiturn_envs.tools import (
+    Action,
+    Tool,
+    ToolCall,
+    ToolCallError,
+    action_text,
+    is_tool_call_text,
+    read_tool_calls,
+)
 
 BudgetMode = Literal["hidden", "announced"]
 BUDGET_MODES: tuple[str, ...] = ("hidden", "announced")
 BUDGET_OPTIONS: tuple[str, ...] = ("max_turns", "budget_mode")
 """The ``reset`` options that name the episode's budget (every :class:`TextEnv` reads them)."""
+TOOL_TURNS_HINT = (
+    "Take each turn by calling one of the tools: its result is the environment's answer. "
+    "A reply without a tool call ends the episode."
+)
+"""How turns work for an agent given the env's tools (``reply_without_call == "stop"``)."""
+ReplyWithoutCall = Literal["stop", "action"]
+"""What a reply without a tool call is in a tool-calling episode (``reply_without_call``)."""
 
 
 def check_budget(max_turns: Any, budget_mode: Any = "hidden") -> tuple[int | None, str]:
@@ -117,6 +139,22 @@ class TextEnv(gym.Env[str, str]):
     #: ``reset`` options an env understands besides ``task_id``; others are dropped with a warning
     #: (PettingZoo's ``api_test`` passes made-up options, so unknown keys cannot be errors).
     reset_options: ClassVar[frozenset[str]] = frozenset()
+    #: Tool calls one reply may hold (one action per turn: 1; BFCL: a turn's parallel calls).
+    max_tool_calls: int = 1
+    #: In a tool-calling episode, what a reply without any tool call is: ``"stop"`` (the agent
+    #: is done: the episode ends there, not a turn; TRL ends its rollout there too) or
+    #: ``"action"`` (a text action, e.g. BFCL's message to the user that ends a user turn).
+    #: The one rule the harness and training share (:func:`multiturn_envs.tools` docs).
+    reply_without_call: ReplyWithoutCall = "stop"
+    #: Whether a tool call's name and arguments are checked against :meth:`tools` when it is
+    #: read (False: structure only, for envs whose own checker grades calls, as BFCL's does).
+    check_tool_arguments: bool = True
+    #: Whether :meth:`tools` may change within an episode (BFCL releases held-out functions);
+    #: when False, a client may read them once per reset.
+    tools_change_in_episode: bool = False
+    #: Whether ``reset``/``step`` wait on I/O (containers, processes): :meth:`areset` and
+    #: :meth:`astep` then run them in a worker thread, so an event loop never waits on them.
+    blocking_io: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -179,6 +217,29 @@ class TextEnv(gym.Env[str, str]):
         """Standing instructions for an LLM agent (the first observation repeats what matters)."""
         return ""
 
+    def tool_system_prompt(self) -> str:
+        """Standing instructions for an agent given the env's tools (a tool-calling policy and
+        TRL's typed tools read this instead of :meth:`system_prompt`, which describes the text
+        form). Default: the system prompt plus :data:`TOOL_TURNS_HINT` (``"stop"`` envs)."""
+        own = self.system_prompt()
+        if self.reply_without_call != "stop":
+            return own
+        return f"{own}\n\n{TOOL_TURNS_HINT}" if own else TOOL_TURNS_HINT
+
+    def tools(self) -> Sequence[Tool]:
+        """The env's actions as typed tools (OpenAI function format), for the current task.
+
+        Declared once here; a call of one (:meth:`read_tool_calls`) is an action like any text
+        action. ``()``: the env takes text only. Envs whose tools depend on the task (BFCL's
+        functions) return the current task's (``()`` before the first ``reset``).
+        """
+        return ()
+
+    def as_tool_call(self, action: str) -> ToolCall | None:
+        """The tool call that does what the text ``action`` does, or ``None`` (no such call, or
+        the env cannot say). Used to write training data in the tool layout."""
+        return None
+
     def _close(self) -> None:
         """Release heavy resources (containers, databases). Called at most once per open."""
 
@@ -216,6 +277,37 @@ class TextEnv(gym.Env[str, str]):
         """A stable id of the current state: equal states give equal keys (GiGPO anchors)."""
         digest = hashlib.sha1(self._last_observation.encode("utf-8", "surrogatepass"))
         return digest.hexdigest()[:16]
+
+    # ------------------------------------------------------------------ tool calls
+    def read_tool_calls(self, action: str) -> list[ToolCall] | ToolCallError | None:
+        """The tool calls ``action`` makes, checked against :meth:`tools`; a
+        :class:`~multiturn_envs.tools.ToolCallError` (its text is the observation to show) when
+        the call is malformed; ``None`` when ``action`` is not a tool call (or the env has no
+        tools): then it is the env's text form. Envs call this first in ``_step``."""
+        if not is_tool_call_text(action):
+            return None
+        tools = self.tools()
+        if not tools:
+            return None
+        try:
+            return read_tool_calls(
+                action, tools, max_calls=self.max_tool_calls, strict=self.check_tool_arguments
+            )
+        except ToolCallError as exc:
+            return ToolCallError(f"Tool call error: {exc}.")
+
+    # ------------------------------------------------------------------ async
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """:meth:`reset` without blocking an event loop (see :attr:`blocking_io`; for a wrapped
+        env, :func:`areset_env`)."""
+        return await areset_env(self, seed=seed, options=options)
+
+    async def astep(self, action: Action) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        """:meth:`step` without blocking an event loop (see :attr:`blocking_io`; for a wrapped
+        env, :func:`astep_env`)."""
+        return await astep_env(self, action)
 
     # ------------------------------------------------------------------ budget
     @property
@@ -327,10 +419,11 @@ class TextEnv(gym.Env[str, str]):
         self._last_observation = observation
         return observation, self._info(step_score=None, parse_error=None, extra={})
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One turn: ``action`` is text, or tool calls (recorded as their canonical text)."""
         self._require_live()
         if not isinstance(action, str):
-            raise TypeError(f"an action is a str, got {type(action).__name__}: {action!r:.80}")
+            action = action_text(action)
         outcome = self._apply(action)
         self._turn += 1
         self._success = bool(outcome.success)
@@ -359,13 +452,15 @@ class TextEnv(gym.Env[str, str]):
         super().close()
 
     # ------------------------------------------------------------------ for wrappers
-    def play_prefix(self, action: str) -> StepOutcome:
+    def play_prefix(self, action: Action) -> StepOutcome:
         """Apply ``action`` as part of the history handed to the agent (error injection).
 
         The turn is recorded in :meth:`messages` but does not count against the budget. Raises
         ``ValueError`` when the action ends the episode: a prefix must leave a live state.
         """
         self._require_live()
+        if not isinstance(action, str):
+            action = action_text(action)
         snapshot = self.get_state()
         outcome = self._apply(action)
         if outcome.terminated:
@@ -508,3 +603,32 @@ class TextEnv(gym.Env[str, str]):
         }
         info.update(copy.deepcopy(extra))
         return info
+
+
+def blocks_on_io(env: gym.Env[Any, Any]) -> bool:
+    """Whether ``env`` (wrapped or not) waits on I/O in ``reset``/``step``: its base env's
+    ``blocking_io`` (containers, processes). Such envs are stepped in a worker thread by
+    :func:`astep_env`; others inline."""
+    return bool(getattr(env.unwrapped, "blocking_io", False))
+
+
+async def areset_env(
+    env: gym.Env[str, str], *, seed: int | None = None, options: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """``env.reset`` for an event loop: in a worker thread when the env waits on I/O (the whole
+    wrapper stack runs there, so wrappers see one reset), inline otherwise."""
+    if blocks_on_io(env):
+        return await asyncio.to_thread(env.reset, seed=seed, options=options)
+    return env.reset(seed=seed, options=options)
+
+
+async def astep_env(
+    env: gym.Env[str, str], action: Action
+) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    """``env.step`` for an event loop: in a worker thread when the env waits on I/O (a Docker
+    sandbox run, a shell command), inline otherwise (a thread hop would cost more than a
+    pure-Python step)."""
+    text = action_text(action)
+    if blocks_on_io(env):
+        return await asyncio.to_thread(env.step, text)
+    return env.step(text)

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "argtypes": 0,
     "spaces": 1,
     "core": 1,
+    "tools": 1,
     "rewards": 1,
     "wrappers": 2,
     "sandbox": 2,

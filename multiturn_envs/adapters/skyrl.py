@@ -24,8 +24,16 @@ row["env_class"], env_config=cfg, extras=row)``, ``prompt, _ = env.init(row["pro
   replaces registered ``env_config`` with its own, so the env id and ``gym.make`` kwargs are
   separate keyword arguments (``env_id``, ``env_kwargs``) that survive ``make``.
 * ``get_metrics()``: ``success`` (what a pass means: SkyRL's ``pass_at_n`` counts any positive
-  last reward, which shaped rewards inflate), ``turns``, ``return`` (the step rewards' sum) and
-  ``mean_step_score`` (the registry's).
+  last reward, which shaped rewards inflate), ``turns``, ``return`` (the step rewards' sum),
+  ``mean_step_score`` (the registry's) and ``agent_stopped``.
+* Tools (``tools=True``, or a row's ``tools`` column): SkyRL's generator does no function
+  calling (it applies the chat template without ``tools``), so the env's typed tools go into
+  the system message in the Hermes/Qwen wording (a system message of the row gets them
+  appended), each LLM reply is read with the Hermes parser (its ``<tool_call>`` blocks are
+  the action), and an observation comes back as a ``<tool_response>`` user message, the text
+  a Qwen-style template renders for a tool result. A reply without a call ends the episode
+  where the env says so (``done``, reward 0, ``metadata["agent_stopped"]``): the harness's and
+  TRL's rule.
 
 Install: ``pip install skyrl-gym`` (extra ``[skyrl]``). Call :func:`register_skyrl_envs` in the
 process that builds envs (SkyRL: inside the Ray entrypoint, before training starts).
@@ -39,6 +47,7 @@ import gymnasium as gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 
 import multiturn_envs
+from multiturn_envs.policies.tool_layout import hermes_system, parse_hermes, replies_stop
 from multiturn_envs.rewards import Episode, MeanStepScore, Reward, Shaped, Tally, Turn, make_reward
 from multiturn_envs.rewards.registry import RewardSpec
 from multiturn_envs.wrappers.turn_budget import text_env_of
@@ -59,6 +68,8 @@ class MTSkyRLEnv(BaseTextEnv):
             oracle's step score (the registry's ``shaped`` reward).
         reward: a registered reward (name, ``{"name": ..., **params}`` or object) whose
             per-turn credits are the step rewards, e.g. ``"process"``.
+        tools: offer the env's typed tools and read Hermes tool calls (module docstring); a
+            row's ``tools`` column wins.
     """
 
     def __init__(
@@ -70,9 +81,12 @@ class MTSkyRLEnv(BaseTextEnv):
         env_kwargs: dict[str, Any] | None = None,
         step_score_weight: float = 0.0,
         reward: RewardSpec | None = None,
+        tools: bool = False,
     ) -> None:
         super().__init__()
         self.extras = dict(extras or {})
+        self.tools = bool(self.extras.get("tools", tools))
+        self.agent_stopped = False
         self.env_id = env_id
         self.step_score_weight = float(step_score_weight)
         self.reward: Reward = (
@@ -109,6 +123,7 @@ class MTSkyRLEnv(BaseTextEnv):
         self.infos = [info]
         self.rewards = []
         self.done = False
+        self.agent_stopped = False
         self._tally = self.reward.tally(info)
         self._turns = []
         conversation = [dict(m) for m in (prompt or [])]
@@ -119,13 +134,34 @@ class MTSkyRLEnv(BaseTextEnv):
         ):
             conversation[-1] = {"role": "user", "content": observation}
         else:
-            if not conversation and self.base.system_prompt():
-                conversation.append({"role": "system", "content": self.base.system_prompt()})
+            system = self.base.tool_system_prompt() if self.tools else self.base.system_prompt()
+            if not conversation and system:
+                conversation.append({"role": "system", "content": system})
             conversation.append({"role": "user", "content": observation})
+        if self.tools:
+            tools = self.base.tools()
+            if conversation[0].get("role") == "system":
+                first = str(conversation[0].get("content") or "")
+                conversation[0] = {"role": "system", "content": hermes_system(first, tools)}
+            else:
+                conversation.insert(0, {"role": "system", "content": hermes_system("", tools)})
         return conversation, dict(info)
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
-        """One env turn with the model's text."""
+        """One env turn with the model's text (with tools: its tool calls)."""
+        if self.tools:
+            action, calls = parse_hermes(action)
+            if replies_stop(
+                calls if calls is not None else [], action, self.base.reply_without_call
+            ):
+                self.done = self.agent_stopped = True
+                return BaseTextEnvStepOutput(
+                    observations=[],
+                    reward=0.0,
+                    done=True,
+                    metadata={"agent_stopped": True},
+                    postprocessed_action=None,
+                )
         observation, reward, terminated, truncated, info = self.env.step(action)
         self.turns += 1
         turn = Turn(float(reward), info, bool(terminated), bool(truncated))
@@ -138,8 +174,9 @@ class MTSkyRLEnv(BaseTextEnv):
         self.done = bool(terminated or truncated)
         metadata = dict(info)
         metadata["observation"] = observation
+        shown = f"<tool_response>\n{observation}\n</tool_response>" if self.tools else observation
         return BaseTextEnvStepOutput(
-            observations=[] if self.done else [{"role": "user", "content": observation}],
+            observations=[] if self.done else [{"role": "user", "content": shown}],
             reward=total,
             done=self.done,
             metadata=metadata,
@@ -157,6 +194,7 @@ class MTSkyRLEnv(BaseTextEnv):
             "turns": self.turns,
             "return": float(sum(self.rewards)),
             "mean_step_score": MeanStepScore().score(self.episode),
+            "agent_stopped": float(self.agent_stopped),
         }
 
     def close(self) -> None:
@@ -167,6 +205,7 @@ def register_skyrl_envs(
     env_kwargs: dict[str, dict[str, Any]] | None = None,
     step_score_weight: float = 0.0,
     reward: RewardSpec | None = None,
+    tools: bool = False,
 ) -> list[str]:
     """Register every MT/* id with ``skyrl_gym`` (idempotent); returns the ids.
 
@@ -175,6 +214,7 @@ def register_skyrl_envs(
             ``{"MT/DeepCoder-v0": {"backend": "docker"}}``.
         step_score_weight: the ``shaped`` reward's weight every env gets by default.
         reward: a registered reward every env pays its steps with (``None``: ``shaped``).
+        tools: every env offers its typed tools (a row's ``tools`` column still wins).
 
     A row then selects an env with ``env_class="MT/FrozenLake-v0"``; ``skyrl_gym.make(id,
     env_kwargs=..., step_score_weight=..., reward=...)`` overrides the registered values.
@@ -195,6 +235,7 @@ def register_skyrl_envs(
                 "env_kwargs": dict(per_id.get(env_id, {})),
                 "step_score_weight": step_score_weight,
                 "reward": spec,
+                "tools": tools,
             },
         )
     return ids

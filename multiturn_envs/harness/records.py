@@ -126,8 +126,8 @@ class Timings(TypedDict):
 
 
 # ``return`` is a keyword, hence the functional form.
-TrajectoryRecord = TypedDict(
-    "TrajectoryRecord",
+_TrajectoryFields = TypedDict(
+    "_TrajectoryFields",
     {
         "schema": int,
         "kind": str,  # "trajectory"
@@ -157,7 +157,15 @@ TrajectoryRecord = TypedDict(
         "timings": Timings,
     },
 )
-"""One finished trajectory (docs/harness.md describes every field)."""
+
+
+class TrajectoryRecord(_TrajectoryFields, total=False):
+    """One finished trajectory (docs/harness.md describes every field)."""
+
+    agent_stopped: bool
+    """The policy answered without a tool call where that ends the episode (not a turn); files
+    written before tool-calling policies lack it (read it as False)."""
+
 
 # What every trajectory line must hold: its key (files of schema 1, from any version of this
 # package, have every field of TrajectoryRecord; the analyses check what they read, so that a

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from multiturn_envs.adapters.trl import LAYOUTS
 from multiturn_envs.rewards import Reward, make_reward, reward_names
 
 ADVANTAGES: tuple[str, ...] = ("grpo", "gigpo")
@@ -43,6 +44,10 @@ class TrainConfig:
             Qwen2.5 one otherwise; ``"keep"``; ``"qwen2.5"``.
         warm_start: ``"none"``, ``"format"`` (tool-call format on random actions) or ``"sft"``
             (TRL's ``SFTTrainer`` on the env expert's moves, :mod:`multiturn_envs.rl.warm_start`).
+        tools: how turns map onto TRL's tools: ``"act"`` (the generic ``act(action)``, the
+            study's recorded layout; the default, so old configs run as they ran) or ``"env"``
+            (the env's typed tools, one method each, :mod:`multiturn_envs.adapters.trl`; the
+            harness's tool-calling policies prompt the trained model in the same layout).
 
     Env and budget:
         env_id, env_kwargs: what ``gym.make`` builds (``max_turns`` is set from the budget).
@@ -92,6 +97,7 @@ class TrainConfig:
     tiny: dict[str, int] = field(default_factory=dict)
     chat_template: str = "auto"
     warm_start: str = "none"
+    tools: str = "act"
     max_turns: int = 6
     budget_mix: list[int] | None = None
     budget_mix_weights: list[float] | None = None
@@ -165,6 +171,8 @@ class TrainConfig:
             raise bad("warm_start", f"must be one of {WARM_STARTS}")
         if self.chat_template not in CHAT_TEMPLATES:
             raise bad("chat_template", f"must be one of {CHAT_TEMPLATES}")
+        if self.tools not in LAYOUTS:
+            raise bad("tools", f"must be one of {LAYOUTS}")
         for name in ("max_turns", "steps", "num_generations", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

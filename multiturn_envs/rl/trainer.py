@@ -2,7 +2,9 @@
 
 TRL (1.16) scores a multi-turn rollout with one reward and gives every token of it the same
 advantage. :class:`MultiTurnGRPOTrainer` keeps TRL's trainer as it is (generation, vLLM, PEFT,
-DeepSpeed, the loss) and overrides one hook, ``_generate_and_score_completions``:
+DeepSpeed, the loss) and overrides one private hook, ``_generate_and_score_completions``
+(:mod:`multiturn_envs.rl.trl_coupling` states what of TRL's internals that relies on, the
+versions it works with, and checks both when the trainer is built):
 
 * it calls TRL's own (environments reset and stepped, rewards, TRL's advantages);
 * it logs, per step, what the finished episodes say: ``env/trajectory_reward`` (the rollouts'
@@ -45,6 +47,7 @@ from trl import GRPOTrainer
 from multiturn_envs.rewards import Reward, make_reward
 from multiturn_envs.rl.config import ADVANTAGES, OLD_STEP_REWARDS
 from multiturn_envs.rl.gigpo import StepAdvantages, Trajectory, gigpo_advantages
+from multiturn_envs.rl.trl_coupling import check_trl
 
 
 def anchor_of(info: Mapping[str, Any]) -> str:
@@ -175,6 +178,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     ) -> None:
         if advantage not in ADVANTAGES:
             raise ValueError(f"advantage must be one of {ADVANTAGES}, got {advantage!r}")
+        check_trl()  # the private surface below: fail clearly if TRL moved it
         step = step_reward_of(step_reward)
         super().__init__(*args, **kwargs)
         if advantage == "gigpo" and self.accelerator.num_processes > 1:

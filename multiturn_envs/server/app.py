@@ -3,8 +3,12 @@
 Routes (OpenEnv 0.10's, ``openenv/core/env_server/http_server.py``):
 
 * ``WS /ws``: one session (one env) per connection. Client frames ``{"type": "reset", "data":
-  {...}}``, ``{"type": "step", "data": {"text": ...}}``, ``{"type": "state"}``, ``{"type":
-  "close"}``; server frames ``{"type": "observation" | "state" | "error", "data": ...}``. A
+  {...}}``, ``{"type": "step", "data": {"text": ...}}`` (or an MCP action, ``{"type":
+  "call_tool", ...}``: an env tool call is a turn), ``{"type": "state"}``, ``{"type":
+  "close"}``, and current OpenEnv's ``{"type": "mcp", "data": <JSON-RPC 2.0 request>}``
+  (``tools/list``, ``tools/call``; answered by a ``{"type": "mcp", "data": <JSON-RPC
+  response>}`` frame); server frames ``{"type": "observation" | "state" | "mcp" | "error",
+  "data": ...}``. A
   per-message error leaves the socket open (as in OpenEnv), except when the session itself was
   closed (a crash or a timeout). ``/ws?session_id=ID`` attaches to a session made over HTTP, as
   OpenEnv's ``session_id`` query does.
@@ -14,7 +18,9 @@ Routes (OpenEnv 0.10's, ``openenv/core/env_server/http_server.py``):
   instead of OpenEnv's bare 500.
 
 ``POST /mcp``: OpenEnv's JSON-RPC (``openenv/session/create``/``close``, ``tools/list``,
-``tools/call`` with ``session_id``), what OpenEnv's ``MCPToolClient`` speaks.
+``tools/call`` with ``session_id``), what OpenEnv's ``MCPToolClient`` speaks in production
+mode. ``tools/list`` lists the env's own tools (without a ``session_id``: those of a fresh
+env); calling one is an env turn (:mod:`.session` has the two kinds of tools).
 
 Ours: ``POST /sessions`` (a session without a socket), ``POST /sessions/{id}/reset``, ``POST
 /sessions/{id}/step`` (body: OpenEnv's ``StepRequest``, ``{"action": {...}}``), ``GET
@@ -41,7 +47,6 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from multiturn_envs.server import protocol as p
 from multiturn_envs.server.manager import Session, SessionManager
-from multiturn_envs.server.session import tool_specs
 from multiturn_envs.server.worker import Isolation, make_registered, prepare
 
 OPEN_PATHS = frozenset({"/health"})
@@ -165,8 +170,9 @@ def create_app(
                 "name": env_id,
                 "description": (
                     f"{env_id} from multiturn-envs: a multi-turn text env with a turn budget and "
-                    "an exact step-level oracle (step_score in metadata; oracle hooks and "
-                    "snapshots as tools: list_tools / call_tool)"
+                    "an exact step-level oracle (step_score in metadata); the env's actions as "
+                    "MCP tools (list_tools / call_tool: a call is a turn); oracle hooks and "
+                    "snapshots callable as tools by name (describe)"
                 ),
                 "readme_content": None,
                 "version": __version__,
@@ -259,21 +265,19 @@ def create_app(
             if method == "openenv/session/create":
                 session = await manager.create(_client(request))
                 return _rpc(request_id, {"session_id": session.id})
-            if method == "tools/list":
-                return _rpc(request_id, {"tools": tool_specs()})
-            if method not in ("tools/call", "openenv/session/close"):
+            if method == "tools/list" and not params.get("session_id"):
+                fresh = await manager.create(_client(request))  # OpenEnv lists a fresh env's
+                try:  # tools too
+                    return RawJSON(await manager.run(fresh, "rpc", body))
+                finally:
+                    await manager.close(fresh, "tools/list without a session")
+            if method not in ("tools/list", "tools/call", "openenv/session/close"):
                 return _rpc_error(request_id, -32601, f"method not found: {str(method)[:80]}")
             session = manager.get(str(params.get("session_id", "")))
             if method == "openenv/session/close":
                 await manager.close(session, "closed by the client")
                 return _rpc(request_id, {"session_id": session.id, "closed": True})
-            name, arguments = params.get("name"), params.get("arguments", {})
-            if not isinstance(name, str) or not isinstance(arguments, dict):
-                return _rpc_error(request_id, -32602, "tools/call takes name and arguments")
-            result = await manager.run(session, "tool", name, arguments)
-            return RawJSON(
-                f'{{"jsonrpc": "2.0", "id": {p.dumps(request_id)}, "result": {{"data": {result}}}}}'
-            )
+            return RawJSON(await manager.run(session, "rpc", body))
         except p.ProtocolError as exc:  # an oracle hook refusing comes as EXECUTION_ERROR
             code = -32700 if exc.code == p.INVALID_JSON else -32000
             return _rpc_error(request_id, code, exc.message, exc.code)
@@ -333,6 +337,8 @@ def create_app(
                     reply = _frame("observation", await manager.run(session, "step", data))
                 elif kind == "state":
                     reply = _frame("state", await manager.run(session, "state"))
+                elif kind == "mcp":  # current OpenEnv: JSON-RPC over the session's socket
+                    reply = _frame("mcp", await manager.run(session, "rpc", data))
                 else:
                     raise p.ProtocolError(p.UNKNOWN_TYPE, f"Unknown message type: {str(kind)[:50]}")
             except p.ProtocolError as exc:

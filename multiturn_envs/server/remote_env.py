@@ -16,6 +16,9 @@ records as in-process (tested: same seeds, same records but timings):
   ``random_action`` travels as its PCG64 state and comes back advanced, exactly as if the env had
   drawn from it locally. ``get_state()`` returns a server-side snapshot id (valid in this
   session only), not the env's state.
+* ``tools()`` are the served env's tools (MCP ``list_tools``, asked once per turn); its tool
+  settings (``max_tool_calls``, ``reply_without_call``) come with ``describe``. A tool-call
+  action travels as its canonical text, which the server's env reads as a local one would.
 * ``spec`` is the served env's own ``EnvSpec`` (what ``gym.make`` built on the server), so records
   name the env that really ran.
 
@@ -38,6 +41,7 @@ from multiturn_envs.core import StepOutcome, TextEnv, check_budget
 from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.safejson import loads_bounded
 from multiturn_envs.server import protocol as p
+from multiturn_envs.tools import Action, Tool, action_text, tool_from_openai
 
 MAX_MESSAGE_BYTES = 128 << 20
 """The largest server message the client accepts (OpenEnv's client allows 100 MB)."""
@@ -175,7 +179,15 @@ class RemoteTextEnv(TextEnv):
         self._last_info: dict[str, Any] = {}
         self._task_ids: list[str] | None = None
         self._system_prompt: str | None = None
+        self._tool_system_prompt: str | None = None
         self._valid: tuple[bool, list[str] | None] = (False, None)
+        self._tools: tuple[tuple[Any, ...], tuple[Tool, ...]] | None = None
+        self.max_tool_calls = int(description.get("max_tool_calls") or 1)
+        self.reply_without_call = (
+            "action" if description.get("reply_without_call") == "action" else "stop"
+        )
+        self.tools_change_in_episode = bool(description.get("tools_change_in_episode", True))
+        self._resets = 0
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -206,13 +218,14 @@ class RemoteTextEnv(TextEnv):
         self._history = [{"role": "user", "content": observation}]
         self._last_observation = observation
         self._system_prompt = None
+        self._tool_system_prompt = None
         self._valid = (False, None)
+        self._resets += 1
         return observation, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._require_live()
-        if not isinstance(action, str):
-            raise TypeError(f"an action is a str, got {type(action).__name__}: {action!r:.80}")
+        action = action_text(action)
         payload = self._conn.request({"type": "step", "data": {p.ACTION_FIELD: action}})
         observation, info = self._unpack(payload)
         obs = _object(payload.get("observation"), "an observation")
@@ -243,6 +256,11 @@ class RemoteTextEnv(TextEnv):
             self._system_prompt = str(self._conn.tool("system_prompt"))
         return self._system_prompt
 
+    def tool_system_prompt(self) -> str:
+        if self._tool_system_prompt is None:
+            self._tool_system_prompt = str(self._conn.tool("tool_system_prompt"))
+        return self._tool_system_prompt
+
     def valid_actions(self) -> Sequence[str] | None:
         known, actions = self._valid
         if not known:
@@ -253,6 +271,28 @@ class RemoteTextEnv(TextEnv):
     def expert_action(self) -> str:
         return str(self._conn.tool("expert_action"))
 
+    def tools(self) -> Sequence[Tool]:
+        """The served env's tools now: asked once per reset, or once per turn for an env whose
+        tools change within an episode (BFCL)."""
+        key: tuple[Any, ...] = (self._resets, self._needs_reset)
+        if self.tools_change_in_episode:
+            key += (self._turn, self._prefix_turns)
+        if self._tools is None or self._tools[0] != key:
+            data = self._conn.request({"type": "step", "data": {"type": "list_tools"}})
+            listed = (data.get("observation") or {}).get("tools") or []
+            tools = tuple(
+                tool_from_openai(
+                    {
+                        "name": t["name"],
+                        "description": t.get("description"),
+                        "parameters": t.get("input_schema"),
+                    }
+                )
+                for t in listed
+            )
+            self._tools = (key, tools)
+        return self._tools[1]
+
     def score_action(self, action: str) -> float:
         return float(self._conn.tool("score_action", action=action))
 
@@ -262,7 +302,8 @@ class RemoteTextEnv(TextEnv):
     def state_key(self) -> str:
         return str(self._last_info.get("state_key", ""))
 
-    def play_prefix(self, action: str) -> StepOutcome:
+    def play_prefix(self, action: Action) -> StepOutcome:
+        action = action_text(action)
         result = self._conn.tool("play_prefix", action=action)
         observation = str(result["observation"])
         self._prefix_turns += 1

@@ -87,6 +87,8 @@ def handle(session: EnvSession, op: str, args: list[Any], max_reply_bytes: int) 
             result = session.state()
         elif op == "tool":
             result = session.call_tool(args[0], args[1])
+        elif op == "rpc":  # MCP JSON-RPC: tools/list, tools/call (an env tool: a turn)
+            result = session.rpc(args[0])
         else:
             raise p.ProtocolError(p.UNKNOWN_TYPE, f"no operation {op!r}")
         body = p.dumps(result).encode("utf-8", "backslashreplace")
@@ -104,6 +106,10 @@ def handle(session: EnvSession, op: str, args: list[Any], max_reply_bytes: int) 
         if op == "step" and _is_tool_call(args[0]):  # a tool's result: that call fails
             name = str(args[0].get("tool_name"))
             error = p.tool_payload(name, None, ("execution_error", message), session.base.done)
+            return OK + p.dumps(error).encode("utf-8")
+        if op == "rpc":  # a JSON-RPC error for that call; the session lives on
+            request_id = args[0].get("id") if isinstance(args[0], dict) else None
+            error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": message}}
             return OK + p.dumps(error).encode("utf-8")
         if op in ("reset", "step"):  # the env moved on; the client cannot follow it
             return CRASH + message.encode()

@@ -142,6 +142,7 @@ def check_text_env(
             _check_budget(base, task_id, seeds[0], rng)
             if hostile:
                 _check_hostile(base, task_id, seeds[0])
+            _check_tools(base, task_id, seeds[0], hostile)
         _check_messages(base, ids[0], seeds[0], rng)
     finally:
         env.close()
@@ -267,6 +268,46 @@ def _check_hostile(base: TextEnv, task_id: str, seed: int) -> None:
         except Exception as exc:  # the contract: bad text is a legal action
             raise AssertionError(f"step({action!r:.40}) raised {exc!r}") from exc
         assert isinstance(obs, str) and obs, f"step({action!r:.40}) gave an empty observation"
+        _check_info(info, after_step=True)
+
+
+HOSTILE_TOOL_CALLS: tuple[str, ...] = (
+    "<tool_call>" + "[" * 100_000 + "</tool_call>",
+    '<tool_call>{"name": "x", "arguments": {"a": "' + "A" * (1 << 20) + '"}}</tool_call>',
+    "<tool_call>{not json",
+    '<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": 3}</tool_call><tool_call>{}</tool_call>' * 50,
+)
+"""Tool-call actions a degenerate or hostile policy emits; each must be a turn, never a crash."""
+
+
+def _check_tools(base: TextEnv, task_id: str, seed: int, hostile: bool) -> None:
+    """Declared tools are valid OpenAI functions, and bad tool calls are turns with a message."""
+    import json
+
+    from multiturn_envs.tools import Tool
+
+    base.reset(seed=seed, options={"task_id": task_id})
+    tools = list(base.tools())
+    if not tools:
+        return
+    names = [t.name for t in tools]
+    assert len(set(names)) == len(names), f"tool names repeat: {names}"
+    for tool in tools:
+        assert isinstance(tool, Tool), f"tools() returned {type(tool).__name__}, not a Tool"
+        json.dumps(tool.openai())  # JSON-able: servers and chat templates take it as is
+        assert tool.description, f"tool {tool.name!r} has no description"
+    if not hostile:
+        return
+    for action in HOSTILE_TOOL_CALLS:
+        base.reset(seed=seed, options={"task_id": task_id})
+        try:
+            obs, _, _, _, info = base.step(action)
+        except Exception as exc:  # the contract: a bad call is a legal action
+            raise AssertionError(f"step({action!r:.40}) raised {exc!r}") from exc
+        assert isinstance(obs, str) and obs, f"step({action!r:.40}) gave an empty observation"
+        assert info["parse_error"], f"step({action!r:.40}) was not reported as a parse error"
+        assert len(obs) < 20_000, "the error observation echoes the hostile call"
         _check_info(info, after_step=True)
 
 

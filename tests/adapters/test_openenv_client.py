@@ -22,17 +22,23 @@ import pytest
 import multiturn_envs
 from multiturn_envs.server.process import ServerProcess
 from multiturn_envs.testing import require
+from multiturn_envs.tools import ToolCall
 
 OPENENV_PYTHON = os.environ.get(
     "MTE_OPENENV_PYTHON", os.path.expanduser("~/.cache/multiturn-envs/openenv/bin/python")
 )
 
 # Runs under OPENENV_PYTHON: OpenEnv's GenericEnvClient for the episode, its MCPToolClient for
-# the oracle tools; prints one JSON transcript.
+# the env's tools (a CallToolAction is a turn) and the oracle hooks, and a raw WebSocket with
+# OpenEnv's own {"type": "mcp"} frame models; prints one JSON transcript.
 DRIVER = r"""
 import json, sys
 from openenv.core import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
+from openenv.core.env_server.mcp_types import (
+    CallToolAction, JsonRpcRequest, JsonRpcResponse, WSMCPMessage, WSMCPResponse,
+)
+from websockets.sync.client import connect
 
 plan = json.load(sys.stdin)
 headers = plan.get("headers")
@@ -54,9 +60,30 @@ with GenericEnvClient(base_url=plan["url"], headers=headers, message_timeout_s=1
         out["after_end"] = str(exc)
 with MCPToolClient(base_url=plan["url"], headers=headers).sync() as client:
     client.reset(**plan["reset"])
-    out["tools"] = sorted(tool.name for tool in client.list_tools())
+    out["tools"] = [tool.model_dump() for tool in client.list_tools()]
     out["expert"] = client.call_tool("expert_action")
     out["score"] = client.call_tool("score_action", action=out["expert"])
+    if plan.get("call"):
+        r = client.step(CallToolAction(tool_name=plan["call"]["name"],
+                                       arguments=plan["call"]["arguments"]))
+        out["call"] = {"reward": r.reward, "done": r.done, "result": r.observation.result,
+                       "tool_name": r.observation.tool_name,
+                       "step_score": r.observation.metadata.get("step_score")}
+if plan.get("call"):
+    url = plan["url"].replace("http", "ws", 1) + "/ws"
+    with connect(url, additional_headers=headers or {}, max_size=None) as ws:
+        ws.send(json.dumps({"type": "reset", "data": plan["reset"]}))
+        json.loads(ws.recv(timeout=120))
+        frames = []
+        for rid, (method, params) in enumerate(
+            [("tools/list", {}), ("tools/call", {"name": plan["call"]["name"],
+                                                 "arguments": plan["call"]["arguments"]})]
+        ):
+            request = JsonRpcRequest(jsonrpc="2.0", method=method, params=params, id=rid)
+            ws.send(WSMCPMessage(data=request.model_dump()).model_dump_json())
+            reply = WSMCPResponse.model_validate_json(ws.recv(timeout=120))
+            frames.append(JsonRpcResponse(**reply.data).model_dump())
+        out["mcp_frames"] = frames
 print(json.dumps(out))
 """
 
@@ -130,6 +157,38 @@ def env_kwargs_for(env_id: str) -> dict[str, Any]:
     return {"backend": "docker"}
 
 
+def tool_call_of(env_id: str, base: Any, action: str) -> dict[str, Any] | None:
+    """The expert's first action as one of the env's tool calls (what an agent would send)."""
+    if env_id == "MT/BFCL-v0":
+        from multiturn_envs.envs.bfcl.calls import decode
+
+        calls = decode(action).calls
+        return {"name": calls[0].name, "arguments": dict(calls[0].kwargs)} if calls else None
+    if env_id == "MT/Terminal-v0":
+        from multiturn_envs.envs.terminal.parsing import parse_action
+
+        command = parse_action(action).command
+        return (
+            None if command is None else {"name": "run_command", "arguments": {"command": command}}
+        )
+    call = base.as_tool_call(action)
+    return None if call is None else {"name": call.name, "arguments": dict(call.arguments)}
+
+
+def twin_call(
+    env_id: str, env_kwargs: dict[str, Any], task_id: str, seed: int, max_turns: int, call: Any
+) -> tuple[str, float, bool, list[str]]:
+    """The in-process env's answer to ``call`` as the first turn, and its tools' names."""
+    env = gym.make(env_id, disable_env_checker=True, max_turns=max_turns, **env_kwargs)
+    try:
+        env.reset(seed=seed, options={"task_id": task_id})
+        names = [t.name for t in env.unwrapped.tools()]
+        obs, reward, terminated, truncated, _ = env.step(ToolCall(call["name"], call["arguments"]))
+        return obs, float(reward), bool(terminated or truncated), names
+    finally:
+        env.close()
+
+
 def twin_episode(
     env_id: str, env_kwargs: dict[str, Any], task_id: str, seed: int, max_turns: int
 ) -> tuple[list[str], list[dict[str, Any]], str]:
@@ -162,12 +221,17 @@ def test_generic_env_client_drives_every_registered_env(env_id: str, tmp_path: P
     probe.close()
     seed, max_turns = 11, 3
     actions, expected, first_expert = twin_episode(env_id, env_kwargs, task_id, seed, max_turns)
+    probe = gym.make(env_id, disable_env_checker=True, **env_kwargs)
+    call = tool_call_of(env_id, probe.unwrapped, first_expert)
+    probe.close()
+    assert call is not None, f"{env_id}: the expert's first action has no tool call"
     server = ServerProcess(env_id, env_kwargs)
     with server as url:
         plan = {
             "url": url,
             "reset": {"seed": seed, "task_id": task_id, "max_turns": max_turns},
             "actions": actions,
+            "call": call,
         }
         got = run_driver(plan, tmp_path)
         assert server.proc is not None
@@ -189,9 +253,19 @@ def test_generic_env_client_drives_every_registered_env(env_id: str, tmp_path: P
     assert got["state"]["step_count"] == len(actions)
     assert got["state"]["task_id"] == task_id and got["state"]["done"] is True
     assert got["after_end"] is not None and "EPISODE_OVER" in got["after_end"]
-    assert {"expert_action", "score_action", "snapshot", "restore"} <= set(got["tools"])
     assert got["expert"] == first_expert
     assert 0.0 <= got["score"] <= 1.0
+    # the env's tools: listed (and only they: no oracle hook is offered to an agent), and a
+    # CallToolAction / an MCP tools/call frame is the turn the in-process env takes
+    text, reward, done, names = twin_call(env_id, env_kwargs, task_id, seed, max_turns, call)
+    assert [t["name"] for t in got["tools"]] == names and names
+    assert not {"expert_action", "score_action", "snapshot"} & set(names)
+    assert got["call"]["tool_name"] == call["name"]
+    assert got["call"]["result"] == {"data": text}
+    assert got["call"]["reward"] == reward and got["call"]["done"] == done
+    listed, called = got["mcp_frames"]
+    assert [t["name"] for t in listed["result"]["tools"]] == names
+    assert called["result"]["text"] == text and called["result"]["reward"] == reward
 
 
 def test_a_bearer_token_is_sent_by_openenv_clients(tmp_path: Path) -> None:

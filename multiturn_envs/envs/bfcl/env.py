@@ -11,7 +11,7 @@ import numpy as np
 from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.bfcl import single_turn
 from multiturn_envs.envs.bfcl.ast_checker import check_single_turn
-from multiturn_envs.envs.bfcl.calls import CallParseError, decode
+from multiturn_envs.envs.bfcl.calls import CallParseError, Decoded, decode
 from multiturn_envs.envs.bfcl.data import (
     Entry,
     MultiTurnEntry,
@@ -23,6 +23,57 @@ from multiturn_envs.envs.bfcl.data import (
 )
 from multiturn_envs.envs.bfcl.multi_turn import MultiTurnEpisode, cut
 from multiturn_envs.envs.bfcl.state_bounds import StateLimits
+from multiturn_envs.tools import Tool, ToolCallError
+
+JSON_TYPES: dict[str, str] = {
+    "dict": "object",
+    "object": "object",
+    "float": "number",
+    "double": "number",
+    "number": "number",
+    "integer": "integer",
+    "int": "integer",
+    "long": "integer",
+    "short": "integer",
+    "byte": "integer",
+    "string": "string",
+    "str": "string",
+    "char": "string",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "tuple": "array",
+}
+"""BFCL's parameter types -> JSON schema types (BFCL's own FC conversion; "any" gets none)."""
+
+
+def _json_schema(schema: Any) -> Any:
+    """A BFCL parameter schema as JSON schema: its types mapped, everything else kept."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "type":
+            mapped = JSON_TYPES.get(str(value).lower()) if isinstance(value, str) else None
+            if mapped is not None:
+                out["type"] = mapped
+        elif key == "properties" and isinstance(value, dict):
+            out["properties"] = {k: _json_schema(v) for k, v in value.items()}
+        elif key == "items":
+            out["items"] = _json_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+def tool_of_function(doc: dict[str, Any]) -> Tool:
+    """One BFCL function doc as a typed tool (its name kept, dots included)."""
+    parameters = _json_schema(doc.get("parameters") or {})
+    parameters = {**parameters, "type": "object"}
+    parameters.setdefault("properties", {})
+    return Tool(str(doc["name"]), str(doc.get("description") or ""), parameters)
+
 
 BFCL_STEP_LIMIT = 20
 """BFCL's ``MAXIMUM_STEP_LIMIT``: a user turn may take this many replies without ending; the
@@ -58,7 +109,9 @@ class BFCLEnv(TextEnv):
 
     ## Spaces
     Observation and action: ``str``. Actions are Python-call syntax ``[f(a=1), g(b='x')]`` (BFCL's
-    default) or JSON tool calls; anything else is a message to the user.
+    default), JSON tool calls, or ``<tool_call>`` blocks calling the task's functions (its
+    tools, :meth:`tools`: the functions shown so far, as JSON schemas); anything else is a
+    message to the user (in a tool-calling episode too: such a reply ends the user turn).
 
     ## Rewards
     1.0 on the step that completes a passing entry, else 0.0.
@@ -95,6 +148,11 @@ class BFCLEnv(TextEnv):
     ## Version History
     * v0: initial version (BFCL v4 data format, bfcl-eval 2026.3.23).
     """
+
+    max_tool_calls = 32  # a turn's parallel calls
+    check_tool_arguments = False  # BFCL's checker grades names and values: a wrong one is scored
+    reply_without_call = "action"  # a message to the user ends the user turn, not the episode
+    tools_change_in_episode = True  # miss_func entries release held-out functions
 
     def __init__(
         self,
@@ -188,6 +246,24 @@ class BFCLEnv(TextEnv):
             f"invoke.\n{json.dumps(functions)}\n"
         )
 
+    def tools(self) -> Sequence[Tool]:
+        """The task's functions shown so far, as tools (``()`` before the first ``reset``)."""
+        if self._entry is None:
+            return ()
+        if self._episode is not None:
+            return tuple(tool_of_function(d) for d in self._episode.available_docs())
+        assert isinstance(self._entry, SingleTurnEntry)
+        return tuple(tool_of_function(d) for d in self._entry.functions)
+
+    def _decode(self, action: str) -> Decoded:
+        """BFCL's decoding of a reply; ``<tool_call>`` blocks go through BFCL's own JSON path."""
+        calls = self.read_tool_calls(action)
+        if calls is None:
+            return decode(action)
+        if isinstance(calls, ToolCallError):
+            raise CallParseError(str(calls).removeprefix("Tool call error: "))
+        return decode(json.dumps([{"name": c.name, "arguments": dict(c.arguments)} for c in calls]))
+
     # ------------------------------------------------------------------ dynamics
     def _step(self, action: str) -> StepOutcome:
         assert self._entry is not None
@@ -203,7 +279,7 @@ class BFCLEnv(TextEnv):
         p = episode.progress
         info = self._base_info()
         try:
-            decoded = decode(action)
+            decoded = self._decode(action)
         except CallParseError as exc:
             message = f"Error: {exc}"
             return self._non_ending(episode, message, 0.0, parse_error=str(exc), info=info)
@@ -290,7 +366,7 @@ class BFCLEnv(TextEnv):
         assert isinstance(entry, SingleTurnEntry)
         info = self._base_info()
         try:
-            decoded = decode(action)
+            decoded = self._decode(action)
         except CallParseError as exc:
             return StepOutcome(f"Error: {exc}", 0.0, False, False, 0.0, str(exc), info)
         problem = single_turn.schema_problem(entry, decoded.calls)

@@ -28,6 +28,7 @@ from multiturn_envs.sandbox.base import (
     TestResult,
     default_deadline,
 )
+from multiturn_envs.tools import Tool, ToolCall, ToolCallError
 
 BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
 SANDBOX_POOLS: tuple[str, ...] = ("shared", "private")
@@ -53,6 +54,21 @@ _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _OPEN_FENCE = re.compile(r"```[^\n`]*\n")
 # Tracebacks name the sandbox's (random) job directory; feedback must not depend on it.
 _PROGRAM_PATH = re.compile(r'File "[^"\n]*?program\.py"')
+
+
+SUBMIT_TOOL = Tool(
+    "submit_program",
+    "Submit a complete Python program (the whole file, in the format the problem gives) and "
+    "see the results of the unit tests. Each call is one submission.",
+    {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": "the complete Python program"},
+        },
+        "required": ["code"],
+    },
+)
+"""DeepCoder's one action as a typed tool."""
 
 
 def extract_program(reply: str) -> str:
@@ -132,7 +148,8 @@ class DeepCoderEnv(TextEnv):
     it is the feedback: the number of tests passed, then up to ``max_feedback_failures`` failing
     tests, each with Input, Expected, Actual and Error truncated to ``feedback_chars``; or a
     success message. The action is a reply; the program is its last fenced code block, or the
-    whole reply when it has none.
+    whole reply when it has none; or a call of the tool ``submit_program(code)``
+    (:data:`SUBMIT_TOOL`).
 
     ## Rewards
     ``reward="binary"`` (default): 1.0 when every test passes, else 0.0 (the DeepCoder/LCB
@@ -189,6 +206,8 @@ class DeepCoderEnv(TextEnv):
     ## Version History
     * v0: initial version.
     """
+
+    blocking_io = True  # submissions wait on a sandbox: astep runs them in a worker thread
 
     def __init__(
         self,
@@ -413,8 +432,34 @@ class DeepCoderEnv(TextEnv):
             sandbox.close()
 
     # ------------------------------------------------------------------ stepping
+    def tools(self) -> Sequence[Tool]:
+        return (SUBMIT_TOOL,)
+
+    def as_tool_call(self, action: str) -> ToolCall | None:
+        return ToolCall("submit_program", {"code": extract_program(action)})
+
+    def _program(self, action: str) -> str | ToolCallError:
+        """The program of a reply: a ``submit_program`` call's code, else the text rules of
+        :func:`extract_program`; a malformed call is its error."""
+        calls = self.read_tool_calls(action)
+        if calls is None:
+            return extract_program(action)
+        if isinstance(calls, list):
+            return str(calls[0].arguments["code"])
+        return calls
+
     def _step(self, action: str) -> StepOutcome:
-        program = extract_program(action)
+        program = self._program(action)
+        if isinstance(program, ToolCallError):
+            return StepOutcome(
+                observation=f"{program} {REVISE_LINE}",
+                reward=0.0,
+                terminated=False,
+                success=False,
+                step_score=0.0,
+                parse_error=str(program),
+                info=self._step_info(None, compiled=False),
+            )
         problem = self._check_program(program)
         if problem == "empty":
             return StepOutcome(
@@ -559,8 +604,8 @@ class DeepCoderEnv(TextEnv):
         self._require_live()
         if len(action) > self.max_action_chars:  # refused unread by step()
             return 0.0
-        program = extract_program(action)
-        if self._check_program(program) is not None:
+        program = self._program(action)
+        if isinstance(program, ToolCallError) or self._check_program(program) is not None:
             return 0.0
         result = self._run(program, self.limits)
         return 0.0 if result.error is not None else float(result.pass_rate)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
-from multiturn_envs.envs.intercode_sql.actions import FORMAT_HINT, parse_action
+from multiturn_envs.envs.intercode_sql.actions import FORMAT_HINT, ParsedAction, parse_action
 from multiturn_envs.envs.intercode_sql.database import (
     Limits,
     QueryResult,
@@ -47,6 +47,7 @@ from multiturn_envs.envs.intercode_sql.scoring import (
     score_result,
 )
 from multiturn_envs.envs.intercode_sql.tasks import DatabaseCatalog, SQLTask, load_tasks
+from multiturn_envs.tools import Tool, ToolCall
 
 MAX_QUERY_CHARS = 20_000
 """Characters of one query (the SQL itself, after it is read from the reply)."""
@@ -57,6 +58,44 @@ Each turn, reply with one SQL query, raw or in a ```sql fenced block; you will s
 (a list of row tuples) or its error. SHOW TABLES, DESC <table> and SHOW COLUMNS FROM <table>
 work. When the last result answers the question, reply `submit` (or put `submit` on its own
 line after your final query). Your changes to the database stay in your private copy."""
+
+
+EXECUTE_TOOL = Tool(
+    "execute_sql",
+    "Run one SQL query on your private copy of the database and see its result (a list of row "
+    "tuples) or its error. MySQL habits work: SHOW TABLES, DESC <table>, SHOW COLUMNS FROM "
+    "<table>.",
+    {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "one SQL statement"}},
+        "required": ["query"],
+    },
+)
+SUBMIT_TOOL = Tool(
+    "submit",
+    "Submit the result of your last query as your answer; this ends the episode. Call it "
+    "after execute_sql in the same reply to run a query and submit its result at once.",
+    {"type": "object", "properties": {}},
+)
+TOOLS: tuple[Tool, ...] = (EXECUTE_TOOL, SUBMIT_TOOL)
+"""InterCode-SQL's actions as typed tools: run a query, submit."""
+
+
+def parsed_of_calls(calls: Sequence[ToolCall]) -> ParsedAction:
+    """The action of ``execute_sql`` and/or ``submit`` calls (in that order), or why not."""
+    names = [c.name for c in calls]
+    if names == ["execute_sql"]:
+        return ParsedAction(str(calls[0].arguments["query"]), False)
+    if names == ["submit"]:
+        return ParsedAction(None, True)
+    if names == ["execute_sql", "submit"]:
+        return ParsedAction(str(calls[0].arguments["query"]), True)
+    return ParsedAction(
+        None,
+        False,
+        "Tool call error: call execute_sql, or submit, or execute_sql then submit (one query a "
+        f"turn); got {', '.join(names)}.",
+    )
 
 
 @dataclass(frozen=True)
@@ -79,8 +118,9 @@ class InterCodeSQLEnv(TextEnv):
 
     ## Spaces
     Observation and action: any ``str`` (:class:`~multiturn_envs.spaces.UnicodeText`). An
-    action is SQL (raw or fenced) and/or ``submit``; anything else is a parse error that costs
-    a turn.
+    action is SQL (raw or fenced) and/or ``submit``, or tool calls (:data:`TOOLS`:
+    ``execute_sql(query)``, ``submit()``, or both in that order); anything else is a parse
+    error that costs a turn.
 
     ## Rewards
     0 on every step but the last; on the step that ends the episode (``submit``, a correct
@@ -124,6 +164,8 @@ class InterCodeSQLEnv(TextEnv):
       fixed clock, ``information_schema``, MySQL's DESC and error texts, ``"spider-dev"``
       tasks, ``mysql_strict`` (measured against InterCode's published runs, see the env card).
     """
+
+    max_tool_calls = 2  # execute_sql then submit
 
     def __init__(
         self,
@@ -437,10 +479,33 @@ class InterCodeSQLEnv(TextEnv):
             return value[: self.max_cell_chars] + b"..."
         return value
 
+    def tools(self) -> Sequence[Tool]:
+        return TOOLS
+
+    def _read(self, action: str) -> ParsedAction:
+        """The query and/or submit of a reply: tool calls, else the text forms."""
+        calls = self.read_tool_calls(action)
+        if calls is None:
+            return parse_action(action)
+        if isinstance(calls, list):
+            parsed = parsed_of_calls(calls)
+            if parsed.sql is not None and not parsed.sql.strip():
+                return ParsedAction(
+                    None, False, f"Tool call error: the query is empty. {FORMAT_HINT}"
+                )
+            return parsed
+        return ParsedAction(None, False, str(calls))
+
+    def as_tool_call(self, action: str) -> ToolCall | None:
+        parsed = parse_action(action)
+        if parsed.error is not None or parsed.submit:
+            return None
+        return ToolCall("execute_sql", {"query": parsed.sql})
+
     def _step(self, action: str) -> StepOutcome:
         assert self._task is not None
         last_turn = self.turns_left is not None and self.turns_left <= 1
-        parsed = parse_action(action)
+        parsed = self._read(action)
         extra: dict[str, Any] = {"db": self._task.db, "scoring": self.scoring, "transpiled": False}
         if parsed.error is not None:
             return self._refuse(parsed.error)
