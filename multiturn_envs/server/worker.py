@@ -109,7 +109,11 @@ def handle(session: EnvSession, op: str, args: list[Any], max_reply_bytes: int) 
             return OK + p.dumps(error).encode("utf-8")
         if op == "rpc":  # a JSON-RPC error for that call; the session lives on
             request_id = args[0].get("id") if isinstance(args[0], dict) else None
-            error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": message}}
+            error = {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": -32000, "message": message},
+            }
             return OK + p.dumps(error).encode("utf-8")
         if op in ("reset", "step"):  # the env moved on; the client cannot follow it
             return CRASH + message.encode()
