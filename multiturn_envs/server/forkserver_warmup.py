@@ -51,8 +51,8 @@ def encode_factory(make_env: Callable[[], Any] | None) -> str:
 
 
 def warm_up(make_env: Callable[[], Any], budget_s: float = BUDGET_S) -> int:
-    """Reset an env from ``make_env`` on each task (one random step each) for up to
-    ``budget_s`` seconds, then close it; how many tasks it warmed."""
+    """Reset an env from ``make_env`` on each task (one random step each) until ``budget_s``
+    seconds have passed (the first task at least), then close it; how many tasks it warmed."""
     from multiturn_envs.wrappers.turn_budget import text_env_of
 
     deadline = time.monotonic() + budget_s
@@ -63,12 +63,12 @@ def warm_up(make_env: Callable[[], Any], budget_s: float = BUDGET_S) -> int:
         rng = np.random.default_rng(0)
         tasks: list[str | None] = [str(task) for task in base.task_ids()] or [None]
         for task in tasks:
-            if time.monotonic() > deadline:
-                break
             env.reset(seed=warmed, options=None if task is None else {"task_id": task})
             with contextlib.suppress(Exception):  # an env without random actions: resets only
                 env.step(base.random_action(rng))
             warmed += 1
+            if time.monotonic() > deadline:
+                break
     finally:
         env.close()
     return warmed
