@@ -14,10 +14,11 @@ that env, resets it on each task and takes one random step there, for up to :dat
 seconds, and closes it; then ``gc.freeze()`` moves every object the fork server holds out of
 the collector's reach, so a worker's garbage collections do not write to (and so copy) the
 pages it shares with the fork server. :func:`~.worker.first_reset` has already run the same
-env in the server, with the same trusted arguments, and found that it leaves no thread behind
-(a fork with a thread alive may copy a held lock); the server does not ask for a warm-up
-otherwise. Nothing here may raise: the fork server would die and no session could start, so a
-failing warm-up only leaves it cold.
+env in the server, with the same trusted arguments, and found it ``warmable``: no blocking I/O
+(no sandbox containers or processes, whose client sockets every worker would inherit) and no
+thread left behind (a fork with a thread alive may copy a held lock); the server does not ask
+for a warm-up otherwise. Nothing here may raise: the fork server would die and no session
+could start, so a failing warm-up only leaves it cold.
 """
 
 from __future__ import annotations

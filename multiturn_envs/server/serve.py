@@ -98,7 +98,7 @@ def serve(
     first = first_reset(make_env)
     _raise_file_limit(limits)
     if isolation == "process":  # the fork server, before the address is announced
-        prepare(env_id, first.modules, warm=None if first.threads_left else make_env)
+        prepare(env_id, first.modules, warm=make_env if first.warmable else None)
     # the longest one HTTP request may take: building an env and resetting it (stateless
     # /reset), then closing it, plus reading the body and writing the answer
     deadline = (

@@ -244,9 +244,11 @@ class FirstReset(NamedTuple):
 
     modules: list[str]
     """The modules its first reset imported (the fork server imports them once)."""
-    threads_left: bool
-    """Whether a thread it started was still alive after ``close`` (a sandbox pool's): then
-    the fork server must not run it (:mod:`.forkserver_warmup`)."""
+    warmable: bool
+    """Whether the fork server may run it before forking (:mod:`.forkserver_warmup`): its
+    steps do no blocking I/O (``blocking_io``: no containers or processes, which the fork
+    server would hold client sockets to and every worker inherit) and no thread it started
+    was still alive after ``close`` (a fork with a thread alive may copy a held lock)."""
 
 
 def first_reset(make_env: Callable[[], gym.Env[str, str]]) -> FirstReset:
@@ -264,13 +266,14 @@ def first_reset(make_env: Callable[[], gym.Env[str, str]]) -> FirstReset:
     threads = set(threading.enumerate())
     env = make_env()
     try:
-        tasks = text_env_of(env).task_ids()
+        base = text_env_of(env)
+        tasks = base.task_ids()
         env.reset(seed=0, options={"task_id": str(tasks[0])} if tasks else None)
     finally:
         env.close()
     modules = sorted(name for name in set(sys.modules) - before if not name.startswith("_"))
     left = any(t.is_alive() for t in set(threading.enumerate()) - threads)
-    return FirstReset(modules, left)
+    return FirstReset(modules, warmable=not base.blocking_io and not left)
 
 
 def prepare(
@@ -282,7 +285,7 @@ def prepare(
     :func:`first_reset` imported) and the main module imported, and wait until it forks:
     workers then start in milliseconds, and the first session does not pay the imports under
     its request timeout. With ``warm`` (the served env's factory; only for an env that
-    :func:`first_reset` found leaves no thread behind), the fork server also resets an env on
+    :func:`first_reset` found ``warmable``), the fork server also resets an env on
     each task first, so that every worker inherits the caches that fills
     (:mod:`.forkserver_warmup`). Call before serving (idempotent; blocks ~1 s the first time,
     up to :data:`~.forkserver_warmup.BUDGET_S` more with ``warm``).

@@ -77,10 +77,16 @@ class _LeavesAThread:
         return FROZENLAKE()
 
 
-def test_first_reset_tells_whether_the_env_left_a_thread_behind() -> None:
-    assert not first_reset(FROZENLAKE).threads_left
+def test_first_reset_finds_an_env_that_leaves_a_thread_behind_unwarmable() -> None:
+    assert first_reset(FROZENLAKE).warmable
     leaves = _LeavesAThread()
     try:
-        assert first_reset(leaves).threads_left  # serve() then asks for no warm-up
+        assert not first_reset(leaves).warmable  # serve() then asks for no warm-up
     finally:
         leaves.stop.set()
+
+
+def test_first_reset_finds_a_sandboxed_env_unwarmable() -> None:
+    # DeepCoder's steps wait on a sandbox (blocking_io): the fork server must not run them
+    deepcoder = functools.partial(make_registered, "MT/DeepCoder-v0", {"backend": "local"})
+    assert not first_reset(deepcoder).warmable
