@@ -7,7 +7,8 @@ import functools
 import subprocess
 import sys
 import threading
-from typing import Any
+from collections import Counter
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
@@ -42,6 +43,26 @@ def test_warm_up_fills_frozenlakes_shared_task_cache_for_each_task() -> None:
     warmed = warm_up(FROZENLAKE, budget_s=60.0)
     assert warmed == tasks  # every map, within a generous budget
     assert build_task.cache_info().currsize >= tasks
+
+
+class _Counting(gym.Wrapper[str, str, str, str]):
+    """Counts the calls the warm-up makes."""
+
+    calls: ClassVar[Counter[str]] = Counter()
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.calls["reset"] += 1
+        return super().reset(**kwargs)
+
+    def step(self, action: str) -> Any:
+        self.calls["step"] += 1
+        return super().step(action)
+
+
+def test_warm_up_only_resets_no_action_runs_in_the_fork_server() -> None:
+    _Counting.calls.clear()
+    warmed = warm_up(lambda: _Counting(FROZENLAKE()), budget_s=60.0)
+    assert _Counting.calls == Counter(reset=warmed)
 
 
 def test_warm_up_stops_at_its_budget() -> None:
