@@ -94,10 +94,11 @@ def serve(
 
     # build and reset one env now, so that a bad id or kwarg fails here and not at the first
     # session, and so that the fork server imports what a first reset imports
-    lazy = first_reset(functools.partial(make_registered, env_id, dict(env_kwargs or {})))
+    make_env = functools.partial(make_registered, env_id, dict(env_kwargs or {}))
+    first = first_reset(make_env)
     _raise_file_limit(limits)
-    if isolation == "process":
-        prepare(env_id, lazy)  # the fork server, before the address is announced
+    if isolation == "process":  # the fork server, before the address is announced
+        prepare(env_id, first.modules, warm=make_env if first.warmable else None)
     # the longest one HTTP request may take: building an env and resetting it (stateless
     # /reset), then closing it, plus reading the body and writing the answer
     deadline = (

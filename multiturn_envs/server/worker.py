@@ -35,7 +35,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import gymnasium as gym
 
@@ -239,8 +239,20 @@ def worker_main(
             sock.close()
 
 
-def first_reset(make_env: Callable[[], gym.Env[str, str]]) -> list[str]:
-    """Build an env, reset it on its first task and close it, here; the modules that imported.
+class FirstReset(NamedTuple):
+    """What :func:`first_reset` learned about the served env."""
+
+    modules: list[str]
+    """The modules its first reset imported (the fork server imports them once)."""
+    warmable: bool
+    """Whether the fork server may run it before forking (:mod:`.forkserver_warmup`): its
+    steps do no blocking I/O (``blocking_io``: no containers or processes, which the fork
+    server would hold client sockets to and every worker inherit) and no thread it started
+    was still alive after ``close`` (a fork with a thread alive may copy a held lock)."""
+
+
+def first_reset(make_env: Callable[[], gym.Env[str, str]]) -> FirstReset:
+    """Build an env, reset it on its first task and close it, here; what that imported.
 
     What an env loads lazily on first use (a SQL parser, a tokenizer) would otherwise be
     imported by every worker, at every session's first reset (InterCode-SQL: ~0.2 s of CPU a
@@ -251,20 +263,32 @@ def first_reset(make_env: Callable[[], gym.Env[str, str]]) -> list[str]:
     from multiturn_envs.wrappers.turn_budget import text_env_of
 
     before = set(sys.modules)
+    threads = set(threading.enumerate())
     env = make_env()
     try:
-        tasks = text_env_of(env).task_ids()
+        base = text_env_of(env)
+        tasks = base.task_ids()
         env.reset(seed=0, options={"task_id": str(tasks[0])} if tasks else None)
     finally:
         env.close()
-    return sorted(name for name in set(sys.modules) - before if not name.startswith("_"))
+    modules = sorted(name for name in set(sys.modules) - before if not name.startswith("_"))
+    left = any(t.is_alive() for t in set(threading.enumerate()) - threads)
+    return FirstReset(modules, warmable=not base.blocking_io and not left)
 
 
-def prepare(env_id: str | None = None, modules: Sequence[str] = ()) -> None:
+def prepare(
+    env_id: str | None = None,
+    modules: Sequence[str] = (),
+    warm: Callable[[], gym.Env[str, str]] | None = None,
+) -> None:
     """Start the fork server with the package, ``env_id``'s module, ``modules`` (what
     :func:`first_reset` imported) and the main module imported, and wait until it forks:
     workers then start in milliseconds, and the first session does not pay the imports under
-    its request timeout. Call before serving (idempotent; blocks ~1 s the first time).
+    its request timeout. With ``warm`` (the served env's factory; only for an env that
+    :func:`first_reset` found ``warmable``), the fork server also resets an env on
+    each task first, so that every worker inherits the caches that fills
+    (:mod:`.forkserver_warmup`). Call before serving (idempotent; blocks ~1 s the first time,
+    up to :data:`~.forkserver_warmup.BUDGET_S` more with ``warm``).
 
     As with any multiprocessing start method but fork, a script that serves envs in-process
     (``serve(...)``, ``create_app(...)``) needs the ``if __name__ == "__main__":`` guard: the
@@ -279,10 +303,19 @@ def prepare(env_id: str | None = None, modules: Sequence[str] = ()) -> None:
         if isinstance(entry, str):
             preload.append(entry.partition(":")[0])
     preload += [name for name in modules if name not in preload]
+    preload.append("multiturn_envs.server.forkserver_warmup")  # last: warms, freezes the heap
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(preload)
-    probe = context.Process(target=_ready, name="mte-env warm-up")
-    probe.start()
+    from multiturn_envs.server import forkserver_warmup as warmup
+
+    # the fork server inherits the environment when it starts (a fork server already
+    # running ignores both)
+    os.environ[warmup.WARM_UP_VAR] = warmup.encode_factory(warm)
+    try:
+        probe = context.Process(target=_ready, name="mte-env warm-up")
+        probe.start()
+    finally:
+        os.environ.pop(warmup.WARM_UP_VAR, None)
     probe.join()
     probe.close()
 
