@@ -319,6 +319,13 @@ class _Session:
             self.frames.extend(data)
 
     def close(self) -> None:
+        """End the session's connection for good (``shutdown`` reaches the kernel even while the
+        SDK's response still references the socket; ``close`` alone would not, and the engine
+        would keep copying the runner's output into a socket nobody reads)."""
+        with contextlib.suppress(Exception):
+            self.raw.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self.raw.close()
         with contextlib.suppress(Exception):
             self.sock.close()
 

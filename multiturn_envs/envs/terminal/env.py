@@ -280,6 +280,7 @@ class TerminalEnv(TextEnv):
                     environment=SHELL_ENV,
                     output_cap=self.output_cap,
                     state_dir=SHELL_STATE_DIR,
+                    pad=0,
                 )
 
             pool = WarmContainers(make, prepare, size=self.warm)
@@ -306,6 +307,11 @@ class TerminalEnv(TextEnv):
         self._end_episode()
         self._episode = _Episode(container, shell)
         return self._episode
+
+    def _fresh_episode(self, task: TerminalTask, app_tar: bytes | None) -> _Episode:
+        episode = self._new_episode(task, app_tar)
+        episode.shell.load_state("")
+        return episode
 
     def _end_episode(self) -> None:
         episode, self._episode = self._episode, None
@@ -362,7 +368,7 @@ class TerminalEnv(TextEnv):
         cached = self._initial.get(task.task_id)
         if cached is not None:
             return cached
-        episode = self._new_episode(task, files_tar(dict(task.files)) if task.files else None)
+        episode = self._fresh_episode(task, files_tar(dict(task.files)) if task.files else None)
         if task.app_from_image:
             client = episode.container.client
             holder = client.containers.create(self._image_of(task), ["true"])
@@ -397,7 +403,7 @@ class TerminalEnv(TextEnv):
             tar, digest = self._initial[task.task_id]
             self._end_episode()
             self._task = task
-            self._new_episode(task, tar)
+            self._fresh_episode(task, tar)
         else:
             self._end_episode()
             self._task = task
@@ -490,13 +496,8 @@ class TerminalEnv(TextEnv):
         (``get_archive``), which needs nothing from inside the container.
         """
         assert self._episode is not None
-        old = self._episode.container
         app = strip_top(self._app_archive())
-        stream, _ = old.get_archive(f"{SHELL_STATE_DIR}/state")
-        with tarfile.open(fileobj=io.BytesIO(archive_bytes(stream))) as tar:
-            member = tar.next()
-            handle = tar.extractfile(member) if member is not None else None
-            shell_state = handle.read().decode("utf-8", "surrogateescape") if handle else ""
+        shell_state = self._episode.shell.saved_state()
         episode = self._new_episode(self.task(), app)
         episode.shell.load_state(shell_state)
         note = (
@@ -512,6 +513,7 @@ class TerminalEnv(TextEnv):
             "task_id": self._task.task_id,
             "app_tar": strip_top(self._app_archive()),
             "shell": self._episode.shell.saved_state(),
+            "line": self._episode.shell.line,
             "cwd": self._episode.shell.cwd,
             "executed": list(self._executed),
             "report": self._report,
@@ -523,7 +525,7 @@ class TerminalEnv(TextEnv):
         self._end_episode()
         self._task = task
         episode = self._new_episode(task, state["app_tar"])
-        episode.shell.load_state(state["shell"])
+        episode.shell.load_state(state["shell"], state["line"])
         self._executed = list(state["executed"])
         self._report = state["report"]
         self._digest = state["digest"]
