@@ -1,6 +1,6 @@
 """Build and inspect MT/Terminal-v0's image, offline.
 
-    python -m multiturn_envs.envs.terminal.image build [--force]
+    python -m multiturn_envs.envs.terminal.image build [--force] [--tag T]
     python -m multiturn_envs.envs.terminal.image status
 
 No image registry is reachable here, so ``docker build`` cannot pull a base. The build makes a
@@ -20,6 +20,9 @@ from pathlib import Path
 
 TERMINAL_IMAGE = "multiturn-envs-terminal:latest"
 BASE_IMAGE = "multiturn-envs-terminal-base:latest"
+IMAGE_VARIABLE = "MTE_TERMINAL_IMAGE"
+"""Environment variable naming another terminal image to use by default (a variant built with
+``build --tag``)."""
 SANDBOXES_DIR = Path(__file__).resolve().parents[3] / "sandboxes"
 BUILD_HINT = "python -m multiturn_envs.envs.terminal.image build"
 
@@ -34,36 +37,63 @@ def packages(sandboxes_dir: Path = SANDBOXES_DIR) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def build(force: bool = False, sandboxes_dir: Path = SANDBOXES_DIR) -> str:
-    """Build the base (when missing or ``force``) and the terminal image; say what was done."""
+def terminal_image() -> str:
+    """The terminal image used by default: ``$MTE_TERMINAL_IMAGE``, else :data:`TERMINAL_IMAGE`."""
+    return os.environ.get(IMAGE_VARIABLE, "").strip() or TERMINAL_IMAGE
+
+
+def build(force: bool = False, sandboxes_dir: Path = SANDBOXES_DIR, tag: str | None = None) -> str:
+    """Build the base (when missing or ``force``) and the terminal image; say what was done.
+
+    ``tag``: the terminal image's tag (default :func:`terminal_image`); a tag other than
+    :data:`TERMINAL_IMAGE` gets a base of the same tag, so a variant never replaces the images
+    other processes use."""
     if not (sandboxes_dir / "terminal" / "Dockerfile").is_file():
         raise FileNotFoundError(f"{sandboxes_dir}/terminal not found (build from a checkout)")
+    tag = tag or terminal_image()
+    base = BASE_IMAGE if tag == TERMINAL_IMAGE else f"{BASE_IMAGE.split(':')[0]}:{_suffix(tag)}"
     did = []
-    if force or not image_exists(BASE_IMAGE):
+    if force or not image_exists(base):
         env = dict(os.environ, MTE_IMAGE_PACKAGES=",".join(packages(sandboxes_dir)))
         script = sandboxes_dir / "bootstrap.sh"
-        done = subprocess.run(["bash", str(script), BASE_IMAGE], env=env, check=False)
+        done = subprocess.run(["bash", str(script), base], env=env, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{script} failed with status {done.returncode}")
-        did.append(f"built {BASE_IMAGE} offline (debootstrap + docker import)")
+        did.append(f"built {base} offline (debootstrap + docker import)")
     done2 = subprocess.run(
-        ["docker", "build", "-q", "-t", TERMINAL_IMAGE, str(sandboxes_dir / "terminal")],
+        [
+            "docker",
+            "build",
+            "-q",
+            "--force-rm",
+            "--build-arg",
+            f"BASE={base}",
+            "-t",
+            tag,
+            str(sandboxes_dir / "terminal"),
+        ],
         capture_output=True,
         text=True,
         check=False,
     )
     if done2.returncode != 0:
-        raise RuntimeError(f"docker build of {TERMINAL_IMAGE} failed: {done2.stderr[-800:]}")
-    did.append(f"built {TERMINAL_IMAGE} from sandboxes/terminal/Dockerfile")
+        raise RuntimeError(f"docker build of {tag} failed: {done2.stderr[-800:]}")
+    did.append(f"built {tag} from sandboxes/terminal/Dockerfile")
     return "; ".join(did)
 
 
-def terminal_unavailable(image: str = TERMINAL_IMAGE) -> str | None:
+def _suffix(tag: str) -> str:
+    name, _, version = tag.rpartition(":")
+    return version if name else "latest"
+
+
+def terminal_unavailable(image: str | None = None) -> str | None:
     """Why MT/Terminal-v0 cannot run here (with the fix), or ``None``."""
     from multiturn_envs.sandbox.docker_pool import docker_unavailable
 
+    image = image or terminal_image()
     problem = docker_unavailable(image)
-    if problem is not None and image == TERMINAL_IMAGE and "missing" in problem:
+    if problem is not None and "missing" in problem:
         return f"the terminal image {image} is missing; build it: {BUILD_HINT}"
     return problem
 
@@ -73,10 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_build = sub.add_parser("build", help="build the terminal image (offline)")
     p_build.add_argument("--force", action="store_true", help="rebuild the base too")
+    p_build.add_argument("--tag", default=None, help="the image's tag (a variant)")
     sub.add_parser("status", help="say whether MT/Terminal-v0 can run")
     args = parser.parse_args(argv)
     if args.command == "build":
-        print(f"terminal image: {build(args.force)}")
+        print(f"terminal image: {build(args.force, tag=args.tag)}")
         return 0
     problem = terminal_unavailable()
     print("terminal image: ready" if problem is None else f"terminal image: {problem}")
