@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from multiturn_envs.envs.terminal.checker import CheckReport
 from multiturn_envs.envs.terminal.tasks import TerminalTask
 
 
@@ -43,7 +44,7 @@ class Verification:
         return bool(self.loaded and self.reference_passes and self.empty_fails)
 
 
-def _detail(report: Any) -> str:
+def _detail(report: CheckReport) -> str:
     if report.error:
         return f"checker error: {report.error}"
     if report.note:
