@@ -181,8 +181,9 @@ put into one (replacing them fails) and never extracted by the checker."""
 
 def retop(archive: IO[bytes], out: IO[bytes], path: str = "") -> None:
     """A ``get_archive(path)`` tar (members ``name/...``) re-rooted for ``put_archive(path)``:
-    the top directory becomes ``.``, so the engine applies its owner, mode and times to the
-    destination itself; the engine's own files (:data:`ENGINE_FILES`) are left out."""
+    the top directory becomes ``.``, so the engine applies its owner and mode to the
+    destination itself (its time is not kept: the engine sets it when it unpacks); the
+    engine's own files (:data:`ENGINE_FILES`) are left out."""
     skip = ENGINE_FILES.get(path, frozenset())
     with (
         tarfile.open(fileobj=archive, mode="r|") as src,
@@ -193,6 +194,8 @@ def retop(archive: IO[bytes], out: IO[bytes], path: str = "") -> None:
             if rest in skip:
                 continue
             member.name = rest or "."
+            if not rest:  # the mount's root: the engine sets its time when it unpacks into it
+                member.mtime = 0
             if member.islnk():  # hard links name their target by its archive path
                 member.linkname = member.linkname.partition("/")[2] or "."
             dst.addfile(member, src.extractfile(member) if member.isreg() else None)
@@ -344,33 +347,44 @@ def content_digest(parts: Sequence[tuple[str, IO[bytes]]]) -> str:
     return digest.hexdigest()[:16]
 
 
-def read_state(api: Any, container_id: str, paths: Sequence[str], cap_bytes: int) -> State:
-    """The writable directories ``paths`` of a container (see :class:`State`); a tree past
-    ``cap_bytes`` (all together) sets ``too_large`` instead of raising."""
+def read_state(
+    api: Any, container_id: str, paths: Sequence[str], cap_bytes: int, workers: int = 4
+) -> State:
+    """The writable directories ``paths`` of a container (see :class:`State`), read in
+    parallel (one engine request each); trees past ``cap_bytes`` (all together) set
+    ``too_large`` instead of raising."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(path: str) -> StatePart | ArchiveTooLarge:
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
+        try:
+            size = read_archive(api, container_id, path, spool, int(cap_bytes))
+        except ArchiveTooLarge as exc:
+            spool.close()
+            return exc
+        except BaseException:
+            spool.close()
+            raise
+        return StatePart(path, spool, size)
+
     state = State()
-    raw = hashlib.sha256()
-    left = int(cap_bytes)
-    try:
-        for path in paths:
-            spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
-            try:
-                size = read_archive(api, container_id, path, spool, max(left, 0))
-            except ArchiveTooLarge as exc:
-                spool.close()
-                state.close()
-                state.too_large = ArchiveTooLarge(exc.path, int(cap_bytes), exc.seen_bytes)
-                return state
-            except Exception:
-                spool.close()
-                raise
-            left -= size
-            state.parts.append(StatePart(path, spool, size))
-            raw.update(path.encode() + b"\0")
-            for data in state.chunks(state.parts[-1]):
-                raw.update(data)
-    except BaseException:
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(paths)))) as pool:
+        results = list(pool.map(one, paths))  # the first error is raised here
+    parts = [r for r in results if isinstance(r, StatePart)]
+    refused = [r for r in results if isinstance(r, ArchiveTooLarge)]
+    state.parts = parts
+    total = sum(p.size for p in parts)
+    if refused or total > cap_bytes + (16 << 20):
+        seen = sum(r.seen_bytes for r in refused) + total
+        where = refused[0].path if refused else ", ".join(paths)
         state.close()
-        raise
+        state.too_large = ArchiveTooLarge(where, int(cap_bytes), seen)
+        return state
+    raw = hashlib.sha256()
+    for part in state.parts:
+        raw.update(part.path.encode() + b"\0")
+        for data in state.chunks(part):
+            raw.update(data)
     state.digest = raw.hexdigest()
     state.content_digest = content_digest([(p.path, p.file) for p in state.parts])
     return state

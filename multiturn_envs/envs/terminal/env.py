@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import shlex
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -281,11 +282,12 @@ class TerminalEnv(TextEnv):
                 return self._make(lambda: agent_container(sandbox, layout, root))
 
             def prepare(container: Any) -> ShellSession:
+                # started before the task's files are in: in "/", moved at the episode's start
                 return ShellSession(
                     container.client.api,
                     container.id,
                     user=prepared.agent_user,
-                    workdir=prepared.workdir,
+                    workdir="/",
                     environment=prepared.agent_env,
                     output_cap=self.output_cap,
                     state_dir=SHELL_STATE_DIR,
@@ -319,7 +321,8 @@ class TerminalEnv(TextEnv):
         container, session = pool.take()
         try:
             put_trees(container, trees, prepared.root)
-            session.load_state(shell or "", line)
+            session.workdir = prepared.workdir  # where a clean shell starts from now on
+            session.load_state(shell or f"cd -- {shlex.quote(prepared.workdir)}", line)
         except Exception:
             pool.discard(container)
             raise
