@@ -49,7 +49,7 @@ from outside (the engine's ``get_archive`` cannot see a ``--tmpfs`` mount) passe
 on a volume instead."""
 STATE_CAP = 4 << 20
 """The largest saved state loaded back (bytes); a bigger one is dropped (a clean shell)."""
-LOAD_TIMEOUT_S = 5.0
+LOAD_TIMEOUT_S = 10.0
 """How long loading a saved state may take before it is dropped."""
 STATUS_CAP = 1 << 16
 """The longest status line accepted after a marker (the cwd is base64 in it)."""
@@ -298,14 +298,14 @@ class ShellSession:
     def kill_agent_processes(self) -> None:
         """``kill -9 -1`` as the agent's user: every process of the agent, the shell included.
 
-        Three passes in one process (``kill`` is a shell builtin): a fork bomb forks while the
-        first pass walks the process table. The keep-alive runs as another uid and the agent
-        has no ``CAP_KILL``, so the container survives."""
-        exec_id = self.api.exec_create(
-            self.container_id,
-            ["sh", "-c", "kill -9 -1; kill -9 -1; kill -9 -1; true"],
-            user=self.user,
-        )["Id"]
+        Pass after pass in one process (``kill`` is a shell builtin) until one finds nothing
+        left (at most 50): a fork bomb forks while a pass walks the process table. The
+        keep-alive runs as another uid or is the namespace's init, and the agent has no
+        ``CAP_KILL``, so the container survives."""
+        script = 'i=0; while [ "$i" -lt 50 ] && kill -9 -1 2>/dev/null; do i=$((i+1)); done; true'
+        exec_id = self.api.exec_create(self.container_id, ["sh", "-c", script], user=self.user)[
+            "Id"
+        ]
         self.api.exec_start(exec_id)
 
     def restart(self) -> bool:
