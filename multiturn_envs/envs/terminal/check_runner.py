@@ -260,14 +260,18 @@ def _capture(
     half = cap // 8
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
+    ended_at: float | None = None
     while True:
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        if ended_at is None and proc.poll() is not None:
+            ended_at = now  # a job it left behind may hold the pipe: a second more, no longer
+        if ended_at is not None and now - ended_at > 1.0:
+            return head, tail, omitted, False
+        left = deadline - now
         if left <= 0:
             return head, tail, omitted, True
-        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        ready, _, _ = select.select([fd], [], [], min(left, 0.25))
         if not ready:
-            if proc.poll() is not None and not select.select([fd], [], [], 0)[0]:
-                return head, tail, omitted, False
             continue
         data = os.read(fd, 1 << 16)
         if not data:

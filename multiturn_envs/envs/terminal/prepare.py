@@ -152,7 +152,7 @@ class Preparer:
     # ------------------------------------------------------------------ the image
     def _image(self, task: TerminalTask, notes: list[str]) -> tuple[str, BuildPlan | None]:
         """The image to start from, and the light plan still to run on it (if any)."""
-        plan = task.build if isinstance(task.build, BuildPlan) else None
+        plan = task.build
         if plan is None:
             return task.image or self.default_image, None
         build_args = {"BASE": self.default_image, **plan.build_args}

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from multiturn_envs.envs.terminal.checker import Check
+from multiturn_envs.envs.terminal.dockerfile import BuildPlan
 from multiturn_envs.envs.terminal.verdicts import VERDICTS
 
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -62,7 +63,7 @@ class TerminalTask:
         environment: variables of the agent's shell (added to the image's own).
         verifier_environment: variables of the checks (added to the image's own).
         build: the Dockerfile the image is built from, when the loader left building to the
-            env (a :class:`~multiturn_envs.envs.terminal.dockerfile.BuildPlan`).
+            env (a light build: :mod:`.dockerfile`).
         notes: how this task, as run here, differs from its original harness (per task).
         source: where the task was read from (a folder), for reports.
     """
@@ -86,7 +87,7 @@ class TerminalTask:
     writable: tuple[str, ...] | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
     verifier_environment: Mapping[str, str] = field(default_factory=dict)
-    build: object | None = None
+    build: BuildPlan | None = None
     notes: tuple[str, ...] = ()
     source: str = ""
 
