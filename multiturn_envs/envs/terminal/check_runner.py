@@ -25,7 +25,9 @@ and is not dumpable: the tests, as another uid without ``CAP_KILL``, can neither
 read its memory. Imports all happen at start-up, from the read-only system directories, before
 any job is unpacked.
 
-Protocol: header ``{"trees": [[path, nbytes], ...], "tests": nbytes, "verdict", "checks":
+Protocol: header ``{"writable": [path, ...], "trees": [[path, nbytes, tops], ...] (path "/"
+with the names of the writable directories it holds in tops: several in one tar), "tests":
+nbytes, "verdict", "checks":
 [{"name", "script"}], "user": "uid:gid", "workdir", "env": {...}, "timeout_s", "output_cap"}``,
 then the bytes; answer ``{"results": [{"name", "passed", "exit_code", "timed_out", "output"}],
 "reward_json": str | null, "reward_txt": str | null}`` or ``{"error": str}``.
@@ -177,9 +179,9 @@ class BadArchive(Exception):
     pass
 
 
-def _extract(reader: Any, parent: str, top: str) -> None:
-    """Unpack a tar into ``parent``: every member under ``top`` (``""``: any relative name),
-    never through a symbolic link it made, with owners, modes and times."""
+def _extract(reader: Any, parent: str, tops: set[str] | None) -> None:
+    """Unpack a tar into ``parent``: every member under one of ``tops`` (``None``: any
+    relative name), never through a symbolic link it made, with owners, modes and times."""
     links: set[str] = set()
     dirs: list[tuple[str, tarfile.TarInfo]] = []
     with tarfile.open(fileobj=reader, mode="r|") as tar:
@@ -187,8 +189,8 @@ def _extract(reader: Any, parent: str, top: str) -> None:
             parts = [p for p in member.name.split("/") if p not in ("", ".")]
             if member.name.startswith("/") or ".." in parts:
                 raise BadArchive(f"member {member.name!r} leaves its directory")
-            if top and (not parts or parts[0] != top):
-                raise BadArchive(f"member {member.name!r} is not under {top!r}")
+            if tops is not None and (not parts or parts[0] not in tops):
+                raise BadArchive(f"member {member.name!r} is not under {sorted(tops)}")
             for i in range(1, len(parts)):
                 if "/".join(parts[:i]) in links:
                     raise BadArchive(f"member {member.name!r} is under a link")
@@ -356,20 +358,28 @@ def _run_check(
 
 def _job(header: dict[str, Any], stdin: BinaryIO) -> dict[str, Any]:
     uid, gid = _user(header["user"])
-    trees = [(str(path), int(size)) for path, size in header["trees"]]
-    writable = [path for path, _ in trees]
+    writable = [str(p) for p in header["writable"]]
+    if any(not p.startswith("/") or p == "/" or ".." in p.split("/") for p in writable):
+        raise ValueError(f"bad writable directories {writable}")
+    trees = [(str(t[0]), int(t[1]), [str(x) for x in t[2:3] and t[2]]) for t in header["trees"]]
     scratch = [*writable, TESTS_DIR, LOGS_DIR, CHECK_HOME]
-    readers = [_Limited(stdin, size) for _, size in trees]
+    readers = [_Limited(stdin, size) for _, size, _ in trees]
     tests = _Limited(stdin, int(header.get("tests", 0)))
     _kill_user(uid, gid)
     _wipe(scratch)
     try:
-        for (path, _), reader in zip(trees, readers):
+        for (path, _, tops), reader in zip(trees, readers):
             if reader.left:
-                _extract(reader, os.path.dirname(path.rstrip("/")) or "/", os.path.basename(path))
+                if path == "/":  # several writable directories in one tar
+                    _extract(reader, "/", {t for t in tops if "/" + t in writable})
+                elif path in writable:
+                    parent = os.path.dirname(path.rstrip("/")) or "/"
+                    _extract(reader, parent, {os.path.basename(path)})
+                else:
+                    raise BadArchive(f"{path} is not a writable directory")
             reader.drain()
         if tests.left:
-            _extract(tests, TESTS_DIR, "")
+            _extract(tests, TESTS_DIR, None)
         tests.drain()
     except (BadArchive, tarfile.TarError, OSError) as exc:
         for reader in [*readers, tests]:
@@ -409,18 +419,17 @@ def main() -> None:
         line = stdin.readline(HEADER_CAP)
         if not line:
             return
+        header: dict[str, Any] = {}
         try:
             header = json.loads(line)
             answer = _job(header, stdin)
-        except Exception as exc:  # a bad job: say so and keep serving
+        except Exception as exc:  # a bad job: say so (the host then replaces this runner)
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
-            try:
-                uid, gid = _user(header["user"])
-                _kill_user(uid, gid)
-            except Exception:
-                pass
-            _wipe([p for p, _ in header.get("trees", [])] + [TESTS_DIR, LOGS_DIR, CHECK_HOME])
+            with contextlib.suppress(Exception):
+                _kill_user(*_user(str(header.get("user", "65534:65534"))))
+            writable = [str(p) for p in header.get("writable", []) if str(p) not in ("", "/")]
+            _wipe([*writable, TESTS_DIR, LOGS_DIR, CHECK_HOME])
         stdout.write(json.dumps(answer) + "\n")
         stdout.flush()
 

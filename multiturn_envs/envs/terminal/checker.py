@@ -276,7 +276,8 @@ class Checker:
         names = tuple(c.name for c in job.checks)
         tests = self._tests_tar(job)
         header = {
-            "trees": [[p.path, p.size] for p in state.parts],
+            "writable": list(self.paths),
+            "trees": [[p.path, p.size, list(p.tops)] for p in state.parts],
             "tests": len(tests),
             "verdict": job.verdict,
             "checks": [{"name": c.name, "script": c.script} for c in job.checks],

@@ -22,6 +22,7 @@ from multiturn_envs.envs.terminal.containers import (
     checker_container,
     put_trees,
     read_state,
+    read_state_exec,
     remove,
 )
 from multiturn_envs.envs.terminal.image import terminal_image
@@ -380,10 +381,17 @@ class TerminalEnv(TextEnv):
         return self._tasks[task_id]
 
     def _read_state(self) -> State:
-        """The running episode's writable directories (capped; see :class:`State`)."""
+        """The running episode's writable directories (capped; see :class:`State`): for a root
+        agent with many of them, one ``tar`` in its container; else (or when that cannot run)
+        one engine request each."""
         assert self._episode is not None
         container = self._episode.container
-        paths = self._episode.prepared.layout.paths
+        prepared = self._episode.prepared
+        paths = prepared.layout.paths
+        if prepared.root and len(paths) > 2:
+            state = read_state_exec(container, paths, self.app_mb << 20)
+            if state is not None:
+                return state
         return read_state(container.client.api, container.id, paths, self.app_mb << 20)
 
     def _load_task(self, task_id: str, options: dict[str, Any]) -> str:

@@ -323,6 +323,9 @@ class Preparer:
         flags, sources, dest = copy_args(substitute(step.args, variables))
         dest_path = posixpath.normpath(posixpath.join(stage.workdir, dest))
         into_dir = dest.endswith("/") or len(sources) > 1
+        if not into_dir:  # a file copied to an existing directory goes into it, as in Docker
+            code, _ = container.exec_run(["test", "-d", dest_path], user="0:0")
+            into_dir = code == 0
         root = _under(dest_path, list(layout.paths))
         if root is None:
             raise LightBuildFailed(f"line {step.line}: {dest_path} is not writable here")
@@ -453,4 +456,4 @@ def _light_workdir(plan: BuildPlan, start: str) -> str:
 
 
 def _trees_digest(trees: Mapping[str, bytes]) -> str:
-    return content_digest([(path, io.BytesIO(trees[path])) for path in sorted(trees)])
+    return content_digest([(path, io.BytesIO(trees[path]), True) for path in sorted(trees)])

@@ -193,3 +193,49 @@ def test_a_failed_build_is_blamed_on_its_cause() -> None:
         assert explain_build_failure(text, [])[0] == cause, text
     pulled = "Step 1/2 : FROM ghcr.io/x/y:1\npull access denied for ghcr.io/x/y"
     assert explain_build_failure(pulled, ["ghcr.io/x/y:1"])[0] == "base"
+
+
+def _raw_tar(entries: dict[str, bytes | None], mtime: int = 5) -> bytes:
+    """A tar as the engine or GNU tar writes one (members ``top/...``; ``None``: a directory)."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(entries):
+            info = tarfile.TarInfo(name)
+            info.mtime = mtime
+            data = entries[name]
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_a_state_has_one_content_digest_however_it_was_read() -> None:
+    import io
+
+    from multiturn_envs.envs.terminal.containers import content_digest, retop, split_tops
+
+    app = {"app": None, "app/a.txt": b"one", "app/sub": None, "app/sub/b": b"two"}
+    etc = {"etc": None, "etc/hosts": b"127.0.0.1 x", "etc/conf": b"k=v"}
+    per_part = [
+        ("/app", io.BytesIO(_raw_tar(app)), False),
+        ("/etc", io.BytesIO(_raw_tar(etc)), False),
+    ]
+    combined = [("/", io.BytesIO(_raw_tar({**app, **etc}, mtime=9)), False)]
+    rerooted = []
+    for path, raw in (("/app", _raw_tar(app)), ("/etc", _raw_tar(etc))):
+        out = io.BytesIO()
+        retop(io.BytesIO(raw), out, path)
+        rerooted.append((path, io.BytesIO(out.getvalue()), True))
+    split = split_tops(io.BytesIO(_raw_tar({**app, **etc})))
+    assert set(split) == {"/app", "/etc"}
+    from_split = [(p, io.BytesIO(split[p]), True) for p in sorted(split)]
+    digests = {content_digest(x) for x in (per_part, combined, rerooted, from_split)}
+    assert len(digests) == 1  # times, member order and the engine's /etc/hosts do not count
+    changed = [("/", io.BytesIO(_raw_tar({**app, "app/a.txt": b"ONE", **etc})), False)]
+    assert content_digest(changed) not in digests
