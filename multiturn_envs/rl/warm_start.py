@@ -22,7 +22,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from multiturn_envs.rl.tool_format import CLOSING_REPLY, tool_call_message, tool_chat_messages
+from multiturn_envs.rl.tool_format import CLOSING_REPLY, ToolLayout
 
 
 @dataclass
@@ -49,13 +49,16 @@ def expert_examples(
     make_env: Callable[[], gym.Env[str, str]] | None = None,
     tool_name: str = "act",
     closing: bool = True,
+    layout: ToolLayout | None = None,
 ) -> list[dict[str, Any]]:
     """Prompt-completion examples (TRL's conversational format) from harness-played episodes.
 
     ``episodes`` are spread over ``tasks`` (at least one sample each); the harness writes them to
     a temporary record file with ``NoisyExpertPolicy(error_share)`` and a hidden budget.
-    ``closing``: add the closing reply after each episode's end.
+    ``closing``: add the closing reply after each episode's end. ``layout``: the generic
+    ``tool_name`` tool (default) or the env's typed tools.
     """
+    layout = layout or ToolLayout(tool_name=tool_name)
     from multiturn_envs.harness import EvalConfig, Replay, read_run, run_eval
     from multiturn_envs.policies import NoisyExpertPolicy
 
@@ -82,11 +85,12 @@ def expert_examples(
         with Replay(factory) as replay:
             for episode in replay.episodes(records):
                 for _ in episode.turns():
-                    context = tool_chat_messages(episode.base.messages(), system, tool_name)
-                    target = tool_call_message(episode.base.expert_action(), tool_name)
+                    context = layout.chat(episode.base.messages(), system, episode.base)
+                    expert = episode.base.expert_action()
+                    target = layout.call_message(expert, episode.base)
                     examples.append({"prompt": context, "completion": [target]})
                 if closing:
-                    context = tool_chat_messages(episode.base.messages(), system, tool_name)
+                    context = layout.chat(episode.base.messages(), system, episode.base)
                     reply = {"role": "assistant", "content": CLOSING_REPLY}
                     examples.append({"prompt": context, "completion": [reply]})
     return examples
