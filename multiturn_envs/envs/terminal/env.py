@@ -142,6 +142,10 @@ class _Episode:
     container: Any
     shell: ShellSession
     prepared: Prepared
+    tar_inside: bool = True
+    """Read the state with one ``tar`` in the container (a root agent's); off for the rest of
+    the episode once that fails, so planted code (an ``/etc/ld.so.preload``) that stalls or
+    breaks that tar costs one bounded wait, not one a step."""
 
 
 def format_observation(result: CommandResult) -> str:
@@ -451,10 +455,11 @@ class TerminalEnv(TextEnv):
         container = self._episode.container
         prepared = self._episode.prepared
         paths = prepared.layout.paths
-        if prepared.root and len(paths) > 2:
+        if prepared.root and len(paths) > 2 and self._episode.tar_inside:
             state = read_state_exec(container, paths, self.app_mb << 20)
             if state is not None:
                 return state
+            self._episode.tar_inside = False
         return read_state(container.client.api, container.id, paths, self.app_mb << 20)
 
     def _load_task(self, task_id: str, options: dict[str, Any]) -> str:
