@@ -159,13 +159,14 @@ def test_a_task_runs_as_terminal_bench_runs_it(terminal_ready: None, tmp_path: P
 
 
 @pytest.mark.parametrize(
-    "name", ["hello-world", "processing-pipeline", "decommissioning-service-with-sensitive-data"]
+    "name", ["processing-pipeline", "decommissioning-service-with-sensitive-data"]
 )
 def test_real_terminal_bench_tasks_pass_with_their_reference_solution(
     terminal_ready: None, tb1_data: Path, name: str
 ) -> None:
-    """Three of the ten real tasks: files in /app; a root-owned ``chmod 000`` directory outside
-    /app and a pipeline of scripts; files to encrypt, shred and delete in /opt, /etc and /tmp."""
+    """Two of the ten real tasks (hello-world's layout is the synthetic task's above): a
+    root-owned ``chmod 000`` directory outside /app and a pipeline of scripts; files to encrypt,
+    shred and delete in /opt, /etc and /tmp."""
     task = load_terminal_bench_task(tb1_data / name)
     row = verify_task(task)
     assert row.loaded and row.reference_passes and row.empty_fails, row
