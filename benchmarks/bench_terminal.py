@@ -8,10 +8,11 @@ Rows, all measured in this run on hardened containers of the terminal image:
   ``docker exec`` per command (the anchor);
 * reset from the warm pool (goal: median < 300 ms) vs a fresh container per episode
   (``docker run`` + shell + files, what a reset costs without a pool: the anchor);
-* the oracle's cost per step: a step whose command leaves ``/app`` unchanged (archive read,
-  cached verdict) and one that changes it (archive read + a checker run);
-* snapshots: ``get_state`` and ``set_state`` (``/app`` tar + shell state onto a fresh
-  container) vs deterministic replay (reset + re-running the commands) of the same state.
+* the oracle's cost per step: a step whose command leaves the state unchanged (archive reads,
+  cached verdict) and one that changes it (archive reads + a checker run);
+* snapshots: ``get_state`` and ``set_state`` (the writable directories' tars + shell state onto
+  a fresh container) vs deterministic replay (reset + re-running the commands) of the same
+  state.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from multiturn_envs.envs.terminal.env import APP, SHELL_ENV, TerminalEnv
-from multiturn_envs.envs.terminal.tasks import files_tar
-from multiturn_envs.sandbox.shell_session import AGENT_UID, ShellSession
+from multiturn_envs.envs.terminal.containers import agent_container, put_trees
+from multiturn_envs.envs.terminal.env import TerminalEnv
+from multiturn_envs.sandbox.shell_session import ShellSession
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:
@@ -58,10 +59,25 @@ def main() -> None:
     try:
         task = "rename-extensions"
         env.reset(seed=0, options={"task_id": task})
-        make = env._container_factory(env.image)
+        prepared = env.prepared(task)
+        sandbox = env._sandbox(prepared.layout.image)
+
+        def make() -> object:
+            return agent_container(sandbox, prepared.layout, prepared.root)
+
+        def new_shell(c: object) -> ShellSession:
+            return ShellSession(
+                c.client.api,  # type: ignore[attr-defined]
+                c.id,  # type: ignore[attr-defined]
+                user=prepared.agent_user,
+                workdir=prepared.workdir,
+                environment=prepared.agent_env,
+            )
+
         container = make()
         try:
-            shell = ShellSession(container.client.api, container.id, environment=SHELL_ENV)
+            put_trees(container, prepared.initial)
+            shell = new_shell(container)
             shell.run("true")
             rows.append(
                 ("command, warm persistent shell", *_ms(_time(lambda: shell.run("true"), args.n)))
@@ -72,15 +88,16 @@ def main() -> None:
                     *_ms(_time(lambda: shell.run("ls -la /"), args.n)),
                 )
             )
-            user = f"{AGENT_UID}:{AGENT_UID}"
 
             def exec_once() -> None:
-                container.exec_run(["bash", "-c", "true"], user=user, workdir=APP)
+                container.exec_run(  # type: ignore[attr-defined]
+                    ["bash", "-c", "true"], user=prepared.agent_user, workdir=prepared.workdir
+                )
 
             rows.append(("command, one `docker exec` each", *_ms(_time(exec_once, args.n))))
             shell.close()
         finally:
-            container.remove(force=True, v=True)
+            container.remove(force=True, v=True)  # type: ignore[attr-defined]
 
         resets = []
         for _ in range(args.resets):
@@ -89,15 +106,14 @@ def main() -> None:
             env.reset(seed=0, options={"task_id": task})
             resets.append(time.perf_counter() - start)
         rows.append(("reset from the warm pool", *_ms(resets)))
-        files = files_tar(dict(env.task(task).files))
 
         def fresh() -> None:
             c = make()
             try:
-                ShellSession(c.client.api, c.id, environment=SHELL_ENV)
-                c.put_archive(APP, files)
+                put_trees(c, prepared.initial)
+                new_shell(c)
             finally:
-                c.remove(force=True, v=True)
+                c.remove(force=True, v=True)  # type: ignore[attr-defined]
 
         rows.append(("episode on a fresh `docker run`", *_ms(_time(fresh, args.resets))))
 

@@ -7,7 +7,8 @@
 # it, and `docker import` turns the tarball into an image. The mirror is the one apt already
 # uses on this machine (override with MTE_DEBIAN_MIRROR), the suite this machine's release
 # (override with MTE_DEBIAN_SUITE). Extra packages: MTE_IMAGE_PACKAGES (comma separated,
-# e.g. python3-numpy for LCB's BASE_IMPORTS parity; the default image leaves them out).
+# e.g. python3-numpy for LCB's BASE_IMPORTS parity; the default image leaves them out), and a
+# label: MTE_IMAGE_LABEL (key=value; the terminal image's recipe version).
 set -euo pipefail
 
 TAG="${1:-multiturn-envs-sandbox:latest}"
@@ -40,7 +41,10 @@ cp "$HERE/finalize.sh" "$root/finalize.sh"
 chroot "$root" /bin/sh /finalize.sh
 rm -f "$root/finalize.sh"
 echo "bootstrap: root size $(du -sh "$root" | cut -f1)"
+labels=()
+[ -n "${MTE_IMAGE_LABEL:-}" ] && labels=(--change "LABEL ${MTE_IMAGE_LABEL}")
 tar -C "$root" --numeric-owner -c . | docker import \
+    "${labels[@]}" \
     --change 'CMD ["sleep", "infinity"]' \
     --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8' \
     --message "multiturn-envs sandbox (offline bootstrap, $suite)" - "$TAG" >/dev/null

@@ -319,6 +319,13 @@ class _Session:
             self.frames.extend(data)
 
     def close(self) -> None:
+        """End the session's connection for good (``shutdown`` reaches the kernel even while the
+        SDK's response still references the socket; ``close`` alone would not, and the engine
+        would keep copying the runner's output into a socket nobody reads)."""
+        with contextlib.suppress(Exception):
+            self.raw.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self.raw.close()
         with contextlib.suppress(Exception):
             self.sock.close()
 
@@ -482,35 +489,69 @@ class DockerSandbox(Sandbox):
             atexit.register(self._shutdown)
             self._started = True
 
-    def hardened_container(self, mounts: Sequence[Any] = ()) -> Any:
-        """A new container with this pool's hardening, limits and labels, and the runner in
-        ``/job`` (byte-compiled by root); no session, not part of the pool (the caller removes
-        it). The pool's own containers are made here, and so are the benchmark's. ``mounts``:
-        extra ``docker.types.Mount``s (MT/Terminal-v0's size-capped ``/app``)."""
+    def hardened_container(
+        self,
+        mounts: Sequence[Any] = (),
+        *,
+        runner: bool = True,
+        tmpfs: dict[str, str] | None = None,
+        cap_add: Sequence[str] = (),
+        fsize_mb: int | None = None,
+        keepalive: Sequence[str] | None = None,
+    ) -> Any:
+        """A new container with this pool's hardening, limits and labels; no session, not part
+        of the pool (the caller removes it). The pool's own containers are made here, and so
+        are the benchmark's and MT/Terminal-v0's.
+
+        Args:
+            mounts: extra ``docker.types.Mount``s (MT/Terminal-v0's size-capped tmpfs volumes).
+            runner: put the runner in an anonymous ``/job`` volume and byte-compile it (the
+                pool's containers); ``False``: no ``/job`` volume at all.
+            tmpfs: ``--tmpfs`` mounts (default: the pool's ``/tmp``; ``{}``: none, when a mount
+                provides ``/tmp``).
+            cap_add: capabilities kept (all others are dropped; default none).
+            fsize_mb: ``RLIMIT_FSIZE`` of every process (no file, sparse or not, can grow past
+                it).
+            keepalive: a command that runs as root and as pid 1 instead of ``--init`` with
+                ``sleep infinity`` as uid 65533. The engine gives an exec the container's
+                capabilities only when the container's user is root: a container whose execs
+                need ``cap_add`` runs such a keep-alive (pid 1 of its namespace: no process of
+                the container can kill it; it must reap orphans and not be dumpable).
+        """
         from docker.types import Mount, Ulimit
 
         self._start()
+        ulimits = [Ulimit(name="nofile", soft=256, hard=256)]
+        if fsize_mb is not None:
+            size = int(fsize_mb) << 20
+            ulimits.append(Ulimit(name="fsize", soft=size, hard=size))
+        all_mounts = [Mount("/job", None, type="volume")] if runner else []
         container = self._client.containers.run(
             self.image,
-            ["sleep", "infinity"],
+            list(keepalive) if keepalive else ["sleep", "infinity"],
             detach=True,
-            init=True,
-            user=f"{KEEPALIVE_UID}:{KEEPALIVE_UID}",
+            init=not keepalive,
+            user="0:0" if keepalive else f"{KEEPALIVE_UID}:{KEEPALIVE_UID}",
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777"},
-            mounts=[Mount("/job", None, type="volume"), *mounts],
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777"}
+            if tmpfs is None
+            else tmpfs,
+            mounts=[*all_mounts, *mounts],
             cap_drop=["ALL"],
+            cap_add=list(cap_add) or None,
             security_opt=["no-new-privileges"],
             pids_limit=self.pids_limit,
             mem_limit=f"{self.memory_mb}m",
             memswap_limit=f"{self.memory_mb}m",
             nano_cpus=int(self.cpus * 1e9),
-            ulimits=[Ulimit(name="nofile", soft=256, hard=256)],
+            ulimits=ulimits,
             labels={LABEL: "1", OWNER_LABEL: self._owner},
             environment={"LANG": "C.UTF-8"},
-            working_dir="/tmp",
+            working_dir="/",
         )
+        if not runner:
+            return container
         try:
             if not container.put_archive("/job", _runner_archive()):
                 raise RuntimeError("put_archive of the runner failed")

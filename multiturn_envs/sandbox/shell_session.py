@@ -13,14 +13,20 @@ base64 (quotes, heredocs and multi-line text need no escaping) on one line::
 
 ``</dev/null`` keeps a stdin reader (``cat``, ``read``, a REPL) from eating the protocol's
 next line. ``__mte_done`` saves the shell's state (cwd, variables, functions, aliases) to a
-private file and prints ``\\nNONCE RC B64(CWD)\\n``; the output is everything before it.
-A fresh random nonce per command means no output can fake the end of another command.
+file and prints ``\\nNONCE RC B64(CWD)\\n``; the output is everything before it. A fresh
+random nonce per command means no output can fake the end of another command; the marker is
+looked for in the stream as it arrives (before any output is cut), so a flood of output
+(``yes``, also in the background) cannot hide it. Output that arrives after the marker
+(a background job's) opens the next command's output.
 
 Failure handling, one path for all of them: a command that outlives its timeout, a shell
 that exits (``exit``, ``set -e``), is killed, or wedges its own stdout (``exec >/dev/null``)
 ends with every process of the agent's uid killed (``kill -9 -1`` from a second exec; the
-container's keep-alive runs under another uid and survives) and a new shell that restores the
-state saved after the last completed command. The observation says so.
+container's keep-alive runs under another uid and survives) and a new shell that loads the
+state saved after the last completed command. That file is the agent's to write: the host
+reads it through the engine (bounded, no process in the container), and a saved state that
+stops or hangs the new shell is dropped for a clean shell, never an exception. The
+observation says which.
 """
 
 from __future__ import annotations
@@ -33,20 +39,27 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from multiturn_envs.sandbox.archive_stream import read_small_file
 from multiturn_envs.sandbox.docker_pool import pop_frames
 
 AGENT_UID = 65534
 STATE_DIR = "/tmp/.mte-shell"
-"""Where the shell saves its state after each command by default (the agent's own place). A
-caller that must read it from outside (the engine's ``get_archive`` cannot see a tmpfs) passes
-a directory on a volume instead."""
+"""Where the shell saves its state after each command by default. A caller that must read it
+from outside (the engine's ``get_archive`` cannot see a ``--tmpfs`` mount) passes a directory
+on a volume instead."""
+STATE_CAP = 4 << 20
+"""The largest saved state loaded back (bytes); a bigger one is dropped (a clean shell)."""
+LOAD_TIMEOUT_S = 10.0
+"""How long loading a saved state may take before it is dropped."""
+STATUS_CAP = 1 << 16
+"""The longest status line accepted after a marker (the cwd is base64 in it)."""
 
 _PRELUDE = r"""exec 2>&1
 umask 022
 mkdir -p {state} 2>/dev/null
 __mte_base="$(compgen -v | tr '\n' ' ')"
 __mte_save() {{
-  {{ local __n
+  {{ local __n __f
     printf 'cd -- %q 2>/dev/null; unset OLDPWD\n' "$PWD"
     for __n in $(compgen -v); do
       case " $__mte_base " in *" $__n "*) continue;; esac
@@ -54,7 +67,10 @@ __mte_save() {{
       declare -p "$__n" 2>/dev/null
     done
     export -p
-    declare -f
+    for __f in $(compgen -A function); do
+      case "$__f" in __mte_*) continue;; esac
+      declare -f -- "$__f"
+    done
     alias -p
   }} >{state}/state.tmp 2>/dev/null && mv -f {state}/state.tmp {state}/state 2>/dev/null
 }}
@@ -83,6 +99,8 @@ class CommandResult:
         restarted: the shell was replaced (timeout, ``exit``, killed, wedged): state saved after
             the last completed command was restored, running background jobs are gone.
         seconds: wall time of the round trip.
+        state_lost: the saved state could not be loaded into the new shell (it stopped or
+            hung it): the new shell is a clean one in the first working directory.
     """
 
     output: str
@@ -92,6 +110,7 @@ class CommandResult:
     timed_out: bool = False
     restarted: bool = False
     seconds: float = 0.0
+    state_lost: bool = False
 
 
 class ExecStream:
@@ -150,9 +169,19 @@ class ExecStream:
             self._frames.extend(data)
 
     def close(self) -> None:
+        """End the exec's connection for good.
+
+        ``shutdown`` ends the TCP/unix connection whatever else still holds the socket (the
+        SDK's response object keeps a reference, so ``close`` alone never reaches the kernel):
+        the engine stops copying the process's output at once. Without it a process flooding
+        its output (``yes``) keeps the engine's copy loop blocked on a full socket and every
+        later call that waits for that exec (removing the container) hangs.
+        """
         self.closed = True
         with contextlib.suppress(Exception):
-            self.raw.shutdown(socket.SHUT_WR)
+            self.raw.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self.raw.close()
         with contextlib.suppress(Exception):
             self.sock.close()
 
@@ -160,10 +189,9 @@ class ExecStream:
 class _CappedOutput:
     """Keeps the head and the tail of a stream, counting what was cut from the middle."""
 
-    def __init__(self, cap: int, keep: int) -> None:
+    def __init__(self, cap: int) -> None:
         self.head_cap = cap // 2
         self.tail_cap = cap - self.head_cap
-        self.keep = keep  # extra tail bytes kept so a terminator split across reads is found
         self.head = bytearray()
         self.tail = bytearray()
         self.omitted = 0
@@ -174,20 +202,13 @@ class _CappedOutput:
             self.head.extend(data[:room])
             data = data[room:]
         self.tail.extend(data)
-        excess = len(self.tail) - (self.tail_cap + self.keep)
+        excess = len(self.tail) - self.tail_cap
         if excess > 0:
             del self.tail[:excess]
             self.omitted += excess
 
-    def parts(self, tail_end: int | None = None) -> tuple[bytes, bytes, int]:
-        """(head, tail, omitted) of the stream up to ``tail_end`` in the tail, the tail cut to
-        its cap (the extra bytes kept to find a terminator are not shown)."""
-        tail = bytes(self.tail if tail_end is None else self.tail[:tail_end])
-        omitted = self.omitted
-        if omitted and len(tail) > self.tail_cap:
-            omitted += len(tail) - self.tail_cap
-            tail = tail[-self.tail_cap :]
-        return bytes(self.head), tail, omitted
+    def empty(self) -> bool:
+        return not self.head and not self.tail and not self.omitted
 
 
 def cap_marker(omitted: int) -> str:
@@ -196,16 +217,17 @@ def cap_marker(omitted: int) -> str:
 
 
 class ShellSession:
-    """A persistent bash in ``container`` as the agent's uid (see the module docstring).
+    """A persistent bash in ``container`` as the agent's user (see the module docstring).
 
     Args:
         api: the engine's low-level client (``docker.APIClient``).
         container_id: the container (kept alive by another uid).
+        user: the agent's ``uid:gid`` (default 65534, ``nobody``).
         workdir: the shell's first working directory.
         environment: the shell's initial environment (added to the image's).
         output_cap: bytes of output kept per command (head and tail halves).
-        state_dir: where the shell saves its state after each command (the agent's uid must be
-            able to write there).
+        state_dir: where the shell saves its state after each command (the agent's user must
+            be able to write there; on a volume when it must be read from outside).
     """
 
     def __init__(
@@ -213,12 +235,15 @@ class ShellSession:
         api: Any,
         container_id: str,
         *,
+        user: str = f"{AGENT_UID}:{AGENT_UID}",
         workdir: str = "/app",
         environment: dict[str, str] | None = None,
         output_cap: int = 10_000,
         state_dir: str = STATE_DIR,
+        pad: int = 2,
     ) -> None:
         self.api = api
+        self.user = user
         self.state_dir = state_dir
         self.container_id = container_id
         self.workdir = workdir
@@ -228,65 +253,79 @@ class ShellSession:
         self.pid: int | None = None
         self.restarts = 0
         self._stream: ExecStream | None = None
-        self._start(restore=False)
+        self._pending = b""  # output that came after the last marker (a background job's)
+        self.line = 0  # lines of the protocol this shell has read since its prelude
+        self._start(pad)
 
     # ------------------------------------------------------------------ lifecycle
-    def _start(self, restore: bool) -> None:
+    def _start(self, pad: int = 2) -> None:
+        """A clean shell (no saved state loaded) in the first working directory.
+
+        bash numbers the lines it reads, and its error messages say ``line N``. A fresh shell
+        reads ``pad`` (2) blank lines after the prelude; a shell that will load a state starts
+        with none and reads two lines in :meth:`load_state` (the state and a probe), then
+        blank lines up to the count of the shell the state was saved from: either way the
+        next command's line number is what the original shell's would have been.
+        """
         stream = ExecStream(
             self.api,
             self.container_id,
             ["bash", "--noprofile", "--norc"],
-            user=f"{AGENT_UID}:{AGENT_UID}",
+            user=self.user,
             workdir=self.workdir,
             environment=self.environment,
         )
         self._stream = stream
+        self._pending = b""
+        self.cwd = self.workdir
         nonce = secrets.token_hex(8)
         script = _PRELUDE.format(state=self.state_dir)
-        if restore:
-            script += f". {self.state_dir}/state >/dev/null 2>&1\n"
-        script += f"__mte_save; printf '%s %s\\n' {nonce} $$\n"
+        script += f"__mte_save; printf '%s %s\\n' {nonce} $$\n" + "\n" * pad
         stream.send(script.encode())
+        self.line = pad
         text = bytearray()
         deadline = time.monotonic() + 30
         while b"\n" not in text.partition(nonce.encode())[2]:
             data = stream.read(deadline)
             if not data:
+                stream.close()
                 raise RuntimeError(f"the shell did not start: {bytes(text[-300:])!r}")
             text.extend(data)
+            if len(text) > STATUS_CAP:
+                del text[: len(text) - STATUS_CAP]
         self.pid = int(text.partition(nonce.encode())[2].split()[0])
-        if restore:  # where the restored state left the shell
-            probe = self._roundtrip("pwd", 10.0)
-            if probe is not None and probe.exit_code == 0:
-                self.cwd = probe.output.strip() or self.workdir
 
     def kill_agent_processes(self) -> None:
-        """``kill -9 -1`` as the agent's uid: every process of the agent, the shell included.
+        """``kill -9 -1`` as the agent's user: every process of the agent, the shell included.
 
-        Three passes in one process (``kill`` is a shell builtin): a fork bomb forks while the
-        first pass walks the process table."""
-        exec_id = self.api.exec_create(
-            self.container_id,
-            ["sh", "-c", "kill -9 -1; kill -9 -1; kill -9 -1; true"],
-            user=f"{AGENT_UID}:{AGENT_UID}",
-        )["Id"]
+        Pass after pass in one process (``kill`` is a shell builtin) until one finds nothing
+        left (at most 50): a fork bomb forks while a pass walks the process table. The
+        keep-alive runs as another uid or is the namespace's init, and the agent has no
+        ``CAP_KILL``, so the container survives."""
+        script = 'i=0; while [ "$i" -lt 50 ] && kill -9 -1 2>/dev/null; do i=$((i+1)); done; true'
+        exec_id = self.api.exec_create(self.container_id, ["sh", "-c", script], user=self.user)[
+            "Id"
+        ]
         self.api.exec_start(exec_id)
 
-    def restart(self) -> None:
+    def restart(self) -> bool:
         """Kill everything of the agent and start a shell with the last saved state.
 
-        Raises ``RuntimeError`` when no shell can be started (the engine refuses the exec, e.g.
-        while a fork bomb holds every pid): the caller moves to a fresh container."""
+        Returns ``False`` when the saved state could not be loaded (it stopped or hung the
+        new shell) and a clean shell runs instead. Raises ``RuntimeError`` only when no shell
+        can be started at all (the engine refuses the exec, e.g. while a fork bomb holds every
+        pid): the caller moves to a fresh container."""
         if self._stream is not None:
             self._stream.close()
         with contextlib.suppress(Exception):
             self.kill_agent_processes()
         self.restarts += 1
+        state = self.saved_state()
         last: Exception | None = None
         for _attempt in range(3):
             try:
-                self._start(restore=True)
-                return
+                self._start(pad=0)
+                return self.load_state(state)
             except Exception as exc:  # the engine refused the exec, or the shell died at once
                 last = exc
                 with contextlib.suppress(Exception):
@@ -320,7 +359,7 @@ class ShellSession:
         timed_out = result is not None and result.timed_out
         partial = result.output if result is not None else ""
         omitted = result.omitted_bytes if result is not None else 0
-        self.restart()
+        loaded = self.restart()
         if timed_out:
             note = (
                 f"[the command did not finish within {timeout_s:g} s and was killed, with every "
@@ -328,7 +367,13 @@ class ShellSession:
             )
         else:
             note = "[the shell exited or stopped answering; a new shell was started]"
-        note += f" [state restored: cwd {self.cwd}]"
+        if loaded:
+            note += f" [state restored: cwd {self.cwd}]"
+        else:
+            note += (
+                " [the saved shell state could not be loaded (it stopped or hung the new "
+                f"shell): a clean shell started in {self.cwd}]"
+            )
         output = f"{partial}\n{note}" if partial else note
         return CommandResult(
             output,
@@ -338,9 +383,13 @@ class ShellSession:
             timed_out=timed_out,
             restarted=True,
             seconds=time.monotonic() - start,
+            state_lost=not loaded,
         )
 
     def _roundtrip(self, command: str, timeout_s: float) -> CommandResult | None:
+        """Send one command; its result, a partial one (``exit_code`` ``None``) at the
+        deadline or when the stream ended after some output, or ``None`` when the stream ended
+        with no output at all."""
         stream = self._stream
         if stream is None:
             raise RuntimeError("the shell session is closed")
@@ -352,66 +401,96 @@ class ShellSession:
             stream.send(line.encode())
         except OSError:
             return None
+        self.line += 1
         tag = ("\n" + nonce + " ").encode()
-        out = _CappedOutput(self.output_cap, keep=len(tag) + 8192)
+        keep = len(tag) - 1  # bytes held back: a tag split across two reads
+        out = _CappedOutput(self.output_cap)
+        carry = b""
+        status: bytearray | None = None
+        pending, self._pending = self._pending, b""
         deadline = time.monotonic() + timeout_s
         while True:
-            data = stream.read(deadline)
-            if data is None:
-                return self._partial(out, timed_out=True)
-            if not data:
-                return self._partial(out, timed_out=False) if (out.head or out.tail) else None
-            out.add(data)
-            where = out.tail.find(tag)
-            head_where = -1
-            if where < 0 and not out.omitted:  # short output: the tag may straddle head/tail
-                joined = out.head + out.tail
-                head_where = joined.find(tag)
-            if where < 0 and head_where < 0:
-                continue
-            if head_where >= 0:
-                before, rest = bytes(joined[:head_where]), bytes(joined[head_where + len(tag) :])
-                head_bytes, tail_bytes = before, b""
+            if pending:
+                data: bytes | None = pending
+                pending = b""
             else:
-                rest = bytes(out.tail[where + len(tag) :])
-            if b"\n" not in rest:
-                continue  # the status line is not complete yet
-            omitted = 0
-            if head_where < 0:
-                head_bytes, tail_bytes, omitted = out.parts(where)
-            status = rest.split(b"\n", 1)[0].split()
-            rc = int(status[0])
-            cwd = base64.b64decode(status[1]).decode("utf-8", "replace") if len(status) > 1 else ""
+                data = stream.read(deadline)
+            if data is None or not data:  # the deadline, or the end of the stream
+                if status is None:
+                    out.add(carry)
+                if data is None:
+                    return self._partial(out, timed_out=True)
+                return None if out.empty() else self._partial(out, timed_out=False)
+            if status is None:
+                buf = carry + data
+                where = buf.find(tag)
+                if where < 0:
+                    cut = max(0, len(buf) - keep)
+                    out.add(buf[:cut])
+                    carry = buf[cut:]
+                    continue
+                out.add(buf[:where])
+                status = bytearray(buf[where + len(tag) :])
+            else:
+                status.extend(data)
+            if b"\n" not in status:
+                if len(status) > STATUS_CAP:  # not our status line: the protocol is broken
+                    return self._partial(out, timed_out=False)
+                continue
+            first, _, rest = bytes(status).partition(b"\n")
+            self._pending = rest[-self.output_cap :] if rest else b""
+            fields = first.split()
+            try:
+                rc = int(fields[0])
+                cwd = base64.b64decode(fields[1]).decode("utf-8", "replace") if fields[1:] else ""
+            except (ValueError, IndexError):
+                return self._partial(out, timed_out=False)
             self.cwd = cwd or self.cwd
-            return CommandResult(self._text(head_bytes, tail_bytes, omitted), rc, self.cwd, omitted)
+            return CommandResult(self._text(out), rc, self.cwd, out.omitted)
 
     def _partial(self, out: _CappedOutput, timed_out: bool) -> CommandResult:
-        head, tail, omitted = out.parts()
-        return CommandResult(
-            self._text(head, tail, omitted), None, self.cwd, omitted, timed_out=timed_out
-        )
+        return CommandResult(self._text(out), None, self.cwd, out.omitted, timed_out=timed_out)
 
     @staticmethod
-    def _text(head: bytes, tail: bytes, omitted: int) -> str:
-        if omitted:
+    def _text(out: _CappedOutput) -> str:
+        if out.omitted:
             return (
-                head.decode("utf-8", "replace")
-                + cap_marker(omitted)
-                + tail.decode("utf-8", "replace")
+                out.head.decode("utf-8", "replace")
+                + cap_marker(out.omitted)
+                + out.tail.decode("utf-8", "replace")
             )
-        return (head + tail).decode("utf-8", "replace")
+        return (out.head + out.tail).decode("utf-8", "replace")
 
     # ------------------------------------------------------------------ state
     def saved_state(self) -> str:
-        """The shell's state after the last command, as bash text that recreates it."""
-        result = self._roundtrip(f"cat {self.state_dir}/state", 10.0)
-        if result is None or result.exit_code != 0:
-            raise RuntimeError("could not read the shell's saved state")
-        return result.output
+        """The shell's state after its last command, as bash text that recreates it.
 
-    def load_state(self, state: str) -> None:
-        """Recreate a state from :meth:`saved_state` in this shell (cwd, variables, functions)."""
-        result = self._roundtrip(state, 10.0)
-        if result is None:
-            raise RuntimeError("the shell died while loading a saved state")
-        self._roundtrip("true", 10.0)  # saves the loaded state as this shell's own
+        Read through the engine (no process in the container, so it works when the container
+        can run none); ``""`` when the file is missing, is not a regular file or is larger
+        than :data:`STATE_CAP` (the agent can write it: it is data, never trusted)."""
+        data = read_small_file(self.api, self.container_id, f"{self.state_dir}/state", STATE_CAP)
+        return "" if data is None else data.decode("utf-8", "surrogateescape")
+
+    def load_state(self, state: str, line: int | None = None) -> bool:
+        """Recreate a state from :meth:`saved_state` in this shell (cwd, variables, functions);
+        ``line``: the line count of the shell it was saved from (see :meth:`_start`).
+
+        Returns ``False`` when the state stopped the shell or did not load within
+        :data:`LOAD_TIMEOUT_S`: the shell is then replaced by a clean one (never an
+        exception for what the state holds)."""
+        result = self._roundtrip(state, LOAD_TIMEOUT_S)
+        if result is not None and result.exit_code is not None:
+            probe = self._roundtrip("true", LOAD_TIMEOUT_S)  # saves it as this shell's own
+            if probe is not None and probe.exit_code is not None:
+                if line is not None and line > self.line and self._stream is not None:
+                    with contextlib.suppress(OSError):
+                        self._stream.send(b"\n" * (line - self.line))
+                        self.line = line
+                return True
+        # the state killed, hung or broke the shell: drop it
+        if self._stream is not None:
+            self._stream.close()
+        with contextlib.suppress(Exception):
+            self.kill_agent_processes()
+        self._start(pad=2)
+        return False

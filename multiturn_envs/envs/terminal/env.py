@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
+import shlex
 import string
-import tarfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
-from multiturn_envs.envs.terminal.checker import Checker, CheckReport, archive_bytes
-from multiturn_envs.envs.terminal.image import TERMINAL_IMAGE
+from multiturn_envs.envs.terminal.checker import Checker, CheckReport
+from multiturn_envs.envs.terminal.containers import (
+    SHELL_STATE_DIR,
+    Layout,
+    State,
+    agent_container,
+    checker_container,
+    put_trees,
+    read_state,
+    read_state_exec,
+    remove,
+)
+from multiturn_envs.envs.terminal.image import terminal_image
 from multiturn_envs.envs.terminal.oracle import error_command, expert_command
 from multiturn_envs.envs.terminal.parsing import (
     FORMAT_HINT,
@@ -23,31 +33,18 @@ from multiturn_envs.envs.terminal.parsing import (
     ParsedAction,
     parse_action,
 )
-from multiturn_envs.envs.terminal.tasks import TerminalTask, files_tar, select_tasks, strip_top
-from multiturn_envs.sandbox.shell_session import (
-    AGENT_UID,
-    CommandResult,
-    ShellSession,
-)
+from multiturn_envs.envs.terminal.prepare import Prepared, Preparer
+from multiturn_envs.envs.terminal.tasks import TerminalTask, select_tasks
+from multiturn_envs.sandbox.shell_session import CommandResult, ShellSession
 from multiturn_envs.sandbox.warm_containers import WarmContainers
 from multiturn_envs.spaces import UnicodeText
 from multiturn_envs.tools import Tool, ToolCall
 
-APP = "/app"
-SHELL_STATE_DIR = "/job/work/.shell"
-"""The shell's saved state: on the container's ``/job`` volume (writable by the agent's uid),
-where the engine can read it even when the container can no longer run a command."""
-SHELL_ENV = {
-    "HOME": APP,
-    "HOSTNAME": "sandbox",
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "TERM": "dumb",
-    "USER": "agent",
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
+
+class StateTooLarge(RuntimeError):
+    """A snapshot was asked of a state larger than the env's cap (sparse files count at their
+    full size): it cannot be taken within bounded memory and time."""
+
 
 RUN_TOOL = Tool(
     "run_command",
@@ -144,23 +141,11 @@ class _Episode:
 
     container: Any
     shell: ShellSession
-
-
-def _content_digest(archive: bytes) -> str:
-    """A digest of a tree's names, types, modes, links and contents (not times or owners)."""
-    digest = hashlib.sha256()
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
-        for member in tar:
-            digest.update(
-                f"{member.name}\0{member.type!r}\0{member.mode:o}\0{member.linkname}\0".encode(
-                    "utf-8", "surrogateescape"
-                )
-            )
-            if member.isreg():
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    digest.update(handle.read())
-    return digest.hexdigest()[:16]
+    prepared: Prepared
+    tar_inside: bool = True
+    """Read the state with one ``tar`` in the container (a root agent's); off for the rest of
+    the episode once that fails, so planted code (an ``/etc/ld.so.preload``) that stalls or
+    breaks that tar costs one bounded wait, not one a step."""
 
 
 def format_observation(result: CommandResult) -> str:
@@ -179,15 +164,16 @@ class TerminalEnv(TextEnv):
     """Solve a shell task in a fresh hardened container, one command per turn.
 
     ## Description
-    Each episode gives the agent a task (Terminal-Bench style: file and text processing,
-    CSV/JSON wrangling, scripting, archives, permissions, small build and debugging chores; no
-    network) and a persistent bash shell in ``/app`` of a fresh container taken from a warm
-    pool. The container has the sandbox's hardening (no network, read-only root, no
-    capabilities, ``no-new-privileges``, pids/memory/CPU limits, ``--init``, the agent as uid
-    65534 and the keep-alive as another uid) and a size-capped tmpfs ``/app``; it is removed
-    when the episode ends, so nothing an episode does survives it. Success is decided by the
-    task's checks, which run in a separate checker container on a copy of ``/app``: the agent
-    can neither read nor change them.
+    Each episode gives the agent a task (the bundled ones: file and text processing, CSV/JSON
+    wrangling, scripting, archives, permissions, small build and debugging chores; or
+    Terminal-Bench 1 and Harbor / Terminal-Bench 2 task folders) and a persistent bash shell in
+    the task's working directory of a fresh container taken from a warm pool. The container
+    has the sandbox's hardening (no network, read-only root, no capabilities but the file ones
+    for a root agent, ``no-new-privileges``, pids/memory/CPU limits, ``--init``, the keep-alive
+    as another uid); the task's writable directories are size-capped tmpfs volumes; it is
+    removed when the episode ends, so nothing an episode does survives it. Success is decided
+    by the task's tests, which run in a separate checker container on a copy of the writable
+    directories: the agent can neither read nor change them.
 
     ## Spaces
     Observation and action: any ``str``. An action is a shell command (raw or fenced; several
@@ -196,8 +182,8 @@ class TerminalEnv(TextEnv):
     error that costs a turn.
 
     ## Rewards
-    1.0 on the step that ends the episode with every check passing, else 0.0 (Terminal-Bench's
-    binary resolution).
+    1.0 on the step that ends the episode with every check passing (a Harbor task: a reward of
+    1), else 0.0 (Terminal-Bench's binary resolution).
 
     ## Episode End
     ``terminated`` on ``submit`` or, with ``end_on_success=True`` (default, as the other MT
@@ -205,24 +191,27 @@ class TerminalEnv(TextEnv):
 
     ## Arguments
     ``max_turns`` (default 20), ``budget_mode``, ``render_mode``, ``tasks`` (``"bundled"`` or a
-    sequence of :class:`TerminalTask`, e.g. from :func:`load_terminal_bench_task`),
-    ``categories`` and ``difficulties`` (filters), ``end_on_success``, ``command_timeout_s`` (30),
-    ``output_cap`` (bytes of output shown per command, head and tail; 10,000),
-    ``warm`` (containers kept ready, 1), ``memory_mb`` (512), ``pids_limit`` (128), ``cpus``
-    (1.0), ``app_mb`` (size of ``/app``, 256), ``check_timeout_s`` (30), ``image`` (the
-    default image; tasks may name their own).
+    sequence of :class:`TerminalTask`, e.g. from :func:`load_terminal_bench` or
+    :func:`load_harbor`), ``categories`` and ``difficulties`` (filters), ``end_on_success``,
+    ``command_timeout_s`` (30; a task may set its own), ``output_cap`` (bytes of output shown
+    per command, head and tail; 10,000), ``warm`` (containers kept ready, 1), ``memory_mb``
+    (512), ``pids_limit`` (128), ``cpus`` (1.0), ``app_mb`` (size of each writable directory,
+    and the most file data a state may hold once archived, 256), ``check_timeout_s`` (30; a
+    task may set its own), ``image`` (the terminal image: the default image and the base of
+    the bundled tasks).
 
     ## Oracle
-    ``step_score``: share of the task's checks passing after the action (run off the agent's
-    path on a copy of ``/app``; cached by the tree's bytes, so a command that changes nothing
-    costs one archive read). ``expert_action``: the next command of the reference solution
-    while the agent has followed it exactly; off that path, the whole reference solution as
-    one script from ``/app`` (a documented approximation); ``submit`` once every check passes.
+    ``step_score``: share of the task's checks (or tests) passing after the action, or its
+    Harbor reward (run off the agent's path on a copy of the writable directories; cached by
+    the state's bytes, so a command that changes nothing costs the archive reads).
+    ``expert_action``: the next command of the reference solution while the agent has
+    followed it exactly; off that path, the whole reference solution as one script from the
+    working directory (a documented approximation); ``submit`` once every check passes.
     ``error_action``: a one-edit mutation of the expert's command (a number, a file name, a
-    flag). ``get_state``/``set_state``: the ``/app`` tree (a tar) plus the shell's state (cwd,
-    variables, functions, aliases), restored onto a fresh container; running processes and
-    ``/tmp`` are not part of a snapshot (docs/envs/terminal.md has the measurements behind
-    this choice).
+    flag). ``get_state``/``set_state``: the writable directories (tars) plus the shell's state
+    (cwd, variables, functions, aliases), restored onto a fresh container; running processes
+    are not part of a snapshot (docs/envs/terminal.md has the measurements behind this
+    choice).
 
     ## Version History
     * v0: initial version.
@@ -249,7 +238,7 @@ class TerminalEnv(TextEnv):
         cpus: float = 1.0,
         app_mb: int = 256,
         check_timeout_s: float = 30.0,
-        image: str = TERMINAL_IMAGE,
+        image: str | None = None,
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         self.action_space = ShellText()
@@ -280,12 +269,14 @@ class TerminalEnv(TextEnv):
         self.cpus = float(cpus)
         self.app_mb = int(app_mb)
         self.check_timeout_s = float(check_timeout_s)
-        self.image = image
-        # heavy resources, per image, started lazily
+        self.image = image or terminal_image()
+        # heavy resources, started lazily
+        self._client: Any = None
         self._sandboxes: dict[str, Any] = {}  # image -> DockerSandbox (its hardening)
-        self._pools: dict[str, WarmContainers[ShellSession]] = {}
-        self._checkers: dict[str, Checker] = {}
-        self._initial: dict[str, tuple[bytes, str]] = {}  # task -> (tar for /app, digest)
+        self._preparer: Preparer | None = None
+        self._prepared: dict[str, Prepared] = {}
+        self._pools: dict[tuple[Any, ...], WarmContainers[ShellSession]] = {}
+        self._checkers: dict[tuple[Any, ...], Checker] = {}
         self._task: TerminalTask | None = None
         self._episode: _Episode | None = None
         self._executed: list[str] = []
@@ -294,13 +285,7 @@ class TerminalEnv(TextEnv):
         self.last_command: CommandResult | None = None
 
     # ------------------------------------------------------------------ resources
-    def _image_of(self, task: TerminalTask) -> str:
-        return task.image or self.image
-
-    def _container_factory(self, image: str) -> Callable[[], Any]:
-        import docker
-        from docker.types import DriverConfig, Mount
-
+    def _sandbox(self, image: str) -> Any:
         from multiturn_envs.sandbox.docker_pool import DockerSandbox
 
         sandbox = self._sandboxes.get(image)
@@ -309,77 +294,120 @@ class TerminalEnv(TextEnv):
                 image=image, memory_mb=self.memory_mb, cpus=self.cpus, pids_limit=self.pids_limit
             )
             self._sandboxes[image] = sandbox
-        options = f"size={self.app_mb}m,uid={AGENT_UID},gid={AGENT_UID},mode=0755,nosuid,nodev"
-        app = Mount(
-            APP,
-            None,
-            type="volume",
-            driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": options}),
+        return sandbox
+
+    def _docker(self) -> Any:
+        if self._client is None:
+            import docker
+
+            self._client = docker.from_env(timeout=300)
+        return self._client
+
+    def _prepare(self, task: TerminalTask) -> Prepared:
+        prepared = self._prepared.get(task.task_id)
+        if prepared is None:
+            if self._preparer is None:
+                self._preparer = Preparer(
+                    self._docker(), self._sandbox, self.image, self.app_mb, self.check_timeout_s
+                )
+            prepared = self._preparer.prepare(task)
+            self._prepared[task.task_id] = prepared
+        return prepared
+
+    def prepared(self, task_id: str | None = None) -> Prepared:
+        """How a task runs here: its layout, users, working directory, environment, the
+        checker's job and the notes on what differs from its original harness."""
+        return self._prepare(self.task(task_id))
+
+    @staticmethod
+    def _make(make: Any) -> Any:
+        import docker
+
+        # the sandbox's orphan reaper (on its first use) lists containers and inspects each;
+        # one removed in between (ours, by the background reaper) fails that: try again
+        for attempt in range(3):
+            try:
+                return make()
+            except docker.errors.NotFound:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _pool(self, prepared: Prepared) -> WarmContainers[ShellSession]:
+        key = (
+            prepared.layout,
+            prepared.agent_user,
+            prepared.root,
+            prepared.workdir,
+            tuple(sorted(prepared.agent_env.items())),
         )
-
-        def make() -> Any:
-            # the sandbox's orphan reaper (on its first use) lists containers and inspects each;
-            # one removed in between (ours, by the background reaper) fails that: try again
-            for attempt in range(3):
-                try:
-                    return sandbox.hardened_container(mounts=[app])
-                except docker.errors.NotFound:
-                    if attempt == 2:
-                        raise
-            raise AssertionError("unreachable")
-
-        return make
-
-    def _pool(self, image: str) -> WarmContainers[ShellSession]:
-        pool = self._pools.get(image)
+        pool = self._pools.get(key)
         if pool is None:
-            make = self._container_factory(image)
+            sandbox = self._sandbox(prepared.layout.image)
+            layout, root = prepared.layout, prepared.root
+
+            def make() -> Any:
+                return self._make(lambda: agent_container(sandbox, layout, root))
 
             def prepare(container: Any) -> ShellSession:
+                # started before the task's files are in: in "/", moved at the episode's start
                 return ShellSession(
                     container.client.api,
                     container.id,
-                    workdir=APP,
-                    environment=SHELL_ENV,
+                    user=prepared.agent_user,
+                    workdir="/",
+                    environment=prepared.agent_env,
                     output_cap=self.output_cap,
                     state_dir=SHELL_STATE_DIR,
+                    pad=0,
                 )
 
             pool = WarmContainers(make, prepare, size=self.warm)
-            self._pools[image] = pool
+            self._pools[key] = pool
         return pool
 
-    def _checker(self, image: str) -> Checker:
-        checker = self._checkers.get(image)
+    def _checker(self, prepared: Prepared) -> Checker:
+        key = (prepared.layout, prepared.job.user)
+        checker = self._checkers.get(key)
         if checker is None:
-            checker = Checker(self._container_factory(image), timeout_s=self.check_timeout_s)
-            self._checkers[image] = checker
+            sandbox = self._sandbox(prepared.layout.image)
+            layout: Layout = prepared.layout
+
+            def make() -> Any:
+                return self._make(lambda: checker_container(sandbox, layout))
+
+            checker = Checker(make, layout.paths)
+            self._checkers[key] = checker
         return checker
 
-    def _new_episode(self, task: TerminalTask, app_tar: bytes | None) -> _Episode:
-        """A fresh container from the warm pool with ``app_tar`` in ``/app``; the old one goes."""
-        pool = self._pool(self._image_of(task))
-        container, shell = pool.take()
+    def _new_episode(
+        self, prepared: Prepared, trees: dict[str, bytes], shell: str | None, line: int | None
+    ) -> _Episode:
+        """A fresh container from the warm pool with ``trees`` in its writable directories and
+        ``shell`` (a saved shell state; ``None``: a fresh shell); the old one goes."""
+        pool = self._pool(prepared)
+        container, session = pool.take()
         try:
-            if app_tar is not None and not container.put_archive(APP, app_tar):
-                raise RuntimeError("put_archive into /app failed")
+            put_trees(container, trees, prepared.root)
+            session.workdir = prepared.workdir  # where a clean shell starts from now on
+            session.load_state(shell or f"cd -- {shlex.quote(prepared.workdir)}", line)
         except Exception:
             pool.discard(container)
             raise
         self._end_episode()
-        self._episode = _Episode(container, shell)
+        self._episode = _Episode(container, session, prepared)
         return self._episode
 
     def _end_episode(self) -> None:
         episode, self._episode = self._episode, None
         if episode is not None:
             episode.shell.close()
-            pool = self._pools.get(self._image_of(self._task)) if self._task else None
-            if pool is not None:
-                pool.discard(episode.container)
+            for pool in self._pools.values():
+                if episode.container.id in pool.live_ids():
+                    pool.discard(episode.container)
+                    break
             else:
-                with contextlib.suppress(Exception):
-                    episode.container.remove(force=True, v=True)
+                remove(episode.container)
 
     def container_ids(self) -> list[str]:
         """Every container this env holds (warm, in use, checkers): for leak tests."""
@@ -401,6 +429,11 @@ class TerminalEnv(TextEnv):
         self._pools.clear()
         self._checkers.clear()
         self._sandboxes.clear()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+            self._client = None
+        self._preparer = None
 
     # ------------------------------------------------------------------ tasks
     def task_ids(self) -> Sequence[str]:
@@ -414,81 +447,62 @@ class TerminalEnv(TextEnv):
             return self._task
         return self._tasks[task_id]
 
-    def _app_archive(self) -> bytes:
-        """``/app`` of the running episode as the engine's tar (members ``app/...``)."""
+    def _read_state(self) -> State:
+        """The running episode's writable directories (capped; see :class:`State`): for a root
+        agent with many of them, one ``tar`` in its container; else (or when that cannot run)
+        one engine request each."""
         assert self._episode is not None
-        stream, _ = self._episode.container.get_archive(APP)
-        return archive_bytes(stream)
-
-    def _prepare_initial(self, task: TerminalTask) -> tuple[bytes, str]:
-        """The task's starting ``/app`` (files, then ``setup``), built once and cached."""
-        cached = self._initial.get(task.task_id)
-        if cached is not None:
-            return cached
-        episode = self._new_episode(task, files_tar(dict(task.files)) if task.files else None)
-        if task.app_from_image:
-            client = episode.container.client
-            holder = client.containers.create(self._image_of(task), ["true"])
-            try:
-                stream, _ = holder.get_archive(APP)
-                image_app = strip_top(archive_bytes(stream))
-            finally:
-                holder.remove(force=True, v=True)
-            if not episode.container.put_archive(APP, image_app):
-                raise RuntimeError(f"could not copy the image's {APP} of task {task.task_id}")
-        if task.setup.strip():
-            code, output = episode.container.exec_run(
-                ["bash", "-c", task.setup],
-                user=f"{AGENT_UID}:{AGENT_UID}",
-                workdir=APP,
-                environment=SHELL_ENV,
-            )
-            if code != 0:
-                raise RuntimeError(
-                    f"the setup of task {task.task_id} failed ({code}): {output[-500:]!r}"
-                )
-        archive = self._app_archive()
-        cached = (strip_top(archive), _content_digest(archive))
-        self._initial[task.task_id] = cached
-        return cached
+        container = self._episode.container
+        prepared = self._episode.prepared
+        paths = prepared.layout.paths
+        if prepared.root and len(paths) > 2 and self._episode.tar_inside:
+            state = read_state_exec(container, paths, self.app_mb << 20)
+            if state is not None:
+                return state
+            self._episode.tar_inside = False
+        return read_state(container.client.api, container.id, paths, self.app_mb << 20)
 
     def _load_task(self, task_id: str, options: dict[str, Any]) -> str:
         if task_id not in self._tasks:
             raise KeyError(f"unknown task id {task_id!r}")
         task = self._tasks[task_id]
-        if task.task_id in self._initial:
-            tar, digest = self._initial[task.task_id]
-            self._end_episode()
-            self._task = task
-            self._new_episode(task, tar)
-        else:
-            self._end_episode()
-            self._task = task
-            _, digest = self._prepare_initial(task)
+        prepared = self._prepare(task)
+        self._end_episode()
+        self._task = task
+        self._new_episode(prepared, prepared.initial, None, None)
         self._executed = []
         self._report = None
-        self._digest = digest
+        self._digest = prepared.digest
         self.last_command = None
         return (
             f"{task.instruction.strip()}\n\n"
-            f"You are in a bash shell in {APP} (no network). {FORMAT_HINT}"
+            f"You are in a bash shell in {prepared.workdir} (no network). {FORMAT_HINT}"
         )
 
     # ------------------------------------------------------------------ stepping
     def check_report(self) -> CheckReport:
-        """The checks' verdicts on the current ``/app`` (for tests and analyses; the agent never
-        sees them)."""
+        """The tests' verdict on the current state (for tests and analyses; the agent never
+        sees it)."""
         self._require_live()
         return self._report if self._report is not None else self._check()
 
     def _check(self) -> CheckReport:
-        task = self.task()
-        archive = self._app_archive()
-        self._digest = _content_digest(archive)
-        support = files_tar(dict(task.support_files), mode=0o644) if task.support_files else None
-        report = self._checker(self._image_of(task)).check(archive, task.checks, support)
-        if task.score_from_pytest and report.error is None:
-            report = _pytest_report(report)
+        assert self._episode is not None
+        prepared = self._episode.prepared
+        state = self._read_state()
+        try:
+            if state.too_large is not None:
+                report = CheckReport(
+                    tuple(c.name for c in prepared.job.checks),
+                    tuple(False for _ in prepared.job.checks),
+                    (),
+                    note=f"the tests were not run: {state.too_large}; the state counts as failing",
+                )
+            else:
+                self._digest = state.content_digest
+                report = self._checker(prepared).check(state, prepared.job)
+        finally:
+            state.close()
         self._report = report
         return report
 
@@ -534,8 +548,10 @@ class TerminalEnv(TextEnv):
             report = self._check()
         else:
             report = self._report
+        if report.note is not None and report.note.startswith("the tests were not run"):
+            observation += f"\n[{report.note}]"  # the agent's own doing (a huge or sparse file)
         if report.error is not None:
-            observation += f"\n[the checker failed: {report.error}]"
+            extra["checker_error"] = report.error  # never in the observation: no signal
         solved = report.all_passed
         extra.update(
             checks_passed=sum(report.passed),
@@ -558,35 +574,48 @@ class TerminalEnv(TextEnv):
         )
 
     def _move_to_fresh_container(self, why: Exception) -> CommandResult:
-        """Carry ``/app`` and the shell's last saved state over to a fresh container.
+        """Carry the writable directories and the shell's last saved state over to a fresh
+        container.
 
         The last resort when the episode's container cannot run a shell any more (a fork bomb
         holding every pid makes the engine refuse execs). Both are read by the engine itself
         (``get_archive``), which needs nothing from inside the container.
         """
         assert self._episode is not None
-        old = self._episode.container
-        app = strip_top(self._app_archive())
-        stream, _ = old.get_archive(f"{SHELL_STATE_DIR}/state")
-        with tarfile.open(fileobj=io.BytesIO(archive_bytes(stream))) as tar:
-            member = tar.next()
-            handle = tar.extractfile(member) if member is not None else None
-            shell_state = handle.read().decode("utf-8", "surrogateescape") if handle else ""
-        episode = self._new_episode(self.task(), app)
-        episode.shell.load_state(shell_state)
+        prepared = self._episode.prepared
+        state = self._read_state()
+        try:
+            if state.too_large is not None:
+                trees = prepared.initial  # cannot be carried: start over, and say so
+                lost = f"; its files were too large to carry ({state.too_large}): task restarted"
+            else:
+                trees, lost = state.trees(), ""
+        finally:
+            state.close()
+        shell_state = self._episode.shell.saved_state()
+        episode = self._new_episode(prepared, trees, shell_state, None)
         note = (
             f"[the container stopped running commands ({type(why).__name__}); the episode "
-            f"moved to a fresh container with /app and the shell's state; cwd {episode.shell.cwd}]"
+            f"moved to a fresh container with its files and the shell's state{lost}; "
+            f"cwd {episode.shell.cwd}]"
         )
         return CommandResult(note, None, episode.shell.cwd, restarted=True)
 
     # ------------------------------------------------------------------ snapshots
     def _get_state(self) -> Any:
         assert self._episode is not None and self._task is not None
+        state = self._read_state()
+        try:
+            if state.too_large is not None:
+                raise StateTooLarge(f"no snapshot can be taken: {state.too_large}")
+            trees = state.trees()
+        finally:
+            state.close()
         return {
             "task_id": self._task.task_id,
-            "app_tar": strip_top(self._app_archive()),
+            "trees": trees,
             "shell": self._episode.shell.saved_state(),
+            "line": self._episode.shell.line,
             "cwd": self._episode.shell.cwd,
             "executed": list(self._executed),
             "report": self._report,
@@ -595,10 +624,10 @@ class TerminalEnv(TextEnv):
 
     def _set_state(self, state: Any) -> None:
         task = self._tasks[state["task_id"]]
+        prepared = self._prepare(task)
         self._end_episode()
         self._task = task
-        episode = self._new_episode(task, state["app_tar"])
-        episode.shell.load_state(state["shell"])
+        self._new_episode(prepared, state["trees"], state["shell"], state["line"])
         self._executed = list(state["executed"])
         self._report = state["report"]
         self._digest = state["digest"]
@@ -613,7 +642,8 @@ class TerminalEnv(TextEnv):
     # ------------------------------------------------------------------ oracle
     def expert_action(self) -> str:
         solved = self._report is not None and self._report.all_passed
-        return expert_command(self._executed, self.task().solution, solved)
+        workdir = self._episode.prepared.workdir if self._episode is not None else "/app"
+        return expert_command(self._executed, self.task().solution, solved, workdir)
 
     def error_action(self, rng: np.random.Generator) -> str:
         return error_command(self.expert_action(), self.task().solution, rng)
@@ -630,22 +660,3 @@ class TerminalEnv(TextEnv):
 
     def system_prompt(self) -> str:
         return SYSTEM_PROMPT + "\n" + FORMAT_HINT
-
-
-def _pytest_report(report: CheckReport) -> CheckReport:
-    """Re-score a Terminal-Bench check by pytest's ``-rA`` summary lines (its parser's rule:
-    PASSED, XFAIL and SKIPPED pass; FAILED and ERROR fail)."""
-    passed: list[bool] = []
-    names: list[str] = []
-    for output, ok in zip(report.outputs, report.passed):
-        for line in output.splitlines():
-            word, _, rest = line.partition(" ")
-            if word in ("PASSED", "XFAIL", "SKIPPED", "FAILED", "ERROR"):
-                names.append(rest.split(" - ")[0])
-                passed.append(word in ("PASSED", "XFAIL", "SKIPPED"))
-        if not ok and all(passed):  # the script failed without a failing test line
-            names.append("run-tests.sh")
-            passed.append(False)
-    if not passed:
-        return report
-    return CheckReport(tuple(names), tuple(passed), report.outputs)

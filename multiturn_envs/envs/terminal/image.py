@@ -1,6 +1,6 @@
 """Build and inspect MT/Terminal-v0's image, offline.
 
-    python -m multiturn_envs.envs.terminal.image build [--force]
+    python -m multiturn_envs.envs.terminal.image build [--force] [--tag T] [--extras]
     python -m multiturn_envs.envs.terminal.image status
 
 No image registry is reachable here, so ``docker build`` cannot pull a base. The build makes a
@@ -20,6 +20,9 @@ from pathlib import Path
 
 TERMINAL_IMAGE = "multiturn-envs-terminal:latest"
 BASE_IMAGE = "multiturn-envs-terminal-base:latest"
+IMAGE_VARIABLE = "MTE_TERMINAL_IMAGE"
+"""Environment variable naming another terminal image to use by default (a variant built with
+``build --tag``)."""
 SANDBOXES_DIR = Path(__file__).resolve().parents[3] / "sandboxes"
 BUILD_HINT = "python -m multiturn_envs.envs.terminal.image build"
 
@@ -29,42 +32,144 @@ def image_exists(tag: str) -> bool:
     return done.returncode == 0
 
 
-def packages(sandboxes_dir: Path = SANDBOXES_DIR) -> list[str]:
-    text = (sandboxes_dir / "terminal" / "packages.txt").read_text()
-    return [line.strip() for line in text.splitlines() if line.strip()]
+VERSION_LABEL = "org.multiturn-envs.terminal-version"
+"""The image label holding :func:`recipe_version` of the recipe it was built from."""
 
 
-def build(force: bool = False, sandboxes_dir: Path = SANDBOXES_DIR) -> str:
-    """Build the base (when missing or ``force``) and the terminal image; say what was done."""
+def recipe_version(
+    sandboxes_dir: Path = SANDBOXES_DIR, base_only: bool = False, extras: bool = False
+) -> str | None:
+    """A digest of the image's recipe (``sandboxes/terminal/`` and the bootstrap scripts; with
+    ``base_only`` the base's part: the package lists and the bootstrap scripts; ``extras``: the
+    variant with ``packages-extra.txt``), or ``None`` without a checkout (an installed wheel
+    cannot tell)."""
+    import hashlib
+
+    terminal = sandboxes_dir / "terminal"
+    scripts = [sandboxes_dir / "bootstrap.sh", sandboxes_dir / "finalize.sh"]
+    if not terminal.is_dir() or not all(p.is_file() for p in scripts):
+        return None
+    recipe = [terminal / "packages.txt"] if base_only else sorted(terminal.rglob("*"))
+    recipe = [p for p in recipe if p.name != EXTRA_PACKAGES]
+    if extras:
+        recipe.append(terminal / EXTRA_PACKAGES)
+    digest = hashlib.sha256(b"extras\0" if extras else b"")
+    for path in [*recipe, *scripts]:
+        if path.is_file():
+            digest.update(str(path.relative_to(sandboxes_dir)).encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def image_label(tag: str) -> str:
+    done = subprocess.run(
+        [
+            "docker",
+            "image",
+            "inspect",
+            "-f",
+            f'{{{{index .Config.Labels "{VERSION_LABEL}"}}}}',
+            tag,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+EXTRA_PACKAGES = "packages-extra.txt"
+"""Packages of the ``--extras`` variant (compilers, numpy, pandas): many Terminal-Bench tasks
+need them, the bundled ones and CI do not (they add ~270 MB and about a minute to the build)."""
+
+
+def packages(sandboxes_dir: Path = SANDBOXES_DIR, extras: bool = False) -> list[str]:
+    names = ["packages.txt", EXTRA_PACKAGES] if extras else ["packages.txt"]
+    out: list[str] = []
+    for name in names:
+        text = (sandboxes_dir / "terminal" / name).read_text()
+        out += [line.strip() for line in text.splitlines() if line.strip()]
+    return out
+
+
+def terminal_image() -> str:
+    """The terminal image used by default: ``$MTE_TERMINAL_IMAGE``, else :data:`TERMINAL_IMAGE`."""
+    return os.environ.get(IMAGE_VARIABLE, "").strip() or TERMINAL_IMAGE
+
+
+def build(
+    force: bool = False,
+    sandboxes_dir: Path = SANDBOXES_DIR,
+    tag: str | None = None,
+    extras: bool = False,
+) -> str:
+    """Build the base (when missing, from another recipe, or ``force``) and the terminal image;
+    say what was done.
+
+    ``tag``: the terminal image's tag (default :func:`terminal_image`); a tag other than
+    :data:`TERMINAL_IMAGE` gets a base of the same tag, so a variant never replaces the images
+    other processes use. ``extras``: also the packages of ``packages-extra.txt``."""
     if not (sandboxes_dir / "terminal" / "Dockerfile").is_file():
         raise FileNotFoundError(f"{sandboxes_dir}/terminal not found (build from a checkout)")
+    tag = tag or terminal_image()
+    base = BASE_IMAGE if tag == TERMINAL_IMAGE else f"{BASE_IMAGE.split(':')[0]}:{_suffix(tag)}"
     did = []
-    if force or not image_exists(BASE_IMAGE):
-        env = dict(os.environ, MTE_IMAGE_PACKAGES=",".join(packages(sandboxes_dir)))
+    base_version = recipe_version(sandboxes_dir, base_only=True, extras=extras) or "unknown"
+    if force or not image_exists(base) or image_label(base) != base_version:
+        env = dict(
+            os.environ,
+            MTE_IMAGE_PACKAGES=",".join(packages(sandboxes_dir, extras)),
+            MTE_IMAGE_LABEL=f"{VERSION_LABEL}={base_version}",
+        )
         script = sandboxes_dir / "bootstrap.sh"
-        done = subprocess.run(["bash", str(script), BASE_IMAGE], env=env, check=False)
+        done = subprocess.run(["bash", str(script), base], env=env, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{script} failed with status {done.returncode}")
-        did.append(f"built {BASE_IMAGE} offline (debootstrap + docker import)")
+        did.append(f"built {base} offline (debootstrap + docker import)")
     done2 = subprocess.run(
-        ["docker", "build", "-q", "-t", TERMINAL_IMAGE, str(sandboxes_dir / "terminal")],
+        [
+            "docker",
+            "build",
+            "-q",
+            "--force-rm",
+            "--build-arg",
+            f"BASE={base}",
+            "--build-arg",
+            f"VERSION={recipe_version(sandboxes_dir, extras=extras) or 'unknown'}",
+            "-t",
+            tag,
+            str(sandboxes_dir / "terminal"),
+        ],
         capture_output=True,
         text=True,
         check=False,
     )
     if done2.returncode != 0:
-        raise RuntimeError(f"docker build of {TERMINAL_IMAGE} failed: {done2.stderr[-800:]}")
-    did.append(f"built {TERMINAL_IMAGE} from sandboxes/terminal/Dockerfile")
+        raise RuntimeError(f"docker build of {tag} failed: {done2.stderr[-800:]}")
+    did.append(f"built {tag} from sandboxes/terminal/Dockerfile")
     return "; ".join(did)
 
 
-def terminal_unavailable(image: str = TERMINAL_IMAGE) -> str | None:
+def _suffix(tag: str) -> str:
+    name, _, version = tag.rpartition(":")
+    return version if name else "latest"
+
+
+def terminal_unavailable(image: str | None = None) -> str | None:
     """Why MT/Terminal-v0 cannot run here (with the fix), or ``None``."""
     from multiturn_envs.sandbox.docker_pool import docker_unavailable
 
+    image = image or terminal_image()
     problem = docker_unavailable(image)
-    if problem is not None and image == TERMINAL_IMAGE and "missing" in problem:
+    if problem is not None and "missing" in problem:
         return f"the terminal image {image} is missing; build it: {BUILD_HINT}"
+    if problem is None:
+        wanted = {recipe_version(), recipe_version(extras=True)}
+        if None not in wanted and image_label(image) not in wanted:
+            return (
+                f"the terminal image {image} was built from another recipe than this checkout's "
+                f"sandboxes/terminal; rebuild it: {BUILD_HINT}"
+            )
     return problem
 
 
@@ -73,10 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_build = sub.add_parser("build", help="build the terminal image (offline)")
     p_build.add_argument("--force", action="store_true", help="rebuild the base too")
+    p_build.add_argument("--tag", default=None, help="the image's tag (a variant)")
+    p_build.add_argument(
+        "--extras", action="store_true", help="also compilers, numpy, pandas (packages-extra.txt)"
+    )
     sub.add_parser("status", help="say whether MT/Terminal-v0 can run")
     args = parser.parse_args(argv)
     if args.command == "build":
-        print(f"terminal image: {build(args.force)}")
+        print(f"terminal image: {build(args.force, tag=args.tag, extras=args.extras)}")
         return 0
     problem = terminal_unavailable()
     print("terminal image: ready" if problem is None else f"terminal image: {problem}")

@@ -37,21 +37,24 @@ def reference_position(executed: Sequence[str], solution: Sequence[str]) -> int 
     return len(executed)
 
 
-def whole_solution(solution: Sequence[str]) -> str:
-    """The off-path approximation: the full reference solution as one script from ``/app``."""
-    return "cd /app\n" + "\n".join(solution)
+def whole_solution(solution: Sequence[str], workdir: str = "/app") -> str:
+    """The off-path approximation: the full reference solution as one script from the task's
+    working directory."""
+    return f"cd {shlex.quote(workdir)}\n" + "\n".join(solution)
 
 
-def expert_command(executed: Sequence[str], solution: Sequence[str], solved: bool) -> str:
+def expert_command(
+    executed: Sequence[str], solution: Sequence[str], solved: bool, workdir: str = "/app"
+) -> str:
     """The oracle's next action (see the module docstring)."""
     if solved:
         return SUBMIT
     k = reference_position(executed, solution)
     if k is None:
-        return whole_solution(solution)
+        return whole_solution(solution, workdir)
     if k < len(solution):
         return solution[k]
-    return whole_solution(solution)  # the path is done yet a check fails: run it again
+    return whole_solution(solution, workdir)  # the path is done yet a check fails: again
 
 
 _NUMBER = re.compile(r"(?<![\w.-])(\d+)(?![\w.])")
@@ -84,7 +87,7 @@ def mutations(command: str) -> list[str]:
 def error_command(expert: str, solution: Sequence[str], rng: np.random.Generator) -> str:
     """A plausible wrong command (see the module docstring) drawn with ``rng``."""
     base = expert if expert != SUBMIT else (solution[-1] if solution else "ls")
-    if base.startswith("cd /app\n"):
+    if base.startswith("cd ") and "\n" in base and base.split("\n", 1)[1] == "\n".join(solution):
         base = solution[0] if solution else "ls"
     candidates = mutations(base)
     if not candidates:

@@ -1,22 +1,35 @@
-"""Terminal tasks: what the agent is asked, the files it starts with, the hidden checks, and a
-reference solution.
+"""Terminal tasks: what the agent is asked, where it works, the hidden tests, and a reference
+solution.
 
-A task's starting ``/app`` is ``files`` plus whatever ``setup`` (bash, run once as the agent's
-uid in ``/app`` before the first episode) makes; the env caches the resulting tree and restores
-it for every later episode. ``solution`` is a list of commands, one per turn, that takes the
-starting state to one where every check passes; the oracle's ``expert_action`` follows it.
+A task runs in a container of its ``image`` (default: the terminal image). Its starting state
+is the image's content of the ``writable`` directories (each a size-capped tmpfs volume in the
+agent's container, the only places the agent can write), plus ``files`` and whatever ``setup``
+(bash, run once as the agent in ``workdir``) makes; the env builds it once per task and
+restores it for every episode. ``checks`` are the hidden tests, run by the checker in its own
+container on a copy of the writable directories, with ``tests`` (files) in ``/tests``;
+``verdict`` says how their outcome is read (:mod:`.verdicts`). ``solution`` is a list of
+commands, one per turn, that takes the starting state to a solved one (the oracle's
+``expert_action`` follows it).
+
+Tasks come from the package's bundled task folders, from Terminal-Bench 1 or Harbor
+(Terminal-Bench 2) task folders (:mod:`.terminal_bench`, :mod:`.harbor`), or from Python.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from multiturn_envs.envs.terminal.checker import Check
+from multiturn_envs.envs.terminal.dockerfile import BuildPlan
+from multiturn_envs.envs.terminal.verdicts import VERDICTS
 
 DIFFICULTIES = ("easy", "medium", "hard")
+NOBODY = "65534:65534"
+ROOT = "0:0"
 
 
 @dataclass(frozen=True)
@@ -26,34 +39,57 @@ class TerminalTask:
     Attributes:
         task_id: unique id.
         instruction: what the agent is told (the first observation).
-        checks: the hidden checks; success = all pass, ``step_score`` = share passing.
+        checks: the hidden tests; with the ``exit-status`` verdict each is one check
+            (``step_score`` is the share passing), otherwise one script whose outcome the
+            verdict reads.
         solution: the reference solution, one shell command per turn.
-        files: ``/app``-relative path -> text content of the starting files.
-        setup: bash run once in ``/app`` as the agent's uid to finish the starting state.
+        files: ``workdir``-relative path -> content of starting files (tasks made in Python).
+        setup: bash run once in ``workdir`` as the agent to finish the starting state.
         category, difficulty: for selection and reports.
         image: the container image (``None``: the terminal image).
-        support_files: path -> bytes given to the checks under ``$TEST_DIR`` (Terminal-Bench's
-            ``tests/``); never visible to the agent.
-        score_from_pytest: the checks print pytest's ``-rA`` summary; ``step_score`` counts
-            its PASSED/FAILED lines instead of the checks (Terminal-Bench tasks).
+        tests: path -> bytes of the files put in ``/tests`` for the checks (Terminal-Bench's
+            ``run-tests.sh`` and ``tests/``, Harbor's ``tests/``); never visible to the agent.
+        verdict: ``exit-status``, ``pytest-summary`` or ``reward-file`` (:mod:`.verdicts`).
         command_timeout_s: the per-command limit (``None``: the env's).
-        app_from_image: the starting ``/app`` is the image's own ``/app`` (Terminal-Bench
-            images ``COPY`` their files there; the env's tmpfs ``/app`` hides it otherwise).
+        check_timeout_s: the limit of one check (``None``: the env's).
+        workdir: where the shell starts and the checks run (``None``: the image's ``WORKDIR``,
+            ``/`` if it has none).
+        agent_user, verifier_user: the user of the agent's shell and of the checks: ``uid:gid``,
+            a name in the image, or ``""`` for the image's ``USER`` (root when it has none).
+            Root works with the file capabilities only (chown, override file modes).
+        writable: the directories the agent can write (``None``: ``workdir`` and ``/tmp``
+            for a non-root agent; for root, every top-level directory of the image except
+            ``/usr``, ``/proc``, ``/sys``, ``/dev`` and ``/boot``).
+        environment: variables of the agent's shell (added to the image's own).
+        verifier_environment: variables of the checks (added to the image's own).
+        build: the Dockerfile the image is built from, when the loader left building to the
+            env (a light build: :mod:`.dockerfile`).
+        notes: how this task, as run here, differs from its original harness (per task).
+        source: where the task was read from (a folder), for reports.
     """
 
     task_id: str
     instruction: str
     checks: tuple[Check, ...]
     solution: tuple[str, ...]
-    files: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str | bytes] = field(default_factory=dict)
     setup: str = ""
     category: str = "general"
     difficulty: str = "easy"
     image: str | None = None
-    support_files: Mapping[str, bytes] = field(default_factory=dict)
-    score_from_pytest: bool = False
+    tests: Mapping[str, bytes] = field(default_factory=dict)
+    verdict: str = "exit-status"
     command_timeout_s: float | None = None
-    app_from_image: bool = False
+    check_timeout_s: float | None = None
+    workdir: str | None = "/app"
+    agent_user: str = NOBODY
+    verifier_user: str = NOBODY
+    writable: tuple[str, ...] | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
+    verifier_environment: Mapping[str, str] = field(default_factory=dict)
+    build: BuildPlan | None = None
+    notes: tuple[str, ...] = ()
+    source: str = ""
 
     def __post_init__(self) -> None:
         if not self.task_id or not self.instruction.strip():
@@ -62,16 +98,28 @@ class TerminalTask:
             raise ValueError(f"task {self.task_id}: no checks")
         if self.difficulty not in DIFFICULTIES:
             raise ValueError(f"task {self.task_id}: difficulty must be one of {DIFFICULTIES}")
-        for path in self.files:
-            if path.startswith("/") or ".." in path.split("/"):
-                raise ValueError(f"task {self.task_id}: file path {path!r} leaves /app")
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"task {self.task_id}: verdict must be one of {VERDICTS}")
+        if self.verdict != "exit-status" and len(self.checks) != 1:
+            raise ValueError(f"task {self.task_id}: a {self.verdict} verdict reads one script")
+        for path in [*self.files, *self.tests]:
+            if path.startswith("/") or ".." in path.split("/") or not path.strip("/"):
+                raise ValueError(f"task {self.task_id}: file path {path!r} leaves its folder")
+        for user in (self.agent_user, self.verifier_user):
+            if user and not re.fullmatch(r"[\w.-]+(:[\w.-]+)?", user):
+                raise ValueError(f"task {self.task_id}: user {user!r} is not user[:group]")
+        for path in [*(self.writable or ()), *([self.workdir] if self.workdir else [])]:
+            if not path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"task {self.task_id}: {path!r} is not an absolute path")
 
 
-def files_tar(files: Mapping[str, str | bytes], uid: int = 65534, mode: int = 0o644) -> bytes:
+def files_tar(
+    files: Mapping[str, str | bytes], uid: int = 65534, mode: int = 0o644, mtime: int = 0
+) -> bytes:
     """A tar of ``files`` (relative paths), owned by ``uid``, for ``put_archive``."""
     buf = io.BytesIO()
     dirs: set[str] = set()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(files):
             parts = path.split("/")
             for i in range(1, len(parts)):
@@ -80,31 +128,15 @@ def files_tar(files: Mapping[str, str | bytes], uid: int = 65534, mode: int = 0o
                     dirs.add(folder)
                     info = tarfile.TarInfo(folder)
                     info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, uid, uid
+                    info.mtime = mtime
                     tar.addfile(info)
             content = files[path]
             data = content.encode("utf-8") if isinstance(content, str) else content
             info = tarfile.TarInfo(path)
             info.size, info.mode, info.uid, info.gid = len(data), mode, uid, uid
+            info.mtime = mtime
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
-
-
-def strip_top(archive: bytes) -> bytes:
-    """A ``get_archive('/app')`` tar (members ``app/...``) re-rooted for ``put_archive('/app')``."""
-    out = io.BytesIO()
-    with (
-        tarfile.open(fileobj=io.BytesIO(archive), mode="r") as src,
-        tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst,
-    ):
-        for member in src:
-            _, _, rest = member.name.partition("/")
-            if not rest:  # the top directory itself
-                continue
-            member.name = rest
-            if member.islnk():  # hard links name their target by its archive path
-                member.linkname = member.linkname.partition("/")[2]
-            dst.addfile(member, src.extractfile(member) if member.isreg() else None)
-    return out.getvalue()
 
 
 def select_tasks(

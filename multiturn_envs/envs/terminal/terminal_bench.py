@@ -1,44 +1,55 @@
-"""Load tasks in Terminal-Bench's folder format, for users who have them.
+"""Load Terminal-Bench 1 task folders, to run them as Terminal-Bench does.
 
 A Terminal-Bench (1.x) task folder holds ``task.yaml`` (``instruction``, ``difficulty``,
-optional ``category``, ``max_test_timeout_sec``, ...), a ``Dockerfile`` that builds the task's
-environment (its files land in ``/app``), ``solution.sh`` (or ``solution.yaml``, a list of
-keystroke steps), ``run-tests.sh`` and ``tests/`` (pytest). This module turns one into a
-:class:`~multiturn_envs.envs.terminal.tasks.TerminalTask`:
+``parser_name``, ``max_test_timeout_sec``, ...), a ``Dockerfile`` and a ``docker-compose.yaml``
+that build and start the task's container, ``solution.sh`` (or ``solution.yaml``, keystroke
+steps), ``run-tests.sh`` and ``tests/``. This module turns one into a
+:class:`~multiturn_envs.envs.terminal.tasks.TerminalTask` that runs the way Terminal-Bench's
+harness runs it (``terminal_bench/harness/harness.py``):
 
-* the image: ``image=`` if given, else the tag ``mte-tb-<task>:latest`` when it exists, else
-  ``docker build`` of the task's Dockerfile. Offline the build fails whenever the ``FROM`` image
-  is not already in the local engine (no image registry is reachable): :class:`ImageUnavailable`
-  then says so and how to bring the image in (build it where a registry is reachable, then
-  ``docker save`` / ``docker load``). The image must have ``python3`` (the sandbox's runner and
-  the checker use it) and, for ``run-tests.sh``, ``pytest`` installed: Terminal-Bench's
-  ``run-tests.sh`` usually installs pytest with ``uv`` from the network, which cannot work here;
-* the starting ``/app`` is the image's own ``/app``;
-* the checks: ``bash $TEST_DIR/run-tests.sh`` with ``run-tests.sh`` and ``tests/`` as the
-  checker's support files (``TEST_DIR=/tmp/checks``), scored by pytest's ``-rA`` summary lines
-  (Terminal-Bench's parser: the task is resolved when every test passes);
-* the reference solution: ``solution.sh`` as one script (one action), or the ``command`` of
-  each ``solution.yaml`` step.
+* the container: the image the task's Dockerfile builds, with the compose service's
+  ``environment`` (``TEST_DIR=/tests``), ``working_dir`` and ``user``; the agent works as that
+  user (root unless the image or compose says otherwise) in the image's ``WORKDIR``, and can
+  write everywhere but the system directories (``/usr``...);
+* the tests: ``run-tests.sh`` and the files of ``tests/`` copied INTO ``/tests``
+  (``$TEST_DIR``), then ``bash /tests/run-tests.sh`` as root from the working directory, with a
+  limit of ``max_test_timeout_sec``;
+* the verdict: Terminal-Bench's pytest parser on the output (the ``-rA`` "short test summary
+  info"; :mod:`.verdicts`); resolved when every test passes;
+* the reference solution: ``solution.sh`` as one command, or the ``command`` of each
+  ``solution.yaml`` step, one per turn.
 
-Differences from Terminal-Bench's harness (docs/envs/terminal.md): the agent is uid 65534, not
-root, under a read-only root filesystem with a writable ``/app`` and ``/tmp``; the tests run in
-a separate checker container on a copy of ``/app``, not in the agent's container; the agent
-sends commands, not tmux keystrokes.
+Offline (no image registry, no package index): when the Dockerfile's base image is not in the
+local engine, the image is built with its ``FROM`` mapped onto the terminal image (``map_base``,
+default on), whose offline stand-ins answer the build's ``apt-get``/``pip`` from what the image
+has and serve the test scripts' ``uv``/``uvx``/``pip``/``curl ... | sh`` with the image's pytest;
+each such deviation is in the task's ``notes``. A task that cannot run here (its build needs
+the network, several compose services, another parser) raises
+:class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` with the cause.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from multiturn_envs.envs.terminal.checker import Check
-from multiturn_envs.envs.terminal.tasks import DIFFICULTIES, TerminalTask
+from multiturn_envs.envs.terminal.containers import TESTS_DIR
+from multiturn_envs.envs.terminal.loading import (
+    LoadedTasks,
+    TaskUnavailable,
+    difficulty_of,
+    load_all,
+)
+from multiturn_envs.envs.terminal.tasks import TerminalTask
 
-
-class ImageUnavailable(RuntimeError):
-    """A Terminal-Bench task's image is neither present nor buildable here."""
+RUN_TESTS = "run-tests.sh"
+_DOWNLOADS = re.compile(
+    r"\b(curl|wget|pip3? install|uv (add|pip|sync)|uvx|apt(-get)? install|git clone|"
+    r"urlretrieve|urlopen|requests\.get|npm install|go get|cargo install)\b"
+)
+_TEST_TOOLS = re.compile(r"\b(uv |uvx|pip3? install|curl|apt-get)")
 
 
 def _read_yaml(path: Path) -> Any:
@@ -48,51 +59,10 @@ def _read_yaml(path: Path) -> Any:
         raise ImportError(
             "reading Terminal-Bench tasks needs PyYAML: pip install 'multiturn-envs[terminal]'"
         ) from exc
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
-def _image_exists(tag: str) -> bool:
-    done = subprocess.run(["docker", "image", "inspect", tag], capture_output=True, check=False)
-    return done.returncode == 0
-
-
-def _from_images(dockerfile: Path) -> list[str]:
-    names = []
-    for line in dockerfile.read_text(encoding="utf-8").splitlines():
-        match = re.match(r"\s*FROM\s+(?:--\S+\s+)*(\S+)", line, re.IGNORECASE)
-        if match:
-            names.append(match.group(1))
-    return names
-
-
-def build_task_image(folder: Path, tag: str) -> str:
-    """``docker build`` the task's Dockerfile as ``tag``; :class:`ImageUnavailable` if it fails."""
-    dockerfile = folder / "Dockerfile"
-    if not dockerfile.is_file():
-        raise ImageUnavailable(f"{folder}: no Dockerfile, and no image was given (image=...)")
-    done = subprocess.run(
-        ["docker", "build", "-q", "-t", tag, str(folder)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode == 0:
-        return tag
-    bases = [b for b in _from_images(dockerfile) if not _image_exists(b)]
-    reason = (done.stderr.strip().splitlines() or ["unknown error"])[-1]
-    if bases:
-        why = (
-            f"its base image {', '.join(bases)} is not in the local engine and cannot be "
-            "pulled offline (no image registry is reachable)"
-        )
-    else:
-        why = "a build step failed (steps that download, e.g. apt-get or pip, need the network)"
-    raise ImageUnavailable(
-        f"the image of Terminal-Bench task {folder.name!r} cannot be built here: {why}. "
-        f"docker build said: {reason}. Build it on a machine that can pull "
-        f"(docker build -t {tag} {folder}), move it with docker save | docker load, "
-        "or pass image=<a local image with the task's environment>."
-    )
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({exc})") from exc
 
 
 def _solution(folder: Path) -> tuple[str, ...]:
@@ -102,67 +72,226 @@ def _solution(folder: Path) -> tuple[str, ...]:
     steps_file = folder / "solution.yaml"
     if steps_file.is_file():
         steps = _read_yaml(steps_file) or []
-        commands = tuple(str(step["command"]) for step in steps if step.get("command"))
+        if not isinstance(steps, list):
+            raise ValueError(f"{steps_file}: not a list of steps")
+        commands = tuple(
+            str(step["command"]).rstrip("\n")
+            for step in steps
+            if isinstance(step, dict) and step.get("command")
+        )
         if commands:
             return commands
     raise ValueError(f"{folder}: no solution.sh or solution.yaml with commands")
 
 
-def load_terminal_bench_task(
-    folder: str | Path, *, image: str | None = None, build: bool = True
-) -> TerminalTask:
-    """One Terminal-Bench task folder as a :class:`TerminalTask` (see the module docstring).
+def _compose_service(folder: Path, notes: list[str]) -> dict[str, Any]:
+    """The agent's service of ``docker-compose.yaml`` (``{}`` without one)."""
+    path = folder / "docker-compose.yaml"
+    if not path.is_file():
+        path = folder / "docker-compose.yml"
+    if not path.is_file():
+        return {}
+    compose = _read_yaml(path) or {}
+    services = compose.get("services") or {}
+    if not isinstance(services, dict) or not services:
+        return {}
+    name = "client" if "client" in services else next(iter(services))
+    if len(services) > 1:
+        others = ", ".join(s for s in services if s != name)
+        raise TaskUnavailable(f"needs other compose services ({others}); this env runs one")
+    service = services[name] or {}
+    for key in ("privileged", "cap_add", "devices", "network_mode", "ports"):
+        if service.get(key):
+            notes.append(f"compose {key} ignored (the env's hardening applies)")
+    return dict(service)
 
-    Raises ``ValueError`` for a malformed folder and :class:`ImageUnavailable` when the image
-    is missing and cannot be built (``build=False``: never try to build).
+
+def _compose_environment(service: dict[str, Any]) -> dict[str, str]:
+    """The service's variables, Terminal-Bench's placeholders filled in (``TEST_DIR``)."""
+    raw = service.get("environment") or {}
+    items = raw.items() if isinstance(raw, dict) else (str(e).partition("=")[::2] for e in raw)
+    env: dict[str, str] = {}
+    for name, value in items:
+        text = str(value)
+        if "T_BENCH_TEST_DIR" in text:
+            text = text.replace("${T_BENCH_TEST_DIR}", TESTS_DIR).replace(
+                "$T_BENCH_TEST_DIR", TESTS_DIR
+            )
+        if "${" in text:  # another of the harness's placeholders: nothing to fill in here
+            continue
+        env[str(name)] = text
+    env.setdefault("TEST_DIR", TESTS_DIR)
+    return env
+
+
+def load_terminal_bench_task(
+    folder: str | Path,
+    *,
+    image: str | None = None,
+    build: bool = True,
+    map_base: bool = True,
+) -> TerminalTask:
+    """One Terminal-Bench 1 task folder as a :class:`TerminalTask` (see the module docstring).
+
+    Args:
+        image: an image that already holds the task's environment (built where its base can
+            be pulled, brought with ``docker save``/``docker load``): no build here.
+        build: build the image when it is not in the local engine (``False``: say so).
+        map_base: build it with its ``FROM`` mapped onto the terminal image when the base
+            cannot be pulled (the task's notes say what that changes).
+
+    Raises ``ValueError`` for a malformed folder and
+    :class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` with the cause for one that
+    cannot run here.
     """
     path = Path(folder)
     meta_file = path / "task.yaml"
     if not meta_file.is_file():
         raise ValueError(f"{path}: not a Terminal-Bench task (no task.yaml)")
     meta = _read_yaml(meta_file) or {}
+    if not isinstance(meta, dict):
+        raise ValueError(f"{meta_file}: not a mapping")
     instruction = meta.get("instruction")
     if not isinstance(instruction, str) or not instruction.strip():
         raise ValueError(f"{meta_file}: 'instruction' is missing")
-    difficulty = str(meta.get("difficulty", "medium"))
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"{meta_file}: difficulty {difficulty!r} is not one of {DIFFICULTIES}")
-    run_tests = path / "run-tests.sh"
-    tests_dir = path / "tests"
+    parser = str(meta.get("parser_name") or "pytest")
+    if parser != "pytest":
+        raise TaskUnavailable(f"its tests are read by the {parser!r} parser; only pytest here")
+    run_tests = path / RUN_TESTS
     if not run_tests.is_file():
-        raise ValueError(f"{path}: run-tests.sh is missing")
-    support = {"run-tests.sh": run_tests.read_bytes()}
+        raise ValueError(f"{path}: {RUN_TESTS} is missing")
+    notes: list[str] = []
+    service = _compose_service(path, notes)
+    # Terminal-Bench copies run-tests.sh and the CONTENTS of tests/ into $TEST_DIR
+    tests = {RUN_TESTS: run_tests.read_bytes()}
+    tests_dir = path / "tests"
     if tests_dir.is_dir():
         for file in sorted(tests_dir.rglob("*")):
             if file.is_file():
-                support[str(Path("tests") / file.relative_to(tests_dir))] = file.read_bytes()
-    task_id = f"tb/{path.name}"
-    if image is None:
-        tag = f"mte-tb-{re.sub(r'[^a-z0-9_.-]', '-', path.name.lower())}:latest"
-        if _image_exists(tag):
-            image = tag
-        elif build:
-            image = build_task_image(path, tag)
-        else:
-            raise ImageUnavailable(
-                f"the image of Terminal-Bench task {path.name!r} ({tag}) is not in the local "
-                "engine and build=False"
-            )
+                tests[file.relative_to(tests_dir).as_posix()] = file.read_bytes()
+    test_scripts = "\n".join(
+        data.decode("utf-8", "replace") for name, data in tests.items() if name.endswith(".sh")
+    )
+    if _TEST_TOOLS.search(test_scripts):
+        notes.append(
+            "the test scripts install uv/pytest from the network: offline, the terminal image's "
+            "stand-ins serve them with its own pytest (7.2; no files written in the working "
+            "directory by `uv init`)"
+        )
+    solution = _solution(path)
+    if _DOWNLOADS.search("\n".join(solution)):
+        notes.append("the reference solution downloads something: offline it cannot pass")
+    if meta.get("run_tests_in_same_shell"):
+        notes.append("run_tests_in_same_shell: the tests run in a fresh process here")
+    notes.append(
+        "max_agent_timeout_sec is not applied: an episode is bounded by its turns and each "
+        "command by command_timeout_s"
+    )
+    task_image = image
+    if task_image is None:
+        context, dockerfile = _build_context(path, service)
+        task_image, more = _image(path, context, dockerfile, build, map_base)
+        notes += more
+    env = _compose_environment(service)
+    timeout = meta.get("max_test_timeout_sec")
     return TerminalTask(
-        task_id=task_id,
+        task_id=f"tb/{path.name}",
         instruction=instruction,
-        checks=(Check("run-tests.sh", 'bash "$TEST_DIR/run-tests.sh"'),),
-        solution=_solution(path),
-        category=str(meta.get("category", "terminal-bench")),
-        difficulty=difficulty,
-        image=image,
-        support_files=support,
-        score_from_pytest=True,
-        app_from_image=True,
+        checks=(Check(RUN_TESTS, f"bash {TESTS_DIR}/{RUN_TESTS}"),),
+        solution=solution,
+        category=str(meta.get("category") or "terminal-bench"),
+        difficulty=difficulty_of(meta.get("difficulty")),
+        image=task_image,
+        tests=tests,
+        verdict="pytest-summary",
+        check_timeout_s=float(timeout) if timeout else 60.0,
+        workdir=str(service["working_dir"]) if service.get("working_dir") else None,
+        agent_user=str(service.get("user") or ""),
+        verifier_user="0:0",
+        environment=env,
+        verifier_environment=env,
+        notes=tuple(notes),
+        source=str(path),
     )
 
 
-def load_terminal_bench(root: str | Path, **options: Any) -> list[TerminalTask]:
-    """Every task folder under ``root`` (folders with a ``task.yaml``), in name order."""
-    folders = sorted(p.parent for p in Path(root).glob("*/task.yaml"))
-    return [load_terminal_bench_task(folder, **options) for folder in folders]
+def _build_context(folder: Path, service: dict[str, Any]) -> tuple[Path, Path]:
+    build = service.get("build") or {}
+    if isinstance(build, str):
+        build = {"context": build}
+    context = (folder / str(build.get("context") or ".")).resolve()
+    dockerfile = context / str(build.get("dockerfile") or "Dockerfile")
+    if not context.is_relative_to(folder.resolve()):
+        raise ValueError(f"{folder}: the build context leaves the task folder")
+    if not dockerfile.is_file():
+        raise ValueError(f"{folder}: no Dockerfile (and no image given: image=...)")
+    return context, dockerfile
+
+
+def _image(
+    folder: Path, context: Path, dockerfile: Path, build: bool, map_base: bool
+) -> tuple[str, list[str]]:
+    """The task's image tag, built when missing (see :func:`load_terminal_bench_task`)."""
+    from multiturn_envs.envs.terminal.dockerfile import base_images
+    from multiturn_envs.envs.terminal.image import terminal_image
+    from multiturn_envs.envs.terminal.task_images import (
+        ImageUnavailable,
+        build_image,
+        content_tag,
+        image_exists,
+        image_id,
+        mapped_dockerfile,
+        missing_offline,
+    )
+
+    text = dockerfile.read_text(encoding="utf-8")
+    notes: list[str] = []
+    missing = [b for b in base_images(text) if b and not image_exists(b)]
+    mapped = bool(missing)
+    if missing:
+        if not map_base:
+            raise ImageUnavailable(
+                f"its base image {', '.join(missing)} is not in the local engine and cannot be "
+                f"pulled here: build it where it can (docker build -t <tag> {folder}), bring it "
+                "with docker save | docker load and pass image=<tag>; or allow map_base",
+                "base",
+            )
+        text, replaced = mapped_dockerfile(text, terminal_image())
+        notes.append(
+            f"FROM {', '.join(replaced)} mapped onto {terminal_image()} (Debian 12, Python "
+            "3.11, pytest 7.2): the base cannot be pulled here"
+        )
+    # a mapped image is rebuilt when the terminal image changes
+    tag = content_tag(f"mte-tb-{folder.name}", folder, image_id(terminal_image()) if mapped else "")
+    if not image_exists(tag):
+        if not build:
+            raise TaskUnavailable(f"its image {tag} is not in the local engine and build=False")
+        try:
+            build_image(context, text, tag)
+        except ImageUnavailable as exc:
+            raise ImageUnavailable(
+                f"its image cannot be built here: {exc}", exc.cause, exc.log
+            ) from exc
+    if mapped:
+        import docker
+
+        client = docker.from_env()
+        try:
+            lacking = missing_offline(client, tag)
+        finally:
+            client.close()
+        if lacking:
+            notes.append("offline, the image lacks: " + "; ".join(lacking))
+    return tag, notes
+
+
+def load_terminal_bench(root: str | Path, **options: Any) -> LoadedTasks:
+    """Every Terminal-Bench 1 task folder under ``root`` (folders with a ``task.yaml``), in
+    name order.
+
+    A task that cannot run here is left out with its cause (``result.problems``, and a
+    warning); when none can, :class:`~multiturn_envs.envs.terminal.loading.NoTasksLoaded`
+    lists every cause. ``options`` go to :func:`load_terminal_bench_task`."""
+    return load_all(
+        root, "task.yaml", lambda f: load_terminal_bench_task(f, **options), "Terminal-Bench"
+    )

@@ -6,7 +6,9 @@ They need an engine and the terminal image; they skip without them, except under
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +36,21 @@ def terminal_env(terminal_ready: None) -> Iterator[TerminalEnv]:
     env = TerminalEnv(max_turns=None, end_on_success=False, warm=2)
     yield env
     env.close()
+
+
+SHARED_DATA = Path(
+    os.environ.get("MTE_SHARED_DATA", "")
+    or Path(__file__).resolve().parents[3].parent / "shared" / "data"
+)
+TB1_DATA = SHARED_DATA / "terminal-bench" / "tb1"
+"""Ten real Terminal-Bench 1 tasks (``../shared/data`` beside the repository root, where CI has
+them; ``$MTE_SHARED_DATA`` names that folder when the checkout is elsewhere)."""
+
+
+@pytest.fixture(scope="session")
+def tb1_data() -> Path:
+    require(
+        (TB1_DATA / "hello-world" / "task.yaml").is_file(),
+        f"the Terminal-Bench tasks in {TB1_DATA}",
+    )
+    return TB1_DATA

@@ -1,16 +1,30 @@
-"""Hostile commands against MT/Terminal-v0: each is contained, reported, and the env works on.
+"""Hostile agents against MT/Terminal-v0: each attack is contained, reported, and the env works on.
 
-Fork bomb, disk fill (``/app`` and ``/tmp``), memory hog, output floods, escape attempts
-(writing outside the work directory, privilege escalation, the network, the engine's socket,
-the host's environment), killing the shell and every process of the agent, and reading or
-rewriting the hidden checks. After the corpus, no container of the env is left.
+Classes (each tested on the real engine):
+
+* the sandbox: fork bomb, disk fills, memory hog, output floods, escapes (writing outside the
+  writable directories, privilege, the network, the engine's socket, the host's environment),
+  killing the shell and every process of the agent;
+* reward without a solution: a check never runs what the agent can shadow (a sourced file, a
+  module named like the standard library's, git's hooks and monitor);
+* the checks and their runner: unreadable and unsignalable from what the agent planted (its
+  argv, environment, memory and file descriptors; killing it);
+* nothing of one job reaches the next, on the checker's side too (files, processes);
+* every writable path capped; sparse and huge files refused in bounded time and memory;
+* a flood of output never hangs a step or the close;
+* a shell state file the agent wrote never kills the restored shell nor makes a step raise.
 """
 
 from __future__ import annotations
 
+import time
+
+import docker
 import pytest
 
-from multiturn_envs.envs.terminal.env import TerminalEnv
+from multiturn_envs.envs.terminal.checker import Check
+from multiturn_envs.envs.terminal.env import StateTooLarge, TerminalEnv
+from multiturn_envs.envs.terminal.tasks import TerminalTask
 
 pytestmark = pytest.mark.docker
 
@@ -21,14 +35,14 @@ CORPUS: list[tuple[str, str, str]] = [
     (
         "dd if=/dev/zero of=/app/fill bs=1M count=400 2>&1 | tail -1; df -m /app | tail -1; "
         "rm -f /app/fill",
-        "100% /app",
-        "",
+        "/app",
+        "400 MiB",
     ),
-    ("head -c 200M /dev/zero > /tmp/fill; echo rc=$?; rm -f /tmp/fill", "No space left", "rc=0"),
+    ("head -c 200M /dev/zero > /tmp/fill; echo rc=$?; rm -f /tmp/fill", "rc=", "rc=0"),
     ("python3 -c 'x = bytearray(2 << 30); print(\"allocated\")'", "", "allocated"),
     ("yes flood | head -c 50000000", "output truncated", ""),
     ("cat /dev/urandom | head -c 3000000 | base64 -w0", "output truncated", ""),
-    ("touch /etc/owned /usr/bin/owned 2>&1; echo $?", "Read-only file system", ""),
+    ("touch /etc/owned /usr/bin/owned /job/x 2>&1; echo $?", "Read-only file system", ""),
     ("id -u; su -c id 2>&1; sudo id 2>&1; echo end", "65534", "uid=0"),
     (
         "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), 3)' 2>&1 | tail -1",
@@ -43,9 +57,13 @@ CORPUS: list[tuple[str, str, str]] = [
         "searched",
         "/",
     ),
-    ("kill -9 $$", "", ""),
+    ("kill -9 1 2>&1; kill -9 $$", "", ""),
     ("kill -9 -1", "", ""),
 ]
+
+
+def _alive(ids: list[str]) -> set[str]:
+    return {c.id for c in docker.from_env().containers.list(all=True)} & set(ids)
 
 
 def test_the_corpus_is_contained_and_the_env_keeps_working(terminal_ready: None) -> None:
@@ -75,22 +93,221 @@ def test_the_corpus_is_contained_and_the_env_keeps_working(terminal_ready: None)
         ids = env.container_ids()
     finally:
         env.close()
-    import docker
-
-    alive = {c.id for c in docker.from_env().containers.list(all=True)}
-    assert not alive & set(ids)
+    assert not _alive(ids)
 
 
-def test_a_memory_hog_is_killed_and_a_checker_killer_only_fails_its_own_checks(
+def test_every_writable_path_is_capped_and_no_volume_reaches_the_host_disk(
     terminal_ready: None,
 ) -> None:
-    env = TerminalEnv(max_turns=None, end_on_success=False, command_timeout_s=10)
+    env = TerminalEnv(max_turns=None, end_on_success=False, command_timeout_s=20, app_mb=32)
     try:
-        env.reset(seed=0, options={"task_id": "greet-script"})
-        # a script that kills every process of its uid when the checker runs it
-        env.step("printf '#!/bin/bash\\nkill -9 -1\\n' > greet.sh && chmod +x greet.sh")
-        assert env.check_report().score < 1.0
-        env.step(env.expert_action())  # off the path: the whole reference solution
-        assert env.check_report().all_passed  # the checker was replaced and works
+        env.reset(seed=0, options={"task_id": "count-errors"})
+        for place in ("/app", "/tmp", "/mte-shell", "/dev/shm"):
+            obs, *_ = env.step(
+                f"for i in 1 2 3 4; do head -c 30M /dev/zero > {place}/f$i || break; done 2>&1;"
+                f" du -sm {place} | cut -f1; rm -f {place}/f*"
+            )
+            used = int(obs.strip().splitlines()[-2])
+            assert used <= 64, (place, obs[-400:])  # stopped at its cap (32 MiB; shm 64 MiB)
+        container = env._episode.container  # type: ignore[union-attr]
+        container.reload()
+        for mount in container.attrs["Mounts"]:
+            assert mount["Type"] == "volume", mount
+            volume = docker.from_env().volumes.get(mount["Name"])
+            assert (volume.attrs.get("Options") or {}).get("type") == "tmpfs", (mount, volume.attrs)
+        obs, *_ = env.step("echo ok")
+        assert obs.startswith("ok\n")
+    finally:
+        env.close()
+
+
+def test_sparse_and_huge_files_are_refused_in_bounded_time(terminal_ready: None) -> None:
+    env = TerminalEnv(max_turns=None, end_on_success=False, command_timeout_s=20, app_mb=64)
+    try:
+        env.reset(seed=0, options={"task_id": "count-errors"})
+        obs, *_ = env.step("truncate -s 16G /app/huge 2>&1; echo rc=$?")
+        assert "File size limit exceeded" in obs and "rc=153" in obs  # RLIMIT_FSIZE
+        start = time.monotonic()
+        obs, _, _, _, info = env.step(
+            "for i in $(seq 1 40); do truncate -s 60M sparse$i; done; echo ok"
+        )
+        elapsed = time.monotonic() - start
+        assert "ok" in obs and "the tests were not run" in obs and "sparse" in obs, obs[-500:]
+        assert info["step_score"] == 0.0 and not info["success"]
+        assert elapsed < 60, elapsed  # 2.4 GiB of zeros once archived: refused at the header
+        with pytest.raises(StateTooLarge, match="sparse file counts at its full size"):
+            env.get_state()
+        obs, _, _, _, info = env.step("rm -f sparse*; grep -c ERROR service.log > error_count.txt")
+        assert "not run" not in obs and info["success"]
+        assert env.get_state()["env"]["trees"]["/app"]
+    finally:
+        env.close()
+
+
+def test_a_flood_of_output_never_hangs_a_step_or_the_close(terminal_ready: None) -> None:
+    env = TerminalEnv(max_turns=None, end_on_success=False, command_timeout_s=3)
+    try:
+        env.reset(seed=0, options={"task_id": "count-errors"})
+        start = time.monotonic()
+        obs, _, _, _, info = env.step("yes flood")
+        assert info["timed_out"] and "output truncated" in obs
+        # a background flood: the next command's marker gets through the flood, or the command
+        # times out and the restart kills the flood; either way the step returns
+        env.step("yes flood &")
+        obs, *_, info = env.step("echo marker-after")
+        assert info["exit_code"] == 0 or (info["timed_out"] and info["shell_restarted"]), obs[-300:]
+        env.step("kill %1")
+        obs, *_ = env.step("echo quiet")
+        assert obs.startswith("quiet\n") or "quiet\n" in obs
+        assert time.monotonic() - start < 120
+        ids = env.container_ids()
+    finally:
+        start = time.monotonic()
+        env.close()
+        assert time.monotonic() - start < 60  # the exec streams really closed
+    assert not _alive(ids)
+
+
+def test_a_shell_state_the_agent_wrote_never_kills_the_shell_or_raises(
+    terminal_ready: None,
+) -> None:
+    env = TerminalEnv(max_turns=None, end_on_success=False, command_timeout_s=2)
+    try:
+        env.reset(seed=0, options={"task_id": "count-errors"})
+        for poison in ("exit 3", "sleep 1000", "__mte_done() { :; }"):  # dies, hangs, breaks
+            env.step("cd /tmp && kept=1")
+            # the state file is the agent's to write; then a timeout restarts the shell
+            obs, *_ = env.step(
+                f"rm -f /mte-shell/state; printf '%s\\n' {poison!r} > /mte-shell/state; sleep 100"
+            )
+            assert "restarted" in obs, (poison, obs)
+            obs, *_ = env.step("echo alive $kept; pwd")
+            assert obs.startswith("alive"), (poison, obs)
+        env.step("mkfifo /mte-shell/fifo; rm -f /mte-shell/state; ln -s fifo /mte-shell/state")
+        obs, *_ = env.step("sleep 100")
+        obs, *_ = env.step("echo alive")
+        assert obs.startswith("alive")
+        # the last resort (a container that runs no shell) reads the same file: still no raise
+        env.step("printf 'exit 1\\n' > /mte-shell/state.x; mv /mte-shell/state.x /mte-shell/x")
+        result = env._move_to_fresh_container(RuntimeError("simulated"))
+        assert "moved to a fresh container" in result.output
+        obs, *_ = env.step("echo alive; ls /app")
+        assert obs.startswith("alive\n") and "service.log" in obs
+    finally:
+        env.close()
+
+
+# ---------------------------------------------------------------------- the checker
+SECRET = "s3cr3t-expected-42"
+PROBE = r"""#!/bin/bash
+# what planted code run by a check tries
+for pid in $PPID $(ls /proc | grep -E '^[0-9]+$'); do
+  cat /proc/$pid/cmdline 2>/dev/null | tr '\0' ' '
+  cat /proc/$pid/environ 2>/dev/null | tr '\0' ' '
+  for fd in /proc/$pid/fd/*; do timeout 0.2 head -c 4096 "$fd" 2>/dev/null; done
+done
+grep -rs "s3cr""3t" /app /tmp /tests /logs /mte-home /mte-runner /root /etc 2>/dev/null | head -3
+kill -9 $PPID 2>/dev/null
+pkill -9 -f check_runner 2>/dev/null
+kill -9 -1 2>/dev/null
+echo 41
+"""
+
+
+def _probe_task(user: str) -> TerminalTask:
+    return TerminalTask(
+        task_id=f"probe-{user.partition(':')[0]}",
+        instruction="Make ./answer.sh print the answer.",
+        checks=(
+            Check("answer", f'test "$(./answer.sh)" = "{SECRET}"'),
+            Check("plain", "true"),
+        ),
+        solution=(f"printf '#!/bin/bash\\necho {SECRET}\\n' > answer.sh && chmod +x answer.sh",),
+        files={"answer.sh": PROBE},
+        setup="chmod +x answer.sh",
+        verifier_user=user,
+    )
+
+
+@pytest.mark.parametrize("user", ["65534:65534", "0:0"])
+def test_planted_code_can_neither_read_nor_signal_the_checks_and_their_runner(
+    terminal_ready: None, user: str
+) -> None:
+    task = _probe_task(user)
+    env = TerminalEnv(tasks=[task], max_turns=None, end_on_success=False)
+    try:
+        env.reset(seed=0, options={"task_id": task.task_id})
+        report = env.check_report()
+        (checker,) = env._checkers.values()
+        runner_container = checker.container_ids()
+        assert report.error is None and report.passed == (False, True), report
+        leaked = "\n".join(report.outputs)
+        if user != "0:0":  # root checks can read their own tests: a task's tests/ folder
+            assert SECRET not in leaked and "s3cr3t" not in leaked, leaked[-2000:]
+        # the runner lived through every kill: the same container, no error, the next job runs
+        env.step("touch x")
+        assert env.check_report().error is None
+        assert checker.container_ids() == runner_container
+        _, _, _, _, info = env.step(task.solution[0])
+        assert info["success"] and "checker_error" not in info
+    finally:
+        env.close()
+
+
+LEAK_CHECK = """\
+if [ -e phase2 ]; then
+  found=$(find /tmp /mte-home /logs/verifier /tests -mindepth 1 2>/dev/null;
+          ps -eo args | grep -c '^[s]leep 600')
+  echo "found: $found"
+  test "$found" = 0
+else
+  echo planted > /tmp/planted; echo planted > "$HOME/planted"
+  echo planted > /logs/verifier/reward.txt 2>/dev/null
+  (setsid nohup sleep 600 >/dev/null 2>&1 &)
+  false
+fi
+"""
+
+
+def test_nothing_of_one_job_reaches_the_next_on_the_checkers_side(terminal_ready: None) -> None:
+    task = TerminalTask(
+        task_id="leftovers",
+        instruction="Create phase2.",
+        checks=(Check("no leftovers", LEAK_CHECK),),
+        solution=("touch phase2",),
+    )
+    env = TerminalEnv(tasks=[task], max_turns=None, end_on_success=False)
+    try:
+        env.reset(seed=0, options={"task_id": task.task_id})
+        assert not env.check_report().all_passed  # the first job planted files and a process
+        _, _, _, _, info = env.step("touch phase2")
+        report = env.check_report()
+        assert info["success"], report.outputs
+    finally:
+        env.close()
+
+
+def test_no_check_runs_what_the_agent_can_shadow(terminal_ready: None) -> None:
+    env = TerminalEnv(max_turns=None, end_on_success=False)
+    try:
+        # a check that sourced the agent's file could be redefined into passing
+        env.reset(seed=0, options={"task_id": "env-config-file"})
+        _, _, _, _, info = env.step(
+            "printf 'test() { return 0; }\\ngrep() { return 0; }\\nAPP_MODE=production\\n'"
+            " > app.env"
+        )
+        assert not info["success"]
+        # a module named like the standard library's, next to the file a check reads
+        env.reset(seed=0, options={"task_id": "json-update-config"})
+        _, _, _, _, info = env.step("printf 'import os\\nos._exit(0)\\n' > json.py")
+        assert info["step_score"] == 0.5 and not info["success"]  # "valid json", "rest kept"
+        # git's hooks and file-system monitor in the agent's repository
+        env.reset(seed=0, options={"task_id": "git-commit-file"})
+        _, _, _, _, info = env.step(
+            "cd repo && git add notes.md && git commit -qm 'Add notes' && echo dirty >> app.txt"
+            " && printf '#!/bin/sh\\nexit 0\\n' > /app/fsmon && chmod +x /app/fsmon"
+            " && git config core.fsmonitor /app/fsmon && git config core.untrackedCache true"
+        )
+        assert not info["success"], env.check_report()
     finally:
         env.close()

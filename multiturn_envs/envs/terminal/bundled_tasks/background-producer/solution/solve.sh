@@ -1,0 +1,6 @@
+#!/bin/bash
+# The reference solution, one command per turn: "# --- next turn ---" separates the
+# turns (multiturn-envs' expert sends them one by one; as a script they run in order).
+./produce.sh &
+# --- next turn ---
+wait; wc -l < out.txt > count.txt

@@ -1,0 +1,2 @@
+# name: out complete
+test $(wc -l < out.txt) = 50

@@ -1,0 +1,2 @@
+# name: count
+test "$(tr -d " \n" < count.txt)" = 50

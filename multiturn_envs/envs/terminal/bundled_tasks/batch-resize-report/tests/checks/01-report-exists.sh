@@ -1,0 +1,2 @@
+# name: report exists
+test -f report.txt

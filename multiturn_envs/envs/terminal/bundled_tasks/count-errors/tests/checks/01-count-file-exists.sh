@@ -1,0 +1,2 @@
+# name: count file exists
+test -f error_count.txt

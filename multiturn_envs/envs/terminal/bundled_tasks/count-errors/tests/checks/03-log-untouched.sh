@@ -1,0 +1,2 @@
+# name: log untouched
+test $(wc -l < service.log) = 7

@@ -1,0 +1,2 @@
+# name: total.txt exists
+test -f total.txt

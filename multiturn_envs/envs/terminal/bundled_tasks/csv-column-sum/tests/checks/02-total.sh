@@ -1,0 +1,2 @@
+# name: total
+test "$(tr -d " \n" < total.txt)" = 1234

@@ -1,0 +1,2 @@
+# name: de.csv exists
+test -f de.csv

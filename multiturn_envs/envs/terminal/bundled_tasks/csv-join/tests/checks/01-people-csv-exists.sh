@@ -1,0 +1,2 @@
+# name: people.csv exists
+test -f people.csv

@@ -1,0 +1,2 @@
+# name: sorted.csv exists
+test -f sorted.csv

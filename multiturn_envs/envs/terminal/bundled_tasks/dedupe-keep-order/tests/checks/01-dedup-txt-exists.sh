@@ -1,0 +1,2 @@
+# name: dedup.txt exists
+test -f dedup.txt

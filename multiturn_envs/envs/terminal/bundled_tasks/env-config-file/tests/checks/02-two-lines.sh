@@ -1,0 +1,2 @@
+# name: two lines
+test $(grep -c . app.env) = 2

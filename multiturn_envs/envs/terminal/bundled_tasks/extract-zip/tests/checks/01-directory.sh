@@ -1,0 +1,2 @@
+# name: directory
+test -d extracted

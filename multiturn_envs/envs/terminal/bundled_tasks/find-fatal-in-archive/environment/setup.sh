@@ -1,0 +1,1 @@
+mkdir -p L/var && for i in 1 2 3 4; do echo "worker $i ok" > L/var/worker-$i.log; done && echo 'FATAL: out of memory' >> L/var/worker-3.log && tar --mtime=2024-01-01 -czf logs.tar.gz -C L var && rm -rf L

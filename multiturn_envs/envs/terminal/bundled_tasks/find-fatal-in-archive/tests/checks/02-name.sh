@@ -1,0 +1,2 @@
+# name: name
+test "$(tr -d "\n" < fatal.txt)" = worker-3.log

@@ -1,0 +1,1 @@
+mkdir -p data/a data/b/c && head -c 2000 /dev/zero > data/a/big1.bin && head -c 100 /dev/zero > data/a/small.bin && head -c 5000 /dev/zero > data/b/c/big2.bin && head -c 1024 /dev/zero > data/b/exact.bin && head -c 3000 /dev/zero > data/big3.log && echo hi > data/tiny.txt

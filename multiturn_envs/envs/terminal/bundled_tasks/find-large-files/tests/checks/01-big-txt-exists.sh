@@ -1,0 +1,2 @@
+# name: big.txt exists
+test -f big.txt

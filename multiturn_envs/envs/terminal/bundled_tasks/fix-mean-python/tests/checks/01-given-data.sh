@@ -1,0 +1,2 @@
+# name: given data
+test "$(python3 stats.py data.txt)" = 2.50

@@ -1,0 +1,2 @@
+# name: runs
+test "$(/app/bin/report)" = "report ok"

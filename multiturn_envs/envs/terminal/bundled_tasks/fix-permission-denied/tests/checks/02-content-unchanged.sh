@@ -1,0 +1,2 @@
+# name: content unchanged
+grep -qx 'echo "report ok"' bin/report

@@ -1,0 +1,2 @@
+# name: given file
+test "$(bash sum.sh nums.txt)" = 60

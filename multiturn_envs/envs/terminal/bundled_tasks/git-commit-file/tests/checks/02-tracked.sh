@@ -1,0 +1,2 @@
+# name: tracked
+git -C repo ls-files --error-unmatch notes.md >/dev/null

@@ -1,0 +1,2 @@
+# name: clean
+test -z "$(git -C repo status --porcelain)"

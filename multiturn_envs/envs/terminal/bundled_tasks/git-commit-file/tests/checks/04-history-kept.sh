@@ -1,0 +1,2 @@
+# name: history kept
+test $(git -C repo rev-list --count HEAD) = 2

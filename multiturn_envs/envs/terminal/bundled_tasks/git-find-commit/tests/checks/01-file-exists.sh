@@ -1,0 +1,2 @@
+# name: file exists
+test -f typo_commit.txt

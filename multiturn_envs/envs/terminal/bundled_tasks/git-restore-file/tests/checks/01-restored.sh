@@ -1,0 +1,2 @@
+# name: restored
+test -z "$(git -C repo diff --name-only)"

@@ -1,0 +1,2 @@
+# name: content
+grep -qx 'print("v1")' repo/app.py

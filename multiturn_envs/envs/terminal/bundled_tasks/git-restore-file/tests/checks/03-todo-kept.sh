@@ -1,0 +1,2 @@
+# name: todo kept
+test -f repo/todo.txt

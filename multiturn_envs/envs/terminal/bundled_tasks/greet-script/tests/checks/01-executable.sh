@@ -1,0 +1,2 @@
+# name: executable
+test -x greet.sh

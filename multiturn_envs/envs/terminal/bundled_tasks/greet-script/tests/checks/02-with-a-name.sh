@@ -1,0 +1,2 @@
+# name: with a name
+test "$(./greet.sh Ada)" = "Hello, Ada!"

@@ -1,0 +1,2 @@
+# name: another name
+test "$(./greet.sh "Grace Hopper")" = "Hello, Grace Hopper!"

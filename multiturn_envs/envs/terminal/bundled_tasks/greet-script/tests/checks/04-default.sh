@@ -1,0 +1,2 @@
+# name: default
+test "$(./greet.sh)" = "Hello, world!"

@@ -1,0 +1,2 @@
+# name: active.txt exists
+test -f active.txt

@@ -1,0 +1,2 @@
+# name: content
+printf 'ada\ngrace\n' | diff - active.txt

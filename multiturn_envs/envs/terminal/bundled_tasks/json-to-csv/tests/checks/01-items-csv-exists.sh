@@ -1,0 +1,2 @@
+# name: items.csv exists
+test -f items.csv

@@ -1,0 +1,2 @@
+# name: valid json
+python3 -I -c 'import json; json.load(open("config.json"))'

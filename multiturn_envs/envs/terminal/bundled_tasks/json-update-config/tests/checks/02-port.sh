@@ -1,0 +1,2 @@
+# name: port
+python3 -I -c 'import json; c=json.load(open("config.json")); assert c["server"]["port"] == 8081'

@@ -1,0 +1,1 @@
+seq 100 200 > numbers.txt

@@ -1,0 +1,2 @@
+# name: slice.txt exists
+test -f slice.txt

@@ -1,0 +1,2 @@
+# name: content
+seq 109 119 | diff - slice.txt

@@ -1,0 +1,2 @@
+# name: archive exists
+test -f backup.tar.gz

@@ -1,0 +1,2 @@
+# name: gzip
+gzip -t backup.tar.gz

@@ -1,0 +1,2 @@
+# name: contents
+test "$(tar -xzOf backup.tar.gz docs/api/ref.md)" = reference

@@ -1,0 +1,2 @@
+# name: clean removes
+make -s build >/dev/null && make -s clean >/dev/null && test ! -e out

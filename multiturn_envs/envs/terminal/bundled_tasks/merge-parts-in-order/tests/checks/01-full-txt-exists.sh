@@ -1,0 +1,2 @@
+# name: full.txt exists
+test -f full.txt

@@ -1,0 +1,1 @@
+chmod 755 secrets && chmod 644 secrets/*

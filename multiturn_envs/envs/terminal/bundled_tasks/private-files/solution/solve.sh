@@ -1,0 +1,4 @@
+#!/bin/bash
+# The reference solution, one command per turn: "# --- next turn ---" separates the
+# turns (multiturn-envs' expert sends them one by one; as a script they run in order).
+chmod 700 secrets && chmod 600 secrets/*

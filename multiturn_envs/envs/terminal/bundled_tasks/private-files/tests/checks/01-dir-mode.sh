@@ -1,0 +1,2 @@
+# name: dir mode
+test "$(stat -c %a secrets)" = 700

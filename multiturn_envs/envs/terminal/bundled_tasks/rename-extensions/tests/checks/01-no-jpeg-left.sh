@@ -1,0 +1,2 @@
+# name: no .jpeg left
+! ls photos | grep -q '\.jpeg$'

@@ -1,0 +1,2 @@
+# name: three .jpg
+test $(ls photos | grep -c '\.jpg$') = 3

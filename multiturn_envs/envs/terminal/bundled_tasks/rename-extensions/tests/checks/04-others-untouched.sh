@@ -1,0 +1,2 @@
+# name: others untouched
+test -f photos/notes.txt

@@ -1,0 +1,2 @@
+# name: zip exists
+test -f data.zip && unzip -tq data.zip >/dev/null

@@ -1,0 +1,2 @@
+# name: files in
+unzip -Z1 data.zip | grep -qx data/keep.txt && unzip -Z1 data.zip | grep -qx data/sub/also.txt

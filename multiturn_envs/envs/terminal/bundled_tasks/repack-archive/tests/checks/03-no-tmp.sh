@@ -1,0 +1,2 @@
+# name: no tmp
+! unzip -Z1 data.zip | grep -q '\.tmp$'

@@ -1,0 +1,2 @@
+# name: content
+test "$(unzip -p data.zip data/sub/also.txt)" = also

@@ -1,0 +1,2 @@
+# name: no localhost left
+! grep -q localhost config.ini

@@ -1,0 +1,2 @@
+# name: both replaced
+test $(grep -c db.internal config.ini) = 2

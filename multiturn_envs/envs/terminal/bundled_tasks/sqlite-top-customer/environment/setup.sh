@@ -1,0 +1,1 @@
+sqlite3 shop.db "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INT, amount REAL); INSERT INTO customers VALUES (1,'Ava'),(2,'Ben'),(3,'Chen'); INSERT INTO orders(customer_id, amount) VALUES (1,50),(1,70),(2,300),(3,120),(3,200),(2,10);"

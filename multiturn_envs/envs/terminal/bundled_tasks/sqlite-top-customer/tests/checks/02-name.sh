@@ -1,0 +1,2 @@
+# name: name
+test "$(tr -d "\n" < top_customer.txt)" = Chen

@@ -1,0 +1,2 @@
+# name: no trailing whitespace
+! grep -q '[[:blank:]]$' src/util.py

@@ -1,0 +1,2 @@
+# name: same lines
+test $(wc -l < src/util.py) = 6

@@ -1,0 +1,2 @@
+# name: still python
+python3 -I -c "import ast; ast.parse(open('src/util.py').read())"

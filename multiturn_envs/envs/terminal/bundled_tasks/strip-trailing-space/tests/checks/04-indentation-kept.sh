@@ -1,0 +1,2 @@
+# name: indentation kept
+grep -q '^    return a + b$' src/util.py

@@ -1,0 +1,2 @@
+# name: is a symlink
+test -L current

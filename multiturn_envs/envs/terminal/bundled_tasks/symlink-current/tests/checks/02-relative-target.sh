@@ -1,0 +1,2 @@
+# name: relative target
+test "$(readlink current)" = releases/v2

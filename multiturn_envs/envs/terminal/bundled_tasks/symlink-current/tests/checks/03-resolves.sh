@@ -1,0 +1,2 @@
+# name: resolves
+test "$(cat current/VERSION)" = 2.0.0

@@ -1,0 +1,2 @@
+# name: file exists
+test -f events.jsonl

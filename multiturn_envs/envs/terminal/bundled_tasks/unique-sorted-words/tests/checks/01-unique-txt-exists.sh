@@ -1,0 +1,2 @@
+# name: unique.txt exists
+test -f unique.txt

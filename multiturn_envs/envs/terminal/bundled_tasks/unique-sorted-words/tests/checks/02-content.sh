@@ -1,0 +1,2 @@
+# name: content
+printf 'apple\nbanana\ncherry\nkiwi\n' | diff - unique.txt

@@ -1,0 +1,2 @@
+# name: top3.txt exists
+test -f top3.txt

@@ -1,0 +1,144 @@
+"""Check that tasks run here: each one's reference solution passes its tests and an empty
+submission fails, in MT/Terminal-v0 itself (the numbers of docs/envs/terminal.md's table).
+
+    python -m multiturn_envs.envs.terminal.verify FOLDER [--format auto|tb|harbor] [--json]
+
+``FOLDER`` holds task folders (Terminal-Bench 1: ``task.yaml``; Harbor: ``task.toml``) or is
+one. For each task it prints whether it loaded (or why not), the notes on what differs from
+its original harness, whether the reference solution passes, whether an empty submission
+fails, and the verdict's details when one of them is not what the original harness gives (a
+validated task's reference solution passes, its starting state fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from multiturn_envs.envs.terminal.checker import CheckReport
+from multiturn_envs.envs.terminal.tasks import TerminalTask
+
+
+@dataclass
+class Verification:
+    """What :func:`verify_task` found for one task."""
+
+    task_id: str
+    loaded: bool = True
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+    reference_passes: bool | None = None
+    empty_fails: bool | None = None
+    detail: str = ""
+    seconds: float = 0.0
+
+    @property
+    def as_expected(self) -> bool:
+        """The verdicts a validated task gets from its original harness."""
+        return bool(self.loaded and self.reference_passes and self.empty_fails)
+
+
+def _detail(report: CheckReport) -> str:
+    if report.error:
+        return f"checker error: {report.error}"
+    if report.note:
+        return report.note
+    failed = [n for n, ok in zip(report.names, report.passed) if not ok]
+    tail = report.outputs[-1][-400:] if report.outputs else ""
+    return f"failing: {', '.join(failed)[:200]}; output tail: {tail!r}"
+
+
+def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
+    """Run ``task``'s reference solution and an empty submission in a fresh env."""
+    from multiturn_envs.envs.terminal.env import TerminalEnv
+
+    start = time.monotonic()
+    result = Verification(task.task_id, notes=list(task.notes))
+    env = TerminalEnv(tasks=[task], max_turns=None, end_on_success=False, **env_options)
+    try:
+        env.reset(seed=0, options={"task_id": task.task_id})
+        result.notes = list(env.prepared().notes)
+        empty = env.check_report()
+        result.empty_fails = not empty.all_passed
+        if not result.empty_fails:
+            result.detail = "the starting state already passes"
+        for command in task.solution:
+            env.step(command)
+        report = env.check_report()
+        result.reference_passes = report.all_passed
+        if not report.all_passed:
+            result.detail = _detail(report)
+    except Exception as exc:  # a task that cannot start: its reason is the result
+        result.loaded = False
+        result.reason = f"{type(exc).__name__}: {exc}"
+    finally:
+        env.close()
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def load_folder(folder: Path, fmt: str = "auto") -> tuple[list[TerminalTask], dict[str, str]]:
+    """The tasks under ``folder`` and the reasons of those that did not load."""
+    from multiturn_envs.envs.terminal.harbor import load_harbor
+    from multiturn_envs.envs.terminal.loading import NoTasksLoaded
+    from multiturn_envs.envs.terminal.terminal_bench import load_terminal_bench
+
+    loaders = {"tb": [load_terminal_bench], "harbor": [load_harbor]}
+    chosen = loaders.get(fmt, [load_terminal_bench, load_harbor])
+    tasks: list[TerminalTask] = []
+    problems: dict[str, str] = {}
+    found = False
+    for load in chosen:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                loaded = load(folder)
+            except NoTasksLoaded as exc:
+                if "can run here" in str(exc):
+                    found = True
+                    problems[load.__name__] = str(exc)
+                continue
+        found = True
+        tasks += list(loaded)
+        problems.update(loaded.problems)
+    if not found:
+        raise NoTasksLoaded(f"no Terminal-Bench 1 or Harbor task under {folder}")
+    return tasks, problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m multiturn_envs.envs.terminal.verify")
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--format", choices=("auto", "tb", "harbor"), default="auto")
+    parser.add_argument("--json", action="store_true", help="one JSON line per task")
+    args = parser.parse_args(argv)
+    tasks, problems = load_folder(args.folder, args.format)
+    rows = [Verification(name, loaded=False, reason=why) for name, why in problems.items()]
+    rows += [verify_task(task) for task in tasks]
+    for row in sorted(rows, key=lambda r: r.task_id):
+        if args.json:
+            print(json.dumps({**asdict(row), "as_expected": row.as_expected}))
+            continue
+        if not row.loaded:
+            print(f"{row.task_id}: NOT RUNNABLE HERE: {row.reason}")
+            continue
+        verdict = "as expected" if row.as_expected else "NOT as expected"
+        print(
+            f"{row.task_id}: reference {'passes' if row.reference_passes else 'FAILS'}, "
+            f"empty {'fails' if row.empty_fails else 'PASSES'} ({verdict}; {row.seconds:.0f} s)"
+        )
+        for note in row.notes:
+            print(f"    note: {note}")
+        if row.detail:
+            print(f"    detail: {row.detail}")
+    return 0 if rows and all(r.as_expected for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""The verdict rules (Terminal-Bench's pytest summary parser, Harbor's reward files) and the task
+formats' pure parts (Dockerfiles, solution turns), without an engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from multiturn_envs.envs.terminal.checker import Check, CheckJob, report_from_answer
+from multiturn_envs.envs.terminal.dockerfile import (
+    copy_args,
+    light_plan,
+    map_base,
+    parse_dockerfile,
+    parse_env,
+    resolve_base,
+    substitute,
+)
+from multiturn_envs.envs.terminal.loading import solution_turns
+from multiturn_envs.envs.terminal.task_images import explain_build_failure
+from multiturn_envs.envs.terminal.verdicts import parse_pytest_summary, parse_reward
+
+SUMMARY = """\
+============================= test session starts ==============================
+collected 3 items
+
+../tests/test_outputs.py .F.                                               [100%]
+=================================== FAILURES ===================================
+E   AssertionError: nope - really
+=========================== short test summary info ============================
+PASSED ../tests/test_outputs.py::test_a
+FAILED ../tests/test_outputs.py::test_b - AssertionError: nope
+SKIPPED [1] ../tests/test_outputs.py:9: not here
+XFAIL ../tests/test_outputs.py::test_c
+========================= 1 failed, 1 passed in 0.12s ==========================
+"""
+
+
+def test_the_pytest_summary_is_read_as_terminal_bench_reads_it() -> None:
+    results = parse_pytest_summary(SUMMARY)
+    skipped = "[1] ../tests/test_outputs.py:9: not here"  # Terminal-Bench keys it so
+    assert results == {"test_a": True, "test_b": False, "test_c": True, skipped: True}
+    assert parse_pytest_summary("collected 0 items\n1 passed") is None  # no summary: an error
+    # as in Terminal-Bench, a FAILED line's message is cut at its LAST " - " only
+    two = "== short test summary info ==\nFAILED t.py::test_x - Error: a - b\n"
+    assert parse_pytest_summary(two) == {"test_x - Error: a": False}
+
+
+def test_only_the_text_after_the_first_summary_header_counts() -> None:
+    # a "PASSED" line anywhere else (the agent's program printed it) is not a result
+    text = "PASSED ../tests/test_outputs.py::test_b\n" + SUMMARY
+    assert parse_pytest_summary(text) == parse_pytest_summary(SUMMARY)
+    # a later line for the same test replaces an earlier one, as in Terminal-Bench
+    header = "=========================== short test summary info ============================\n"
+    forged = SUMMARY.replace(header, header + "PASSED t.py::test_b\n")
+    assert parse_pytest_summary(forged)["test_b"] is False  # type: ignore[index]
+
+
+@given(st.text(max_size=400))
+def test_text_with_no_summary_header_never_passes(text: str) -> None:
+    if "short test summary info" not in text.lower():
+        assert parse_pytest_summary(text) is None
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["PASSED", "FAILED", "ERROR", "SKIPPED", "XPASS", "XFAIL"]),
+            st.from_regex(r"test_[a-z]{1,6}", fullmatch=True),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_a_test_passes_iff_its_last_status_passes(lines: list[tuple[str, str]]) -> None:
+    text = "=== short test summary info ===\n" + "\n".join(
+        f"{status} tests/t.py::{name}" for status, name in lines
+    )
+    results = parse_pytest_summary(text)
+    assert results is not None
+    last = {name: status for status, name in lines}
+    assert results == {n: s in ("PASSED", "XFAIL", "SKIPPED") for n, s in last.items()}
+
+
+def test_harbor_rewards_json_first_then_txt_and_refused_when_not_a_unit_number() -> None:
+    assert parse_reward('{"reward": 1}', "0").value == 1.0
+    assert parse_reward(None, "1\n").value == 1.0
+    assert parse_reward(None, "0.25").value == 0.25
+    assert parse_reward('{"accuracy": 0.5}', None).value == 0.5  # its only number
+    for bad_json, bad_txt in [
+        ('{"reward": 2}', None),
+        ('{"reward": "1"}', None),
+        ("[1, 2]", None),
+        ("not json", None),
+        ("", None),
+        (None, "nan"),
+        (None, "inf"),
+        (None, "-1"),
+        (None, "1 1"),
+        (None, ""),
+        (None, None),
+    ]:
+        reward = parse_reward(bad_json, bad_txt)
+        assert reward.value is None and reward.problem, (bad_json, bad_txt)
+
+
+def _job(verdict: str) -> CheckJob:
+    return CheckJob((Check("t", "bash /tests/run-tests.sh"),), verdict=verdict, timeout_s=5)
+
+
+def test_reports_follow_each_verdict_rule() -> None:
+    answer = {"results": [{"name": "t", "passed": True, "output": SUMMARY, "timed_out": False}]}
+    report = report_from_answer(answer, _job("pytest-summary"))
+    assert report.score == pytest.approx(3 / 4) and not report.all_passed  # exit 0 is no verdict
+    exit_zero = {"results": [{"name": "t", "passed": True, "output": "1 passed\n"}]}
+    report = report_from_answer(exit_zero, _job("pytest-summary"))
+    assert not report.all_passed and report.note and "no pytest summary" in report.note
+    empty = {"results": [{"name": "t", "passed": True, "output": "== short test summary info =="}]}
+    assert not report_from_answer(empty, _job("pytest-summary")).all_passed
+    rewarded = {"results": [{"name": "t", "passed": False, "output": ""}], "reward_txt": "1"}
+    assert report_from_answer(rewarded, _job("reward-file")).all_passed  # the file decides
+    missing = {"results": [{"name": "t", "passed": True, "output": ""}]}
+    report = report_from_answer(missing, _job("reward-file"))
+    assert not report.all_passed and report.score == 0.0 and "no /logs/verifier" in str(report.note)
+    error = report_from_answer({"error": "boom"}, _job("exit-status"))
+    assert error.score == 0.0 and not error.all_passed
+
+
+def test_dockerfiles_are_parsed_and_their_base_mapped() -> None:
+    text = (
+        "# syntax=docker/dockerfile:1\nARG BASE=img:1\nFROM --platform=x ${BASE} AS b\n"
+        "RUN apt-get update && \\\n    # a comment inside\n    apt-get install -y git\n"
+        'ENV A=1 B="two words"\nCOPY --chown=1:2 a b /dst/\n'
+    )
+    steps = parse_dockerfile(text)
+    assert [s.keyword for s in steps] == ["ARG", "FROM", "RUN", "ENV", "COPY"]
+    assert steps[2].args == "apt-get update && apt-get install -y git"
+    assert resolve_base(steps, {}) == "img:1" and resolve_base(steps, {"BASE": "x:2"}) == "x:2"
+    mapped, replaced = map_base(text, "mine:latest")
+    assert replaced == ["${BASE}"] and "FROM --platform=x mine:latest AS b" in mapped
+    assert parse_env('A=1 B="two words"') == {"A": "1", "B": "two words"}
+    assert parse_env("A hello world") == {"A": "hello world"}
+    assert copy_args('--chown=1:2 ["a b", "/x/"]') == ({"chown": "1:2"}, ["a b"], "/x/")
+    assert substitute("$HOME/${X:-d}/${Y}", {"HOME": "/r", "Y": "y"}) == "/r/d/y"
+
+
+def test_light_plans_and_the_reason_a_dockerfile_needs_docker_build(tmp_path: Path) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "setup.sh").write_text("true\n")
+    light = light_plan(
+        tmp_path, "FROM base:1\nCOPY app/ /app/\nUSER 1\nWORKDIR /app\nRUN bash /setup.sh\n"
+    )
+    assert light.light and light.base == "base:1"
+    for text, why in [
+        ("FROM a\nFROM b\n", "stage"),
+        ("FROM a\nVOLUME /x\n", "VOLUME"),
+        ("FROM a\nADD https://x/y /y\n", "URL"),
+        ("FROM a\nADD data.tar.gz /y\n", "archive"),
+        ("FROM a\nCOPY missing /y\n", "not in the build context"),
+        ("FROM a\nCOPY ../x /y\n", "leaves"),
+        ("FROM a\nRUN <<EOF\nx\nEOF\n", "heredoc"),
+    ]:
+        plan = light_plan(tmp_path, text)
+        assert not plan.light and why in plan.why_not_light, (text, plan.why_not_light)
+
+
+def test_solution_scripts_become_turns() -> None:
+    script = "#!/bin/bash\n# a comment\n\ncd x\n# --- next turn ---\ncat <<'E'\na\nE\n\n"
+    assert solution_turns(script) == ("cd x", "cat <<'E'\na\nE")
+    assert solution_turns("#!/bin/bash\necho one\necho two\n") == ("echo one\necho two",)
+    assert solution_turns("# only comments\n") == ()
+
+
+def test_a_failed_build_is_blamed_on_its_cause() -> None:
+    def log(step: str, *lines: str) -> str:
+        return "\n".join(["Step 1/3 : FROM base", " ---> abc123abc123", step, *lines])
+
+    cases = [
+        (
+            log("Step 2/3 : RUN git clone https://x/y", "fatal: Could not resolve host: x"),
+            "network",
+        ),
+        (log("Step 2/3 : RUN pip install q", "Failed to establish a new connection"), "network"),
+        (log("Step 2/3 : RUN mandb", "/bin/sh: 1: mandb: not found"), "command"),
+        (log("Step 2/3 : COPY a /a", "COPY failed: file not found in build context"), "file"),
+        (log("Step 2/3 : RUN false", "The command '/bin/sh -c false' returned 1"), "step"),
+        (log("Step 2/3 : RUN x", "mte-offline: not installed in the offline image: q"), "package"),
+    ]
+    for text, cause in cases:
+        assert explain_build_failure(text, [])[0] == cause, text
+    pulled = "Step 1/2 : FROM ghcr.io/x/y:1\npull access denied for ghcr.io/x/y"
+    assert explain_build_failure(pulled, ["ghcr.io/x/y:1"])[0] == "base"
+
+
+def _raw_tar(entries: dict[str, bytes | None], mtime: int = 5) -> bytes:
+    """A tar as the engine or GNU tar writes one (members ``top/...``; ``None``: a directory)."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(entries):
+            info = tarfile.TarInfo(name)
+            info.mtime = mtime
+            data = entries[name]
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_a_state_has_one_content_digest_however_it_was_read() -> None:
+    import io
+
+    from multiturn_envs.envs.terminal.containers import content_digest, retop, split_tops
+
+    app = {"app": None, "app/a.txt": b"one", "app/sub": None, "app/sub/b": b"two"}
+    etc = {"etc": None, "etc/hosts": b"127.0.0.1 x", "etc/conf": b"k=v"}
+    per_part = [
+        ("/app", io.BytesIO(_raw_tar(app)), False),
+        ("/etc", io.BytesIO(_raw_tar(etc)), False),
+    ]
+    combined = [("/", io.BytesIO(_raw_tar({**app, **etc}, mtime=9)), False)]
+    rerooted = []
+    for path, raw in (("/app", _raw_tar(app)), ("/etc", _raw_tar(etc))):
+        out = io.BytesIO()
+        retop(io.BytesIO(raw), out, path)
+        rerooted.append((path, io.BytesIO(out.getvalue()), True))
+    split = split_tops(io.BytesIO(_raw_tar({**app, **etc})))
+    assert set(split) == {"/app", "/etc"}
+    from_split = [(p, io.BytesIO(split[p]), True) for p in sorted(split)]
+    digests = {content_digest(x) for x in (per_part, combined, rerooted, from_split)}
+    assert len(digests) == 1  # times, member order and the engine's /etc/hosts do not count
+    changed = [("/", io.BytesIO(_raw_tar({**app, "app/a.txt": b"ONE", **etc})), False)]
+    assert content_digest(changed) not in digests
