@@ -81,16 +81,10 @@ if TYPE_CHECKING:
         training_dynamics as training_dynamics,
     )
     from multiturn_envs.harness.executors import (
-        ClusterRunSummary as ClusterRunSummary,
-    )
-    from multiturn_envs.harness.executors import (
         Executor as Executor,
     )
     from multiturn_envs.harness.executors import (
         LocalExecutor as LocalExecutor,
-    )
-    from multiturn_envs.harness.executors import (
-        RayExecutor as RayExecutor,
     )
     from multiturn_envs.harness.likelihood import (
         LLRSummary as LLRSummary,
@@ -154,6 +148,12 @@ if TYPE_CHECKING:
     )
     from multiturn_envs.harness.passk import (
         pass_surface_per_budget as pass_surface_per_budget,
+    )
+    from multiturn_envs.harness.ray_executor import (
+        ClusterRunSummary as ClusterRunSummary,
+    )
+    from multiturn_envs.harness.ray_executor import (
+        RayExecutor as RayExecutor,
     )
     from multiturn_envs.harness.records import (
         SCHEMA_VERSION as SCHEMA_VERSION,
@@ -236,8 +236,8 @@ _EXPORTS: dict[str, str] = {
     "run_eval": "rollout",
     "Executor": "executors",
     "LocalExecutor": "executors",
-    "RayExecutor": "executors",
-    "ClusterRunSummary": "executors",
+    "RayExecutor": "ray_executor",
+    "ClusterRunSummary": "ray_executor",
     "RunFile": "records",
     "RunHeader": "records",
     "RunConfig": "records",

@@ -1,9 +1,9 @@
 """``run_eval``: run N tasks x K samples of a policy under a turn budget, records streamed.
 
-The public entry point of an evaluation. It picks the executor (this process, or Ray workers:
-:mod:`.executors`), each of which runs the local runner (:mod:`.runner`, where the design of a
-run is described) and writes the records to one JSONL file (:mod:`.records`), resumable.
-What a run is (config, episodes, seeds) lives in :mod:`.config`.
+The public entry point of an evaluation. It picks the executor (this process, :mod:`.executors`,
+or Ray workers, :mod:`.ray_executor`), each of which runs the local runner (:mod:`.runner`,
+where the design of a run is described) and writes the records to one JSONL file
+(:mod:`.records`), resumable. What a run is (config, episodes, seeds) lives in :mod:`.config`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def run_eval(
         in_flight, workers, resume, overwrite, progress, fsync_interval_s, make_env: how it
             runs (:class:`~multiturn_envs.harness.config.RunOptions` says what each means).
         executor: ``None``/``"local"`` (this process), ``"ray"`` or an executor object such as
-            :class:`~multiturn_envs.harness.executors.RayExecutor` (docs/scale-out.md), which
+            :class:`~multiturn_envs.harness.ray_executor.RayExecutor` (docs/scale-out.md), which
             shards the episodes over workers; ``in_flight`` and ``workers`` are then per worker.
     """
     options = RunOptions(
