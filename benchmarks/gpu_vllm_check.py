@@ -50,7 +50,7 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="gpu_vllm_check_")
     model = args.model
     if model is None:
-        from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
+        from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
 
         model = str(build_tiny_chat_model(f"{workdir}/tiny"))
     engine = {

@@ -36,7 +36,7 @@ def _require_verl() -> None:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
     _require_verl()
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
 
     return load_tiny_chat_model(build_tiny_chat_model(tmp_path_factory.mktemp("tiny")))
 

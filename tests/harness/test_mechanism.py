@@ -57,7 +57,7 @@ def _require_llm() -> None:
 def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two tiny chat models with the same tokenizer and different weights (seeds 0 and 1)."""
     _require_llm()
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
 
     root = tmp_path_factory.mktemp("mech_lm")
     return build_tiny_chat_model(root / "a", seed=0), build_tiny_chat_model(root / "b", seed=1)
