@@ -4,7 +4,7 @@ Why a pool: creating a container costs ~250 ms. Why a session: an exec into a wa
 costs ~50 ms of latency and ~48 ms of host CPU (dockerd, containerd, the shim, runc), the
 engine's floor, which alone caps a two-core machine at ~40 submissions/s and kept a 10-test
 submission at ~110 ms. So each container runs ONE long-lived exec of the runner
-(:mod:`multiturn_envs.sandbox.runner`, ``--serve``) and each submission is one job written to
+(:mod:`multiturn_envs.sandbox.judge`, ``--serve``) and each submission is one job written to
 that exec's stdin; the runner runs ALL its tests and answers with one report line per test and
 ``{"done": true}`` (docs/sandbox.md has the measurements). The container itself is kept alive
 by ``sleep infinity``.
