@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from multiturn_envs.sandbox.docker_pool import pop_frames
+from multiturn_envs.sandbox.exec_session import pop_frames
 
 AGENT_UID = 65534
 STATE_DIR = "/tmp/.mte-shell"

@@ -60,7 +60,7 @@ def build(force: bool = False, sandboxes_dir: Path = SANDBOXES_DIR) -> str:
 
 def terminal_unavailable(image: str = TERMINAL_IMAGE) -> str | None:
     """Why MT/Terminal-v0 cannot run here (with the fix), or ``None``."""
-    from multiturn_envs.sandbox.docker_pool import docker_unavailable
+    from multiturn_envs.sandbox.engine import docker_unavailable
 
     problem = docker_unavailable(image)
     if problem is not None and image == TERMINAL_IMAGE and "missing" in problem:
