@@ -24,7 +24,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from multiturn_envs.policies.prompting import Completion, Sampling, trajectory_sequences
+from multiturn_envs.policies.prompting import Completion
+from multiturn_envs.policies.sampling import Sampling
+from multiturn_envs.policies.token_sequences import trajectory_sequences
 
 
 def main() -> None:

@@ -62,7 +62,7 @@ from multiturn_envs.policies.base import (
     TurnRequest,
     TurnTokens,
 )
-from multiturn_envs.policies.prompting import reply_tokens
+from multiturn_envs.policies.token_sequences import reply_tokens
 from multiturn_envs.policies.tool_layout import replies_stop
 from multiturn_envs.tools import ToolCall
 from multiturn_envs.wrappers import text_env_of

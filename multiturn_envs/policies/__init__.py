@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 from multiturn_envs.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from multiturn_envs.policies.action_extractor import (
+        ActionExtractor as ActionExtractor,
+    )
     from multiturn_envs.policies.base import (
         AsyncPolicy as AsyncPolicy,
     )
@@ -48,12 +51,9 @@ if TYPE_CHECKING:
         random_action as random_action,
     )
     from multiturn_envs.policies.prompting import (
-        ActionExtractor as ActionExtractor,
-    )
-    from multiturn_envs.policies.prompting import (
         ChatPrompter as ChatPrompter,
     )
-    from multiturn_envs.policies.prompting import (
+    from multiturn_envs.policies.sampling import (
         Sampling as Sampling,
     )
     from multiturn_envs.policies.scoring import (
@@ -118,9 +118,9 @@ _EXPORTS: dict[str, str] = {
     "LLMSpec": "spec",
     "ENGINES": "spec",
     "Engine": "spec",
-    "Sampling": "prompting",
+    "Sampling": "sampling",
     "ChatPrompter": "prompting",
-    "ActionExtractor": "prompting",
+    "ActionExtractor": "action_extractor",
     "ScoringModel": "scoring",
     "Scorer": "scoring",
     "TrajectoryText": "scoring",

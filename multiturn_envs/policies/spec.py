@@ -32,7 +32,7 @@ from multiturn_envs.errors import SpecError
 from multiturn_envs.policies.base import AsyncPolicy, Policy
 
 if TYPE_CHECKING:
-    from multiturn_envs.policies.prompting import Sampling
+    from multiturn_envs.policies.sampling import Sampling
     from multiturn_envs.policies.scoring import ScoringModel
 
 __all__ = [
@@ -100,8 +100,8 @@ class Engine:
 
 
 def sampling_of(spec: LLMSpec) -> Sampling:
-    """The :class:`~multiturn_envs.policies.prompting.Sampling` a spec asks for."""
-    from multiturn_envs.policies.prompting import Sampling
+    """The :class:`~multiturn_envs.policies.sampling.Sampling` a spec asks for."""
+    from multiturn_envs.policies.sampling import Sampling
 
     return Sampling(
         temperature=spec.number("temperature", float, 1.0),

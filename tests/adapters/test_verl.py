@@ -45,7 +45,7 @@ class TinyServer:
     """verl's ``server_manager.generate`` contract, answered by a real tiny model."""
 
     def __init__(self, model: Any, tokenizer: Any, max_tokens: int = 12) -> None:
-        from multiturn_envs.policies.prompting import Sampling
+        from multiturn_envs.policies.sampling import Sampling
         from multiturn_envs.policies.transformers_backend import TransformersPolicy
 
         self.policy = TransformersPolicy(model, tokenizer, Sampling(max_tokens=max_tokens))

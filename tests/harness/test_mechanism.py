@@ -37,7 +37,8 @@ from multiturn_envs.harness import (
 )
 from multiturn_envs.policies import ScoringModel, load_scoring_model
 from multiturn_envs.policies.baselines import NoisyExpertPolicy
-from multiturn_envs.policies.prompting import ScoringSequence, build_conversation
+from multiturn_envs.policies.conversation import build_conversation
+from multiturn_envs.policies.token_sequences import ScoringSequence
 from multiturn_envs.testing import require
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")

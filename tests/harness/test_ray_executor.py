@@ -332,7 +332,7 @@ def test_an_llm_policy_on_the_actor_pool_is_prompted_as_in_the_worker(
     policy actor (no env there) writes the records it writes locally, token for token."""
     import functools
 
-    from multiturn_envs.policies.prompting import Sampling
+    from multiturn_envs.policies.sampling import Sampling
     from multiturn_envs.policies.transformers_backend import TransformersPolicy
 
     factory = functools.partial(

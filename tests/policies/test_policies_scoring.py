@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from llm_support import request
 
 from multiturn_envs.policies.base import Reply
-from multiturn_envs.policies.prompting import Sampling, ScoringSequence, trajectory_sequences
+from multiturn_envs.policies.sampling import Sampling
 from multiturn_envs.policies.scoring import TransformersScorer, span_sums
+from multiturn_envs.policies.token_sequences import ScoringSequence, trajectory_sequences
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
 
 
