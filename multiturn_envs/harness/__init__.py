@@ -207,6 +207,9 @@ if TYPE_CHECKING:
         surface_of_run as surface_of_run,
     )
     from multiturn_envs.harness.rollout import (
+        eval_records as eval_records,
+    )
+    from multiturn_envs.harness.rollout import (
         run_eval as run_eval,
     )
     from multiturn_envs.harness.same_state import (
@@ -234,6 +237,7 @@ _EXPORTS: dict[str, str] = {
     "EpisodeSeeds": "config",
     "episode_seeds": "config",
     "run_eval": "rollout",
+    "eval_records": "rollout",
     "Executor": "executors",
     "LocalExecutor": "executors",
     "RayExecutor": "ray_executor",
@@ -340,6 +344,7 @@ __all__ = [
     "env_factory_of",
     "episode_seeds",
     "error_state_continuation",
+    "eval_records",
     "format_llr",
     "format_nll",
     "in_task_order",

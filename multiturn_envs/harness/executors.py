@@ -19,10 +19,11 @@ __all__ = ["Executor", "LocalExecutor", "resolve_executor"]
 
 
 class Executor(Protocol):
-    """Runs the pending episodes of a config and writes their records to ``out``."""
+    """Runs the pending episodes of a config and writes their records to ``out`` (a file; ``None``:
+    kept in memory, ``RunSummary.records``)."""
 
     def run(
-        self, config: EvalConfig, policy: Policy | AsyncPolicy, out: str, options: RunOptions
+        self, config: EvalConfig, policy: Policy | AsyncPolicy, out: str | None, options: RunOptions
     ) -> RunSummary: ...
 
 
@@ -30,7 +31,7 @@ class LocalExecutor:
     """This process (the default): the local runner writing ``out``."""
 
     def run(
-        self, config: EvalConfig, policy: Policy | AsyncPolicy, out: str, options: RunOptions
+        self, config: EvalConfig, policy: Policy | AsyncPolicy, out: str | None, options: RunOptions
     ) -> RunSummary:
         return run_local(config, policy, options.writer(out, config), options)
 

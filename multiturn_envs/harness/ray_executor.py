@@ -60,6 +60,7 @@ from typing import Any
 from multiturn_envs.harness.config import EvalConfig, RunOptions, RunSummary
 from multiturn_envs.harness.progress import Progress
 from multiturn_envs.harness.records import (
+    MemoryWriter,
     RecordKey,
     RecordWriter,
     RunHeader,
@@ -329,7 +330,7 @@ class RayExecutor:
             raise ValueError("policy_actors and shards_per_worker must be >= 1, max_retries >= 0")
 
     def run(
-        self, config: EvalConfig, policy: Policy | AsyncPolicy, out: str, options: RunOptions
+        self, config: EvalConfig, policy: Policy | AsyncPolicy, out: str | None, options: RunOptions
     ) -> ClusterRunSummary:
         """Like ``run_eval``, with ``in_flight`` and ``workers`` per rollout actor."""
         t_start = time.perf_counter()
@@ -394,6 +395,7 @@ class RayExecutor:
             steps=0,
             wall_s=0.0,
             repaired_bytes=writer.repaired_bytes,
+            records=writer.records if isinstance(writer, MemoryWriter) else None,
         )
         if skipped >= total:
             summary.wall_s = time.perf_counter() - t_start

@@ -49,6 +49,7 @@ from multiturn_envs.harness.progress import Progress
 from multiturn_envs.harness.records import (
     SCHEMA_VERSION,
     ErrorInjectionInfo,
+    MemoryWriter,
     RecordKey,
     RecordWriter,
     TrajectoryRecord,
@@ -514,4 +515,5 @@ def run_local(
         steps=run.steps,
         wall_s=time.perf_counter() - t_start,
         repaired_bytes=writer.repaired_bytes,
+        records=writer.records if isinstance(writer, MemoryWriter) else None,
     )
