@@ -32,9 +32,9 @@ __all__ = [
     "MAX_TURN_GRID",
     "EpisodeSeeds",
     "EvalConfig",
+    "RunOptions",
     "RunSummary",
     "episode_seeds",
-    "task_hash",
 ]
 
 MAX_TURN_GRID = 4096

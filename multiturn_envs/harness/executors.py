@@ -15,7 +15,7 @@ from multiturn_envs.harness.config import EvalConfig, RunOptions, RunSummary
 from multiturn_envs.harness.runner import run_local
 from multiturn_envs.policies.base import AsyncPolicy, Policy
 
-__all__ = ["Executor", "LocalExecutor", "resolve_executor"]
+__all__ = ["Executor", "LocalExecutor"]
 
 
 class Executor(Protocol):

@@ -62,7 +62,6 @@ __all__ = [
     "NLLSummary",
     "ScoredTrajectory",
     "action_nll",
-    "ensure_comparable",
     "env_factory_of",
     "format_llr",
     "format_nll",

@@ -70,15 +70,7 @@ from multiturn_envs.harness.records import (
 from multiturn_envs.harness.runner import EnvFactory, run_local
 from multiturn_envs.policies.base import AsyncPolicy, Policy, PolicyCaller, Reply, TurnRequest
 
-__all__ = [
-    "PLACEMENTS",
-    "ClusterRunSummary",
-    "PolicyServer",
-    "RayExecutor",
-    "RolloutWorker",
-    "default_workers",
-    "shard_keys",
-]
+__all__ = ["PLACEMENTS", "ClusterRunSummary", "RayExecutor"]
 
 PLACEMENTS: tuple[str, ...] = ("worker", "actor-pool")
 

@@ -21,6 +21,17 @@ from multiturn_envs.core import TextEnv
 from multiturn_envs.errors import PolicyError
 from multiturn_envs.tools import Tool, ToolCall
 
+__all__ = [
+    "AsyncPolicy",
+    "CallablePolicy",
+    "Policy",
+    "PolicyCaller",
+    "Reply",
+    "TurnRequest",
+    "TurnTokens",
+    "as_policy",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class TurnRequest:

@@ -35,6 +35,16 @@ from multiturn_envs.policies.prompting import ChatPrompter
 from multiturn_envs.policies.token_sequences import ScoringSequence
 from multiturn_envs.tools import Tool
 
+__all__ = [
+    "CompletionsScorer",
+    "Scorer",
+    "ScoringModel",
+    "TrajectoryText",
+    "TransformersScorer",
+    "VLLMScorer",
+    "ensure_comparable",
+]
+
 SpanLogprobs = list[list[float]]
 """Per span, the log-prob of each of its tokens."""
 

@@ -37,16 +37,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENGINES",
-    "SMOLLM2",
     "Engine",
     "LLMSpec",
-    "hf_location",
-    "is_llm_spec",
     "load_llm_policy",
     "load_policy",
     "load_scoring_model",
     "parse_llm_spec",
-    "sampling_of",
 ]
 
 SMOLLM2 = "smollm2"

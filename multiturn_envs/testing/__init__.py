@@ -18,8 +18,13 @@ The tiny offline models live in :mod:`multiturn_envs.rl.tiny_lm` and
 :mod:`multiturn_envs.rl.tiny_agent`.
 """
 
-from multiturn_envs.testing.conformance import check_text_env
-from multiturn_envs.testing.guess_env import GuessEnv
-from multiturn_envs.testing.real_parts import require
+# The public names of these modules (their ``__all__``) are this package's.
+from multiturn_envs.testing import conformance, guess_env, real_parts
+from multiturn_envs.testing.conformance import *  # noqa: F403
+from multiturn_envs.testing.guess_env import *  # noqa: F403
+from multiturn_envs.testing.real_parts import *  # noqa: F403
 
-__all__ = ["GuessEnv", "check_text_env", "require"]
+__all__: list[str] = []
+__all__ += conformance.__all__
+__all__ += guess_env.__all__
+__all__ += real_parts.__all__

@@ -38,7 +38,7 @@ from gymnasium.utils.env_checker import check_env
 
 from multiturn_envs.core import TextEnv
 
-__all__ = ["HOSTILE_ACTIONS", "HOSTILE_TOOL_CALLS", "REQUIRED_INFO_KEYS", "check_text_env"]
+__all__ = ["check_text_env"]
 
 HOSTILE_ACTIONS: tuple[str, ...] = (
     "",

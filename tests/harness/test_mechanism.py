@@ -25,7 +25,6 @@ from multiturn_envs.cli import main
 from multiturn_envs.harness import (
     EvalConfig,
     action_nll,
-    ensure_comparable,
     pair_llr,
     ratio_interval,
     read_run,
@@ -35,7 +34,7 @@ from multiturn_envs.harness import (
     score_run,
     trajectory_llr,
 )
-from multiturn_envs.policies import ScoringModel, load_scoring_model
+from multiturn_envs.policies import ScoringModel, ensure_comparable, load_scoring_model
 from multiturn_envs.policies.baselines import NoisyExpertPolicy
 from multiturn_envs.policies.conversation import build_conversation
 from multiturn_envs.policies.token_sequences import ScoringSequence
