@@ -38,7 +38,8 @@ import numpy as np
 import multiturn_envs  # noqa: F401  (registers MT/*)
 from multiturn_envs.core import areset_env, astep_env
 from multiturn_envs.envs.deepcoder.env import extract_program
-from multiturn_envs.sandbox.docker_pool import SIZE_VARIABLE, default_pool_size, docker_unavailable
+from multiturn_envs.sandbox.docker_pool import SIZE_VARIABLE, default_pool_size
+from multiturn_envs.sandbox.engine import docker_unavailable
 
 
 def make_env() -> gym.Env[str, str]:

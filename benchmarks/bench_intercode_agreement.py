@@ -21,7 +21,7 @@ import argparse
 import time
 from pathlib import Path
 
-from multiturn_envs.envs.intercode_sql.replay import (
+from multiturn_envs.envs.intercode_sql.published_runs import (
     PUBLISHED_MODELS,
     agreement_table,
     replay_published_runs,

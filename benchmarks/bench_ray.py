@@ -27,7 +27,7 @@ import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers MT/*)
 from multiturn_envs.harness import EvalConfig, read_run, run_eval
-from multiturn_envs.harness.executors import RayExecutor
+from multiturn_envs.harness.ray_executor import RayExecutor
 from multiturn_envs.policies.baselines import RandomPolicy
 from multiturn_envs.wrappers import text_env_of
 

@@ -32,13 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from multiturn_envs.sandbox.base import Limits, RunResult, TestCase
-from multiturn_envs.sandbox.docker_pool import (
-    CODE_UID,
-    IMAGE,
-    DockerSandbox,
-    docker_unavailable,
-    pop_frames,
-)
+from multiturn_envs.sandbox.docker_pool import DockerSandbox
+from multiturn_envs.sandbox.engine import IMAGE, docker_unavailable
+from multiturn_envs.sandbox.exec_session import pop_frames
+from multiturn_envs.sandbox.hardening import CODE_UID
 from multiturn_envs.sandbox.jobs import RUNNER_PATH, job_bytes, parse_report
 from multiturn_envs.sandbox.local import LocalSandbox
 

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase, default_deadline
-from multiturn_envs.sandbox.docker_pool import DockerSandbox, docker_unavailable
+from multiturn_envs.sandbox.docker_pool import DockerSandbox
+from multiturn_envs.sandbox.engine import docker_unavailable
 
 TESTS = [TestCase("stdio", f"{i} {i + 1}", str(2 * i + 1)) for i in range(10)]
 PROGRAMS = {

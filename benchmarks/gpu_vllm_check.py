@@ -24,7 +24,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from multiturn_envs.policies.prompting import Completion, Sampling, trajectory_sequences
+from multiturn_envs.policies.prompting import Completion
+from multiturn_envs.policies.sampling import Sampling
+from multiturn_envs.policies.token_sequences import trajectory_sequences
 
 
 def main() -> None:
@@ -50,7 +52,7 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="gpu_vllm_check_")
     model = args.model
     if model is None:
-        from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
+        from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
 
         model = str(build_tiny_chat_model(f"{workdir}/tiny"))
     engine = {

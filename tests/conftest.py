@@ -56,7 +56,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
     torch.set_num_threads(1)
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
 
     return Path(build_tiny_chat_model(tmp_path_factory.mktemp("tiny_lm")))
 

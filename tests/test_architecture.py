@@ -8,6 +8,7 @@ never run. A module may import its own layer or a lower one.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[1] / "multiturn_envs"
 LAYERS: dict[str, int] = {
     "errors": 0,
     "version": 0,
-    "lazy": 0,
     "safejson": 0,
     "argtypes": 0,
     "spaces": 1,
@@ -145,3 +145,58 @@ def test_imports_point_down_and_names_are_public(path: Path) -> None:
             if private:
                 bad.append(f"line {line}: private {private} from {target}")
     assert bad == []
+
+
+FACADES = sorted(
+    _module_name(p)
+    for p in ROOT.rglob("__init__.py")
+    if "__all__" in p.read_text(encoding="utf-8") and p.parent != ROOT
+)
+"""Every package ``__init__`` that declares ``__all__``: its stable API."""
+
+
+@pytest.mark.parametrize("package", FACADES)
+def test_a_facade_lists_each_public_name_once_and_every_name_resolves(package: str) -> None:
+    import importlib
+
+    module = importlib.import_module(package)
+    names: list[str] = list(module.__all__)
+    assert len(names) == len(set(names)), f"{package}.__all__ repeats a name"
+    assert [n for n in names if n.startswith("_")] == [], f"{package}.__all__ has private names"
+    missing = [n for n in names if not hasattr(module, n)]
+    assert missing == [], f"{package}.__all__ names what it does not have"
+
+
+def _source(package: str) -> str:
+    return (ROOT.parent / package.replace(".", "/") / "__init__.py").read_text("utf-8")
+
+
+def _star_facades() -> list[str]:
+    """The facades made of their modules' ``__all__`` (``from .mod import *``)."""
+    return [f for f in FACADES if "import *" in _source(f)]
+
+
+@pytest.mark.parametrize("package", _star_facades())
+def test_a_facade_name_has_one_home_the_module_that_defines_it(package: str) -> None:
+    """The facade is the union of its modules' ``__all__``; a module lists only what it
+    defines (no re-export chains), so each public name is written once, where it lives."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(package)
+    foreign: list[str] = []
+    for sub in vars(module).values():
+        if not inspect.ismodule(sub) or not sub.__name__.startswith(f"{package}."):
+            continue
+        for name in getattr(sub, "__all__", ()):
+            value = getattr(sub, name)
+            home = getattr(value, "__module__", sub.__name__)
+            if (inspect.isclass(value) or inspect.isfunction(value)) and home != sub.__name__:
+                foreign.append(f"{sub.__name__}.{name} is defined in {home}")
+    assert foreign == []
+    listed = [
+        n
+        for sub in re.findall(r"^__all__ \+= (\w+)\.__all__$", _source(package), re.M)
+        for n in getattr(module, sub).__all__
+    ]
+    assert listed and module.__all__ == listed

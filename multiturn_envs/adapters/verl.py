@@ -61,8 +61,9 @@ import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 from multiturn_envs.core import areset_env, astep_env
+from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import TurnRequest
-from multiturn_envs.policies.prompting import ActionExtractor, ChatPrompter, Completion
+from multiturn_envs.policies.prompting import ChatPrompter, Completion
 from multiturn_envs.policies.tool_layout import parse_hermes, replies_stop
 from multiturn_envs.rewards import Episode, Turn, make_reward
 from multiturn_envs.rewards.registry import RewardSpec

@@ -30,7 +30,7 @@ from multiturn_envs.harness.config import MAX_IN_FLIGHT, MAX_WORKERS
 from multiturn_envs.wrappers.error_injection import MAX_PREFIX_STEPS
 
 if TYPE_CHECKING:
-    from multiturn_envs.harness.executors import RayExecutor
+    from multiturn_envs.harness.ray_executor import RayExecutor
     from multiturn_envs.policies.base import AsyncPolicy, Policy
 
 EXIT_USAGE = 2
@@ -259,7 +259,7 @@ def executor_of(args: argparse.Namespace, policy_spec: str) -> RayExecutor | Non
         return None
     if importlib.util.find_spec("ray") is None:
         raise UsageError("--executor ray needs Ray: pip install 'multiturn-envs[ray]'")
-    from multiturn_envs.harness.executors import RayExecutor
+    from multiturn_envs.harness.ray_executor import RayExecutor
     from multiturn_envs.policies import load_policy as load
 
     return RayExecutor(

@@ -11,8 +11,6 @@ episodes compare runs go through ``--executor``; the oracle scoring runs here.
 from __future__ import annotations
 
 import argparse
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from multiturn_envs.cli.common import (
@@ -74,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
         EvalConfig,
         continuation_difference,
         error_state_continuation,
+        eval_records,
         in_task_order,
         read_run,
-        run_eval,
         same_state_comparison,
         states_from_records,
     )
@@ -105,17 +103,9 @@ def run(args: argparse.Namespace) -> int:
                     seed=args.seed,
                     env_kwargs=dict(env_kwargs),
                 )
-                with tempfile.TemporaryDirectory(prefix="mt-states-") as tmp:
-                    path = Path(tmp) / "states.jsonl"
-                    run_eval(
-                        config,
-                        policy_a,
-                        str(path),
-                        progress=False,
-                        make_env=make_env,
-                        executor=executors[0],
-                    )
-                    records = read_run(path).records
+                records = eval_records(
+                    config, policy_a, progress=False, make_env=make_env, executor=executors[0]
+                )
                 source = f"states visited by {policy_a.name} ({args.samples} episodes per task)"
             records = in_task_order(records, tasks)  # each state's seeds follow its position
             states = states_from_records(make_env, records)

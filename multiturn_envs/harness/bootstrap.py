@@ -24,6 +24,18 @@ import numpy as np
 
 from multiturn_envs.harness.passk import PassSurface, json_ready
 
+__all__ = [
+    "DEFAULT_N_BOOT",
+    "BootstrapCI",
+    "Interval",
+    "PairedBootstrapCI",
+    "bootstrap_ci",
+    "paired_bootstrap_ci",
+    "paired_surface_ci",
+    "ratio_interval",
+    "surface_ci",
+]
+
 DEFAULT_N_BOOT = 2_000
 MAX_INDEX_CELLS = 200_000_000
 """The most resample x unit indices one bootstrap draws (800 MB as int32), and the most

@@ -19,15 +19,22 @@ import gymnasium as gym
 import numpy as np
 
 from multiturn_envs.core import BUDGET_MODES
-from multiturn_envs.harness.records import SCHEMA_VERSION, RecordKey, RecordWriter, make_header
+from multiturn_envs.harness.records import (
+    SCHEMA_VERSION,
+    MemoryWriter,
+    RecordKey,
+    RecordWriter,
+    TrajectoryRecord,
+    make_header,
+)
 
 __all__ = [
     "MAX_TURN_GRID",
     "EpisodeSeeds",
     "EvalConfig",
+    "RunOptions",
     "RunSummary",
     "episode_seeds",
-    "task_hash",
 ]
 
 MAX_TURN_GRID = 4096
@@ -66,8 +73,11 @@ class RunOptions:
         if not 1 <= self.workers <= MAX_WORKERS:
             raise ValueError(f"workers must be in 1..{MAX_WORKERS}, got {self.workers}")
 
-    def writer(self, out: str, config: EvalConfig) -> RecordWriter:
-        """The record writer of ``config``'s file ``out`` (header stamped now)."""
+    def writer(self, out: str | None, config: EvalConfig) -> RecordWriter:
+        """The record writer of ``config``'s file ``out`` (header stamped now); ``None``: a
+        :class:`~multiturn_envs.harness.records.MemoryWriter` (no file)."""
+        if out is None:
+            return MemoryWriter(make_header(config.to_dict()))
         return RecordWriter(
             out,
             make_header(config.to_dict()),
@@ -197,7 +207,11 @@ def episode_seeds(
 
 @dataclass
 class RunSummary:
-    """What a call to :func:`run_eval` did."""
+    """What a call to :func:`run_eval` did.
+
+    ``records``: the trajectories themselves when the run kept them in memory (``out=None``;
+    ``path`` is then ``"<memory>"``), else ``None`` (read them with ``read_run(path)``).
+    """
 
     path: str
     run_id: str
@@ -208,3 +222,4 @@ class RunSummary:
     steps: int
     wall_s: float
     repaired_bytes: int = 0
+    records: list[TrajectoryRecord] | None = None

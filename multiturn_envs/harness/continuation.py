@@ -9,7 +9,6 @@ seeds, records and batching as any evaluation.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,7 +143,7 @@ def error_state_continuation(
         max_turns: the policy's budget after the error.
         seed: the run seed (episode seeds derive from it and the task id).
         n_boot, alpha: the bootstrap over tasks.
-        out: keep the trajectory records in this JSONL file (resumable); default a temp file.
+        out: keep the trajectory records in this JSONL file (resumable); default: in memory only.
         in_flight: episodes in flight (the largest policy batch).
         executor: where the episodes run, as for ``run_eval`` (``None``: here; a
             ``RayExecutor``: sharded over Ray workers, the same records).
@@ -175,18 +174,16 @@ def error_state_continuation(
         error_after=error_after,
         seed=seed,
     )
-    with tempfile.TemporaryDirectory(prefix="mt-continuation-") as tmp:
-        path = Path(out) if out is not None else Path(tmp) / "continuation.jsonl"
-        run_eval(
-            config,
-            pol,
-            str(path),
-            in_flight=in_flight,
-            progress=False,
-            make_env=make_env,
-            executor=executor,
-        )
-        records = read_run(path).records
+    summary = run_eval(
+        config,
+        pol,
+        None if out is None else str(out),
+        in_flight=in_flight,
+        progress=False,
+        make_env=make_env,
+        executor=executor,
+    )
+    records = summary.records if summary.records is not None else read_run(summary.path).records
     records = in_task_order(records, usable)
     by_task: dict[str, list[bool]] = {t: [] for t in usable}
     episodes = []

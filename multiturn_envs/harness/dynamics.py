@@ -37,6 +37,8 @@ from multiturn_envs.harness.bootstrap import (
     bootstrap_indices,
 )
 
+__all__ = ["CheckpointPoint", "DynamicsResult", "plot_dynamics", "training_dynamics"]
+
 REWARD_KINDS: tuple[str, ...] = ("success", "return")
 
 

@@ -22,7 +22,7 @@ own and closed with the model's EOS (:meth:`ChatPrompter.sequence_of`), and a wh
 is ONE scoring sequence (one forward pass). Log-probs from different engines or dtypes differ
 by up to ~0.3 nats per token (bf16 vLLM vs HF), far more than many effects measured here, so an
 LLR refuses two scoring models that do not share engine and dtype
-(:func:`ensure_comparable`).
+(:func:`~multiturn_envs.policies.scoring.ensure_comparable`).
 
 What is scored is the action text the env received (the record's ``actions``): after
 the policy's action extraction (``<think>`` blocks and surrounding whitespace removed), not
@@ -47,13 +47,13 @@ import numpy as np
 from multiturn_envs.harness.bootstrap import DEFAULT_N_BOOT, Interval, ratio_interval
 from multiturn_envs.harness.records import RunFile
 from multiturn_envs.harness.replay import EnvFactory, Replay
-from multiturn_envs.policies.prompting import (
-    DEFAULT_SYSTEM_PROMPT,
+from multiturn_envs.policies.conversation import DEFAULT_SYSTEM_PROMPT
+from multiturn_envs.policies.scoring import ScoringModel, TrajectoryText, ensure_comparable
+from multiturn_envs.policies.token_sequences import (
     ScoringSequence,
     replies_from_tokens,
     trajectory_sequences,
 )
-from multiturn_envs.policies.scoring import ScoringModel, TrajectoryText
 
 __all__ = [
     "GROUPS",
@@ -62,7 +62,6 @@ __all__ = [
     "NLLSummary",
     "ScoredTrajectory",
     "action_nll",
-    "ensure_comparable",
     "env_factory_of",
     "format_llr",
     "format_nll",
@@ -155,7 +154,7 @@ def score_generated(model: ScoringModel, run: RunFile) -> list[ScoredTrajectory]
 
     Where :func:`score_run` re-tokenises the action texts (so that two models score the same
     thing), this rebuilds each trajectory's sequences from the record's ``turn_tokens``
-    (:func:`~multiturn_envs.policies.prompting.replies_from_tokens`), raw completions and
+    (:func:`~multiturn_envs.policies.token_sequences.replies_from_tokens`), raw completions and
     template tokens included, with no replay. Under the model that generated the run it gives
     back the recorded ``turn_tokens[t]["logprobs"]`` (the check that what is scored is exactly
     what was generated); a record without token ids is a ``ValueError`` naming it.
@@ -441,12 +440,3 @@ def format_llr(
             )
     cols = ["run", "group", "trajectories", "actions", "mean LLR", "median", "LLR/action"]
     return "\n".join([head, *_table(cols, rows)])
-
-
-def ensure_comparable(a: ScoringModel, b: ScoringModel) -> None:
-    """Refuse to subtract log-probs of two engines or dtypes (bf16 vLLM vs HF: ~0.3 nats/token)."""
-    if a.identity != b.identity:
-        raise ValueError(
-            f"an LLR subtracts log-probs: score both models on ONE engine and dtype, got "
-            f"{a.name} on {a.engine}/{a.dtype} and {b.name} on {b.engine}/{b.dtype}"
-        )

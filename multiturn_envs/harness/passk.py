@@ -31,6 +31,14 @@ from typing import Any, Literal
 
 import numpy as np
 
+__all__ = [
+    "PassSurface",
+    "pass_at_k",
+    "pass_at_k_table",
+    "pass_surface_from_first_success",
+    "pass_surface_per_budget",
+]
+
 SmallN = Literal["error", "exclude"]
 SMALL_N_POLICIES: tuple[str, ...] = ("error", "exclude")
 

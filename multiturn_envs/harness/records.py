@@ -56,26 +56,19 @@ RecordKey = tuple[str, int, int]
 __all__ = [
     "SCHEMA_VERSION",
     "ErrorInjectionInfo",
-    "RecordFileError",
+    "MemoryWriter",
     "RecordKey",
     "RecordWriter",
     "RunConfig",
     "RunFile",
     "RunHeader",
-    "RunMismatch",
     "Timings",
     "TrajectoryRecord",
-    "TurnTokens",
-    "canonical",
-    "dumps_line",
     "in_task_order",
     "iter_lines",
-    "make_header",
     "read_header",
     "read_run",
     "record_key",
-    "repair_truncated_tail",
-    "run_id_of",
 ]
 
 
@@ -526,3 +519,28 @@ class RecordWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class MemoryWriter(RecordWriter):
+    """A :class:`RecordWriter` that keeps a run's records in memory (``run_eval`` without
+    ``out``), for callers that want the trajectories, not a file.
+
+    Each record is kept as a record file would give it back (its line, parsed again and checked
+    as :func:`read_run` does), so the same run in memory and read back from its file gives equal
+    records. Nothing to resume: every episode of the run is played.
+    """
+
+    def __init__(self, header: RunHeader) -> None:
+        super().__init__(path="<memory>", header=header)
+        self.records: list[TrajectoryRecord] = []
+
+    def open(self) -> MemoryWriter:
+        return self
+
+    def write(self, record: TrajectoryRecord) -> None:
+        obj = json.loads(dumps_line(record))
+        self.records.append(check_trajectory(obj, "<memory>"))
+        self.done.add(record_key(record))
+
+    def close(self) -> None:
+        return None

@@ -37,7 +37,7 @@ EnvFactory = Callable[[], gym.Env[str, str]]
 StackKey = tuple[int | None, str, int | None]
 """(max_turns, budget_mode, error_after): what distinguishes two wrapper stacks."""
 
-__all__ = ["EnvFactory", "EpisodeReplay", "Replay", "StackKey", "budget_stack", "stack_key"]
+__all__ = ["EnvFactory", "EpisodeReplay", "Replay", "budget_stack"]
 
 
 def _injector(env: gym.Env[Any, Any]) -> ErrorInjection | None:

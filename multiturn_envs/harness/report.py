@@ -30,6 +30,8 @@ from multiturn_envs.harness.passk import (
 )
 from multiturn_envs.harness.records import RunFile, read_run
 
+__all__ = ["main_report", "surface_of_run"]
+
 
 @dataclass
 class RunSummaryTable:

@@ -1,50 +1,69 @@
 """``run_eval``: run N tasks x K samples of a policy under a turn budget, records streamed.
 
-The public entry point of an evaluation. It picks the executor (this process, or Ray workers:
-:mod:`.executors`), each of which runs the local runner (:mod:`.runner`, where the design of a
-run is described) and writes the records to one JSONL file (:mod:`.records`), resumable.
-What a run is (config, episodes, seeds) lives in :mod:`.config`.
+The public entry point of an evaluation. It picks the executor (this process, :mod:`.executors`,
+or Ray workers, :mod:`.ray_executor`), each of which runs the local runner (:mod:`.runner`,
+where the design of a run is described) and writes the records to one JSONL file
+(:mod:`.records`), resumable, or keeps them in memory (``out=None``). What a run is (config,
+episodes, seeds) lives in :mod:`.config`.
 """
 
 from __future__ import annotations
 
-from multiturn_envs.harness.config import EvalConfig, RunOptions, RunSummary, episode_seeds
+import dataclasses
+from typing import Any
+
+from multiturn_envs.harness.config import EvalConfig, RunOptions, RunSummary
 from multiturn_envs.harness.executors import Executor, resolve_executor
-from multiturn_envs.harness.runner import EnvFactory
+from multiturn_envs.harness.records import TrajectoryRecord
 from multiturn_envs.policies.base import AsyncPolicy, Policy
 
-__all__ = ["EvalConfig", "RunSummary", "episode_seeds", "run_eval"]
+__all__ = ["eval_records", "run_eval"]
 
 
 def run_eval(
     config: EvalConfig,
     policy: Policy | AsyncPolicy,
-    out: str,
+    out: str | None = None,
     *,
-    in_flight: int = 64,
-    workers: int = 1,
-    resume: bool = True,
-    overwrite: bool = False,
-    progress: bool | None = None,
-    fsync_interval_s: float = 1.0,
-    make_env: EnvFactory | None = None,
     executor: Executor | str | None = None,
+    **options: Any,
 ) -> RunSummary:
     """Run every episode of ``config`` that ``out`` does not hold yet; append their records.
 
     Args:
         config: what to run (written as the file's header).
         policy: a sync :class:`Policy` or an :class:`AsyncPolicy`.
-        out: the JSONL record file (created, or resumed when it exists and ``resume``).
-        in_flight, workers, resume, overwrite, progress, fsync_interval_s, make_env: how it
-            runs (:class:`~multiturn_envs.harness.config.RunOptions` says what each means).
+        out: the JSONL record file (created, or resumed when it exists and ``resume``);
+            ``None``: no file, the records come back in memory as ``RunSummary.records``
+            (equal to what ``read_run`` would give for the file).
         executor: ``None``/``"local"`` (this process), ``"ray"`` or an executor object such as
-            :class:`~multiturn_envs.harness.executors.RayExecutor` (docs/scale-out.md), which
+            :class:`~multiturn_envs.harness.ray_executor.RayExecutor` (docs/scale-out.md), which
             shards the episodes over workers; ``in_flight`` and ``workers`` are then per worker.
+        **options: how it runs, the fields of
+            :class:`~multiturn_envs.harness.config.RunOptions` (``in_flight``, ``workers``,
+            ``resume``, ``overwrite``, ``progress``, ``fsync_interval_s``, ``make_env``), which
+            says what each means and holds their defaults.
     """
-    options = RunOptions(
-        in_flight, workers, resume, overwrite, progress, fsync_interval_s, make_env
-    )
+    unknown = sorted(set(options) - {f.name for f in dataclasses.fields(RunOptions)})
+    if unknown:
+        raise TypeError(f"run_eval got unknown run options {unknown} (RunOptions lists them)")
+    run_options = RunOptions(**options)
     if not isinstance(policy, Policy | AsyncPolicy):
         raise TypeError(f"{policy!r} is not a Policy or AsyncPolicy (see policies/base.py)")
-    return resolve_executor(executor).run(config, policy, out, options)
+    return resolve_executor(executor).run(config, policy, out, run_options)
+
+
+def eval_records(
+    config: EvalConfig,
+    policy: Policy | AsyncPolicy,
+    *,
+    executor: Executor | str | None = None,
+    **options: Any,
+) -> list[TrajectoryRecord]:
+    """The records of every episode of ``config``, kept in memory: :func:`run_eval` without a
+    file, for callers that want the trajectories rather than a record file (``options`` as
+    there; ``resume`` and ``overwrite`` mean nothing without a file)."""
+    records = run_eval(config, policy, None, executor=executor, **options).records
+    if records is None:
+        raise TypeError(f"the executor {executor!r} wrote a file instead of keeping the records")
+    return records

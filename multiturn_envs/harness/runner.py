@@ -49,6 +49,7 @@ from multiturn_envs.harness.progress import Progress
 from multiturn_envs.harness.records import (
     SCHEMA_VERSION,
     ErrorInjectionInfo,
+    MemoryWriter,
     RecordKey,
     RecordWriter,
     TrajectoryRecord,
@@ -62,7 +63,7 @@ from multiturn_envs.policies.base import (
     TurnRequest,
     TurnTokens,
 )
-from multiturn_envs.policies.prompting import reply_tokens
+from multiturn_envs.policies.token_sequences import reply_tokens
 from multiturn_envs.policies.tool_layout import replies_stop
 from multiturn_envs.tools import ToolCall
 from multiturn_envs.wrappers import text_env_of
@@ -514,4 +515,5 @@ def run_local(
         steps=run.steps,
         wall_s=time.perf_counter() - t_start,
         repaired_bytes=writer.repaired_bytes,
+        records=writer.records if isinstance(writer, MemoryWriter) else None,
     )

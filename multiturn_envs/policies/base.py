@@ -21,6 +21,17 @@ from multiturn_envs.core import TextEnv
 from multiturn_envs.errors import PolicyError
 from multiturn_envs.tools import Tool, ToolCall
 
+__all__ = [
+    "AsyncPolicy",
+    "CallablePolicy",
+    "Policy",
+    "PolicyCaller",
+    "Reply",
+    "TurnRequest",
+    "TurnTokens",
+    "as_policy",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class TurnRequest:
@@ -77,7 +88,7 @@ class Reply:
 
 
 class TurnTokens(TypedDict, total=False):
-    """What a record keeps of one LLM turn (:func:`.prompting.reply_tokens`).
+    """What a record keeps of one LLM turn (:func:`.token_sequences.reply_tokens`).
 
     ``ids`` and ``logprobs`` are the generated ids and their log-probs; the other keys are set
     as far as the backend knows them (``raw_text``: the completion before action extraction).

@@ -29,6 +29,8 @@ import numpy as np
 from multiturn_envs.core import TextEnv
 from multiturn_envs.policies.base import AsyncPolicy, Policy, Reply, TurnRequest, as_policy
 
+__all__ = ["ExpertPolicy", "NoisyExpertPolicy", "RandomPolicy", "random_action"]
+
 _MASK64 = (1 << 64) - 1
 
 

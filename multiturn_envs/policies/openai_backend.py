@@ -39,18 +39,11 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import Reply, TurnRequest
-from multiturn_envs.policies.prompting import (
-    ActionExtractor,
-    ChatPrompter,
-    ChatTokenizer,
-    Completion,
-    Sampling,
-    build_conversation,
-    cut_at_stop,
-    sample_seed_base,
-    system_prompt_for,
-)
+from multiturn_envs.policies.conversation import build_conversation, system_prompt_for
+from multiturn_envs.policies.prompting import ChatPrompter, ChatTokenizer, Completion
+from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
 from multiturn_envs.policies.tool_layout import parse_hermes, tool_conversation
 from multiturn_envs.tools import ToolCall, call_from_openai
 

@@ -1,12 +1,10 @@
 """The chat-prompting layer that every LLM backend shares.
 
-One place decides how an episode becomes model input and how model output becomes an action, so
-that the transformers, vLLM and HTTP backends prompt identically and what is *scored* later is
+One package decides how an episode becomes model input and how model output becomes an action,
+so that the transformers, vLLM and HTTP backends prompt identically and what is *scored* later is
 exactly what was *generated*:
 
-* **Conversation.** ``TurnRequest.messages`` (the env's observations and the actions it
-  received) behind one system message: an explicit ``system_prompt``, else the env's
-  ``system_prompt()``, else :data:`DEFAULT_SYSTEM_PROMPT`.
+* **Conversation** (:mod:`.conversation`): the episode's messages behind one system prompt.
 * **Chat template.** The model's own (``tokenizer.apply_chat_template``), with
   ``chat_template_kwargs`` (e.g. ``{"enable_thinking": False}`` for Qwen3). Templates live here,
   never in envs.
@@ -18,28 +16,29 @@ exactly what was *generated*:
   *previous prompt ids + generated ids + ids of the newly rendered part only*. The prompt of every
   turn is then a token prefix of the next one (prefix caching hits) and a whole trajectory is
   one token sequence whose action spans are the generated ids verbatim (one scoring request).
-* **Action extraction.** The env parses actions itself; extraction only removes what is not
-  meant for the env (``<think>`` blocks, surrounding whitespace, or everything but a regex
-  group). Junk stays junk and the env answers it with a parse error.
+* **Action extraction** (:mod:`.action_extractor`): what of a completion the env gets.
 * **Tools** (``tools=True``): the env's tools (``TurnRequest.tools``) are rendered through the
   model's chat template (or in the Hermes wording for templates that ignore tools), the
   history in the tool layout, and the completion read with the Hermes/Qwen parser
   (:mod:`multiturn_envs.policies.tool_layout`): the action is the canonical text of the calls.
-* **Sampling settings and seeds** (:class:`Sampling`, :func:`sample_seed_base`), the same for
-  all backends.
+* **Sampling settings and seeds** (:mod:`.sampling`), the same for all backends.
+* **Token sequences** (:mod:`.token_sequences`): what a record keeps of a reply's ids, and the
+  exact sequences a scoring model gets.
+
+This module holds the chat-template layer itself: :class:`ChatPrompter`.
 """
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
-import numpy as np
-
-from multiturn_envs.policies.base import Reply, TurnRequest, TurnTokens
+from multiturn_envs.policies.action_extractor import ActionExtractor
+from multiturn_envs.policies.base import Reply, TurnRequest
+from multiturn_envs.policies.conversation import build_conversation, system_prompt_for
+from multiturn_envs.policies.token_sequences import ScoringSequence
 from multiturn_envs.policies.tool_layout import (
     parse_hermes,
     renders_tools_natively,
@@ -47,135 +46,9 @@ from multiturn_envs.policies.tool_layout import (
 )
 from multiturn_envs.tools import Tool, ToolCall
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an agent acting in a multi-turn text environment. Each user message is the "
-    "environment's observation. Reply with your next action only, in the format the environment "
-    "asks for."
-)
-
-SEED_BITS = 62
-"""Per-sample seeds are ``base + i`` with a 62-bit ``base``, so they fit a signed 64-bit int."""
+__all__ = ["ChatPrompter"]
 
 FinishReason = Literal["stop", "length"]
-
-
-# ---------------------------------------------------------------------------------- sampling
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling settings shared by every backend.
-
-    Attributes:
-        temperature: ``0`` is greedy; otherwise logits are divided by it before sampling.
-        top_p: nucleus mass kept (``1.0``: off).
-        top_k: most likely tokens kept (``0``: off).
-        max_tokens: the most tokens one reply may have (always set: vLLM's default is 16).
-        stop: strings that end a reply; the reply's text is cut before the first one.
-    """
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int = 256
-    stop: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must lie in (0, 1], got {self.top_p!r}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 is off), got {self.top_k!r}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens!r}")
-        object.__setattr__(self, "stop", tuple(self.stop))
-        if any(not s for s in self.stop):
-            raise ValueError("stop strings must be non-empty")
-
-
-def sample_seed_base(seed: int) -> int:
-    """The seed of sample 0 of a request with seed ``seed``; sample ``i`` uses ``base + i``.
-
-    vLLM gives child ``i`` of an ``n``-sample request the seed ``seed + i``, so two requests whose
-    seeds differ by less than ``n`` would share samples. Hashing the request seed (unique per run,
-    task, sample and turn in the harness) to a 62-bit base makes such overlaps as unlikely as a
-    hash collision, while ``n`` samples of one request still come from one backend call.
-    """
-    if seed < 0:
-        raise ValueError(f"seeds are non-negative ints, got {seed!r}")
-    word = np.random.SeedSequence(int(seed)).generate_state(1, dtype=np.uint64)[0]
-    return int(word) >> (64 - SEED_BITS)
-
-
-# ---------------------------------------------------------------------------------- actions
-class ActionExtractor:
-    """Turn a raw completion into the action sent to the env.
-
-    Args:
-        pattern: optional regex; when it matches, the action is its last match (group 1 when the
-            pattern has a group). When it does not match, the whole (cleaned) text is sent, so the
-            env reports the malformed action instead of the policy hiding it.
-        strip_thinking: drop ``<think>...</think>`` blocks; an unclosed ``<think>`` (the budget ran
-            out while thinking) leaves no action.
-    """
-
-    _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-
-    def __init__(self, pattern: str | None = None, strip_thinking: bool = True) -> None:
-        self.pattern = re.compile(pattern, re.DOTALL) if pattern else None
-        self.strip_thinking = strip_thinking
-
-    def __call__(self, text: str) -> str:
-        if self.strip_thinking:
-            text = self._THINK.sub("", text)
-            if "<think>" in text:
-                text = text[: text.index("<think>")]
-            text = text.replace("</think>", "")
-        if self.pattern is not None:
-            matches = list(self.pattern.finditer(text))
-            if matches:
-                last = matches[-1]
-                text = last.group(1) if self.pattern.groups else last.group(0)
-        return text.strip()
-
-
-def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """``text`` cut before the earliest stop string, and whether one was found."""
-    cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
-    return (text[:cut], True) if cut >= 0 else (text, False)
-
-
-# ---------------------------------------------------------------------------------- conversation
-def system_prompt_for(
-    request: TurnRequest, override: str | None = None, tools: bool = False
-) -> str:
-    """``override`` if given, else the env's system prompt (carried by the request, or read
-    from its env; with ``tools``, its ``tool_system_prompt``), else the default. The harness
-    fills the request's prompts, so a policy on a Ray actor (no env) is prompted exactly as a
-    local one."""
-    if override is not None:
-        return override
-    carried = request.tool_system_prompt if tools else request.system_prompt
-    if carried is not None:
-        return carried or DEFAULT_SYSTEM_PROMPT
-    env: Any = getattr(request.env, "unwrapped", request.env)  # None on a remote policy actor
-    method = "tool_system_prompt" if tools else "system_prompt"
-    own = getattr(env, method)() if hasattr(env, method) else ""
-    return own or DEFAULT_SYSTEM_PROMPT
-
-
-def build_conversation(
-    messages: Sequence[Mapping[str, str]], system: str, fold_system: bool = False
-) -> list[dict[str, str]]:
-    """The chat messages a model sees: ``system`` first (or folded into the first user turn)."""
-    conv = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
-    if not system:
-        return conv
-    if fold_system:
-        if conv and conv[0]["role"] == "user":
-            conv[0] = {"role": "user", "content": f"{system}\n\n{conv[0]['content']}"}
-            return conv
-        return [{"role": "user", "content": system}, *conv]
-    return [{"role": "system", "content": system}, *conv]
 
 
 # ---------------------------------------------------------------------------------- tokenizer
@@ -532,110 +405,3 @@ class ChatPrompter:
             ids = ids + action_ids
             ledger = _Ledger(conv[: k + 1], ids, eos is not None, tools)
         return ScoringSequence(ids, spans)
-
-
-# ---------------------------------------------------------------------------------- trajectories
-@dataclass
-class ScoringSequence:
-    """Token ids and the ``[start, end)`` spans whose log-probs are wanted."""
-
-    token_ids: list[int]
-    spans: list[tuple[int, int]]
-
-    def __post_init__(self) -> None:
-        self.token_ids = [int(t) for t in self.token_ids]
-        self.spans = [(int(a), int(b)) for a, b in self.spans]
-        for a, b in self.spans:
-            if not 1 <= a <= b <= len(self.token_ids):
-                raise ValueError(
-                    f"span {(a, b)} must satisfy 1 <= start <= end <= {len(self.token_ids)} "
-                    "(the first token has no log-prob)"
-                )
-
-
-def trajectory_sequences(replies: Sequence[Reply]) -> list[ScoringSequence]:
-    """The exact token sequences of one episode's replies, one span per reply.
-
-    Consecutive continued turns form one sequence (score it in one request); a turn whose prompt
-    was re-rendered (``prompt_continued`` false after the first) starts a new one. Each span is
-    the reply's generated ids, so scoring it under the generating model gives back
-    ``reply.logprobs``.
-    """
-    sequences: list[ScoringSequence] = []
-    for reply in replies:
-        if reply.token_ids is None or "prompt_delta_ids" not in reply.meta:
-            raise ValueError("a reply without token ids cannot be scored exactly; use sequence_of")
-        delta = [int(t) for t in reply.meta["prompt_delta_ids"]]
-        if not sequences or not reply.meta.get("prompt_continued", False):
-            sequences.append(ScoringSequence([], []))
-        seq = sequences[-1]
-        seq.token_ids.extend(delta)
-        expected = reply.meta.get("prompt_len")
-        if expected is not None and int(expected) != len(seq.token_ids):
-            raise ValueError(
-                f"reply prompt_len {expected} != {len(seq.token_ids)} rebuilt ids: the replies are "
-                "not the consecutive turns of one episode"
-            )
-        start = len(seq.token_ids)
-        seq.token_ids.extend(int(t) for t in reply.token_ids)
-        seq.spans.append((start, len(seq.token_ids)))
-    for seq in sequences:
-        seq.__post_init__()
-    return sequences
-
-
-# ---------------------------------------------------------------------------------- records
-TOKEN_META_KEYS = (
-    "prompt_delta_ids",
-    "prompt_continued",
-    "prompt_len",
-    "finish_reason",
-    "raw_text",
-)
-"""The :class:`Reply` ``meta`` keys a trajectory record keeps per turn (``turn_tokens``): with
-the generated ids they rebuild the exact token sequence (:func:`trajectory_sequences`)."""
-
-
-def reply_tokens(reply: Reply) -> TurnTokens | None:
-    """What a record keeps of ``reply``'s tokens (``None`` when the policy gave no ids).
-
-    ``ids`` and ``logprobs`` are the generated ids and their log-probs; the other keys are
-    :data:`TOKEN_META_KEYS` as far as the backend set them.
-    """
-    if reply.token_ids is None:
-        return None
-    tokens: dict[str, Any] = {
-        "ids": [int(t) for t in reply.token_ids],
-        "logprobs": None if reply.logprobs is None else [float(x) for x in reply.logprobs],
-    }
-    for key in TOKEN_META_KEYS:
-        if key in reply.meta:
-            tokens[key] = reply.meta[key]
-    return cast(TurnTokens, tokens)
-
-
-def replies_from_tokens(
-    actions: Sequence[str], turn_tokens: Sequence[Mapping[str, Any] | None]
-) -> list[Reply]:
-    """The replies of a recorded trajectory, rebuilt from its ``actions`` and ``turn_tokens``.
-
-    The inverse of :func:`reply_tokens`, so that ``trajectory_sequences(replies_from_tokens(...))``
-    gives the exact sequences the model generated. A turn without ids is a ``ValueError``: it
-    cannot be scored exactly (score its text with ``ChatPrompter.sequence_of`` instead).
-    """
-    if len(actions) != len(turn_tokens):
-        raise ValueError(f"{len(actions)} actions but {len(turn_tokens)} turn_tokens entries")
-    replies = []
-    for t, (action, tokens) in enumerate(zip(actions, turn_tokens), start=1):
-        if tokens is None or "ids" not in tokens:
-            raise ValueError(f"turn {t} has no recorded token ids")
-        logprobs = tokens.get("logprobs")
-        replies.append(
-            Reply(
-                text=str(action),
-                token_ids=[int(x) for x in tokens["ids"]],
-                logprobs=None if logprobs is None else [float(x) for x in logprobs],
-                meta={k: tokens[k] for k in TOKEN_META_KEYS if k in tokens},
-            )
-        )
-    return replies

@@ -1,15 +1,16 @@
 """Log-prob scoring of given actions in context (teacher forcing), one trajectory per request.
 
-A scorer takes :class:`~multiturn_envs.policies.prompting.ScoringSequence` s (token ids plus the
-``[start, end)`` spans of the actions) and returns the log-prob of every span token given all the
-ids before it: ``log p(ids[t] | ids[:t])`` at temperature 1, the same raw log-probs the backends
-record at generation. One whole trajectory is one sequence, so scoring a T-turn episode costs one
-forward pass, not T growing ones (O(T) instead of O(T^2) tokens).
+A scorer takes :class:`~multiturn_envs.policies.token_sequences.ScoringSequence` s (token ids
+plus the ``[start, end)`` spans of the actions) and returns the log-prob of every span token given
+all the ids before it: ``log p(ids[t] | ids[:t])`` at temperature 1, the same raw log-probs the
+backends record at generation. One whole trajectory is one sequence, so scoring a T-turn episode
+costs one forward pass, not T growing ones (O(T) instead of O(T^2) tokens).
 
 Where sequences come from:
 
-* a policy's own replies: :func:`~multiturn_envs.policies.prompting.trajectory_sequences` rebuilds
-  the exact generated ids, so scoring them under the generating model gives back
+* a policy's own replies:
+  :func:`~multiturn_envs.policies.token_sequences.trajectory_sequences` rebuilds the exact
+  generated ids, so scoring them under the generating model gives back
   ``Reply.logprobs`` (the tests assert it);
 * any conversation under any model (policy A's actions under model B, for NLL and LLR):
   :meth:`~multiturn_envs.policies.prompting.ChatPrompter.sequence_of` with model B's prompter.
@@ -29,8 +30,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from multiturn_envs.policies.prompting import ChatPrompter, ScoringSequence, build_conversation
+from multiturn_envs.policies.conversation import build_conversation
+from multiturn_envs.policies.prompting import ChatPrompter
+from multiturn_envs.policies.token_sequences import ScoringSequence
 from multiturn_envs.tools import Tool
+
+__all__ = [
+    "CompletionsScorer",
+    "Scorer",
+    "ScoringModel",
+    "TrajectoryText",
+    "TransformersScorer",
+    "VLLMScorer",
+    "ensure_comparable",
+]
 
 SpanLogprobs = list[list[float]]
 """Per span, the log-prob of each of its tokens."""

@@ -32,21 +32,17 @@ from multiturn_envs.errors import SpecError
 from multiturn_envs.policies.base import AsyncPolicy, Policy
 
 if TYPE_CHECKING:
-    from multiturn_envs.policies.prompting import Sampling
+    from multiturn_envs.policies.sampling import Sampling
     from multiturn_envs.policies.scoring import ScoringModel
 
 __all__ = [
     "ENGINES",
-    "SMOLLM2",
     "Engine",
     "LLMSpec",
-    "hf_location",
-    "is_llm_spec",
     "load_llm_policy",
     "load_policy",
     "load_scoring_model",
     "parse_llm_spec",
-    "sampling_of",
 ]
 
 SMOLLM2 = "smollm2"
@@ -100,8 +96,8 @@ class Engine:
 
 
 def sampling_of(spec: LLMSpec) -> Sampling:
-    """The :class:`~multiturn_envs.policies.prompting.Sampling` a spec asks for."""
-    from multiturn_envs.policies.prompting import Sampling
+    """The :class:`~multiturn_envs.policies.sampling.Sampling` a spec asks for."""
+    from multiturn_envs.policies.sampling import Sampling
 
     return Sampling(
         temperature=spec.number("temperature", float, 1.0),

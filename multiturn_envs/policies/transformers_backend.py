@@ -3,7 +3,7 @@
 The decoding loop is our own rather than ``model.generate`` because ``generate`` draws from
 torch's global generator, so a sample would depend on which other episodes share its batch.
 Here each sample has its own ``torch.Generator`` seeded from the request seed
-(:func:`~multiturn_envs.policies.prompting.sample_seed_base` + sample index), so a sample is a
+(:func:`~multiturn_envs.policies.sampling.sample_seed_base` + sample index), so a sample is a
 function of its prompt and seed only, and the log-prob recorded for each token is the raw model
 log-prob (temperature 1, before top-k/top-p), the quantity vLLM returns and the scorers compute.
 All episodes in flight share one left-padded batch with a KV cache (``max_batch_size`` rows per
@@ -17,16 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import Reply, TurnRequest
-from multiturn_envs.policies.prompting import (
-    ActionExtractor,
-    ChatPrompter,
-    Completion,
-    Prompt,
-    Sampling,
-    cut_at_stop,
-    sample_seed_base,
-)
+from multiturn_envs.policies.prompting import ChatPrompter, Completion, Prompt
+from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
 
 
 def _torch() -> Any:

@@ -22,13 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from multiturn_envs.policies.base import Reply, TurnRequest
-from multiturn_envs.policies.prompting import (
-    ChatPrompter,
-    Completion,
-    Prompt,
-    Sampling,
-    sample_seed_base,
-)
+from multiturn_envs.policies.prompting import ChatPrompter, Completion, Prompt
+from multiturn_envs.policies.sampling import Sampling, sample_seed_base
 
 
 def import_vllm() -> Any:

@@ -17,59 +17,19 @@ Names: ``outcome``, ``success``, ``process`` (THE process reward), ``step_credit
 with a ``name=`` (docs/rewards.md says how).
 """
 
-from multiturn_envs.rewards.base import (
-    EpisodeReward,
-    PerTurnReward,
-    Reward,
-    Tally,
-    check_number,
-    registered_rewards,
-)
-from multiturn_envs.rewards.episode import INFO_KEYS, Episode, Turn, slim_info
-from multiturn_envs.rewards.outcome import Outcome, Success
-from multiturn_envs.rewards.process import (
-    DEFAULT_WEIGHT,
-    Process,
-    Progress,
-    StepCredit,
-    process_score,
-    step_credit,
-)
-from multiturn_envs.rewards.registry import (
-    BUILT_IN,
-    RewardSpec,
-    make_reward,
-    reward_class,
-    reward_names,
-    reward_params,
-)
-from multiturn_envs.rewards.step_score import MeanStepScore, Shaped
+# The public names of these modules (their ``__all__``) are this package's.
+from multiturn_envs.rewards import base, episode, outcome, process, registry, step_score
+from multiturn_envs.rewards.base import *  # noqa: F403
+from multiturn_envs.rewards.episode import *  # noqa: F403
+from multiturn_envs.rewards.outcome import *  # noqa: F403
+from multiturn_envs.rewards.process import *  # noqa: F403
+from multiturn_envs.rewards.registry import *  # noqa: F403
+from multiturn_envs.rewards.step_score import *  # noqa: F403
 
-__all__ = [
-    "BUILT_IN",
-    "DEFAULT_WEIGHT",
-    "INFO_KEYS",
-    "Episode",
-    "EpisodeReward",
-    "MeanStepScore",
-    "Outcome",
-    "PerTurnReward",
-    "Process",
-    "Progress",
-    "Reward",
-    "RewardSpec",
-    "Shaped",
-    "StepCredit",
-    "Success",
-    "Tally",
-    "Turn",
-    "check_number",
-    "make_reward",
-    "process_score",
-    "registered_rewards",
-    "reward_class",
-    "reward_names",
-    "reward_params",
-    "slim_info",
-    "step_credit",
-]
+__all__: list[str] = []
+__all__ += base.__all__
+__all__ += episode.__all__
+__all__ += outcome.__all__
+__all__ += process.__all__
+__all__ += registry.__all__
+__all__ += step_score.__all__

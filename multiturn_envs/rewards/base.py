@@ -34,6 +34,15 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from multiturn_envs.rewards.episode import Episode, Turn
 
+__all__ = [
+    "EpisodeReward",
+    "PerTurnReward",
+    "Reward",
+    "Tally",
+    "check_number",
+    "registered_rewards",
+]
+
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = ["INFO_KEYS", "Episode", "Turn", "slim_info"]
+
 INFO_KEYS: tuple[str, ...] = (
     "success",
     "step_score",

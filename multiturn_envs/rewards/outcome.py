@@ -10,6 +10,8 @@ from typing import Any
 from multiturn_envs.rewards.base import EpisodeReward, PerTurnReward
 from multiturn_envs.rewards.episode import Turn
 
+__all__ = ["Outcome", "Success"]
+
 
 @dataclass(frozen=True)
 class Outcome(PerTurnReward, name="outcome"):

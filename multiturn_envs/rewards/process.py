@@ -38,6 +38,8 @@ from typing import Any
 from multiturn_envs.rewards.base import EpisodeReward, PerTurnReward, check_number
 from multiturn_envs.rewards.episode import Episode, Turn
 
+__all__ = ["DEFAULT_WEIGHT", "Process", "Progress", "StepCredit", "process_score", "step_credit"]
+
 DEFAULT_WEIGHT = 0.5
 """The process reward's weight unless told otherwise (the study's arm)."""
 

@@ -15,6 +15,8 @@ from typing import Any
 from multiturn_envs.rewards import outcome, process, step_score
 from multiturn_envs.rewards.base import Reward, registered_rewards
 
+__all__ = ["BUILT_IN", "RewardSpec", "make_reward", "reward_class", "reward_names", "reward_params"]
+
 BUILT_IN: tuple[type[Reward], ...] = (
     outcome.Outcome,
     outcome.Success,

@@ -17,6 +17,8 @@ from typing import Any
 from multiturn_envs.rewards.base import EpisodeReward, PerTurnReward, check_number
 from multiturn_envs.rewards.episode import Turn
 
+__all__ = ["MeanStepScore", "Shaped"]
+
 
 @dataclass(frozen=True)
 class Shaped(PerTurnReward, name="shaped"):

@@ -17,7 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from multiturn_envs.policies.prompting import ActionExtractor, ChatPrompter, Sampling
+from multiturn_envs.policies.action_extractor import ActionExtractor
+from multiturn_envs.policies.prompting import ChatPrompter
+from multiturn_envs.policies.sampling import Sampling
 from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
 from multiturn_envs.rl.config import TrainConfig

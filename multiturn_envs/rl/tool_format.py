@@ -154,7 +154,7 @@ def random_tool_chats(
 ) -> list[list[dict[str, Any]]]:
     """Whole episodes of uniformly random actions, each in TRL's tool layout.
 
-    Sample text for :func:`~multiturn_envs.testing.tiny_agent.build_tiny_tool_model` to fit its
+    Sample text for :func:`~multiturn_envs.rl.tiny_agent.build_tiny_tool_model` to fit its
     tokenizer to. Episode ``i`` plays ``tasks[i % len(tasks)]`` from reset seed ``i``.
     ``layout``: the generic ``tool_name`` tool (default) or the env's typed tools.
     """

@@ -14,7 +14,6 @@ schema GRPO uses, and the loss covers the completion only.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,13 +52,13 @@ def expert_examples(
 ) -> list[dict[str, Any]]:
     """Prompt-completion examples (TRL's conversational format) from harness-played episodes.
 
-    ``episodes`` are spread over ``tasks`` (at least one sample each); the harness writes them to
-    a temporary record file with ``NoisyExpertPolicy(error_share)`` and a hidden budget.
+    ``episodes`` are spread over ``tasks`` (at least one sample each); the harness plays them in
+    memory (no record file) with ``NoisyExpertPolicy(error_share)`` and a hidden budget.
     ``closing``: add the closing reply after each episode's end. ``layout``: the generic
     ``tool_name`` tool (default) or the env's typed tools.
     """
     layout = layout or ToolLayout(tool_name=tool_name)
-    from multiturn_envs.harness import EvalConfig, Replay, read_run, run_eval
+    from multiturn_envs.harness import EvalConfig, Replay, eval_records
     from multiturn_envs.policies import NoisyExpertPolicy
 
     samples = max(1, -(-episodes // len(tasks)))
@@ -78,21 +77,18 @@ def expert_examples(
 
     factory = make_env or build
     examples: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / "expert.jsonl")
-        run_eval(config, NoisyExpertPolicy(error_share), path, progress=False, make_env=factory)
-        records = read_run(path).records
-        with Replay(factory) as replay:
-            for episode in replay.episodes(records):
-                for _ in episode.turns():
-                    context = layout.chat(episode.base.messages(), system, episode.base)
-                    expert = episode.base.expert_action()
-                    target = layout.call_message(expert, episode.base)
-                    examples.append({"prompt": context, "completion": [target]})
-                if closing:
-                    context = layout.chat(episode.base.messages(), system, episode.base)
-                    reply = {"role": "assistant", "content": CLOSING_REPLY}
-                    examples.append({"prompt": context, "completion": [reply]})
+    records = eval_records(config, NoisyExpertPolicy(error_share), progress=False, make_env=factory)
+    with Replay(factory) as replay:
+        for episode in replay.episodes(records):
+            for _ in episode.turns():
+                context = layout.chat(episode.base.messages(), system, episode.base)
+                expert = episode.base.expert_action()
+                target = layout.call_message(expert, episode.base)
+                examples.append({"prompt": context, "completion": [target]})
+            if closing:
+                context = layout.chat(episode.base.messages(), system, episode.base)
+                reply = {"role": "assistant", "content": CLOSING_REPLY}
+                examples.append({"prompt": context, "completion": [reply]})
     return examples
 
 

@@ -4,7 +4,7 @@ Why a pool: creating a container costs ~250 ms. Why a session: an exec into a wa
 costs ~50 ms of latency and ~48 ms of host CPU (dockerd, containerd, the shim, runc), the
 engine's floor, which alone caps a two-core machine at ~40 submissions/s and kept a 10-test
 submission at ~110 ms. So each container runs ONE long-lived exec of the runner
-(:mod:`multiturn_envs.sandbox.runner`, ``--serve``) and each submission is one job written to
+(:mod:`multiturn_envs.sandbox.judge`, ``--serve``) and each submission is one job written to
 that exec's stdin; the runner runs ALL its tests and answers with one report line per test and
 ``{"done": true}`` (docs/sandbox.md has the measurements). The container itself is kept alive
 by ``sleep infinity``.
@@ -16,32 +16,28 @@ code's uid is killed after every job (``kill(-1)``) and everything the code can 
 (the code killed it: it shares the code's uid), stops answering within the job's guard, or
 reports garbage takes its container with it: the container is removed and replaced lazily.
 
-Hardening of every container: no network (``network_mode=none``), read-only root, all
-capabilities dropped, ``no-new-privileges``, an init process (``--init``: orphans are reaped,
-never zombies), pids / memory (no swap) / CPU limits, ``nofile`` ulimit, a 64 MiB ``noexec``-free
-tmpfs at ``/tmp`` as the only writable scratch, and two uids: the keep-alive runs as 65533, the
-runner and the code as 65534, so ``kill -9 -1`` by the code can never stop the container.
+Hardening of every container (:mod:`.hardening`): no network, read-only root, no capabilities,
+limits, ``/tmp`` the only writable scratch, the code under a uid that cannot stop the container.
 
 Transport: the job (header, program, tests) is streamed on the session's stdin, so no test ever
 lands on a disk the code can read (``transport="stdin"``, default). ``transport="archive"``
 delivers it as a file with ``put_archive`` into the container's anonymous ``/job`` volume
 instead (the engine refuses ``put_archive`` on a read-only root but accepts it on a volume) and
 sends the session its path; the runner reads and deletes the file before any code runs. The
-runner itself arrives by ``put_archive`` once per container, and is byte-compiled there by root
-(a ``.pyc`` the code cannot rewrite) so that no zygote pays for compiling it.
+session and the engine's stream framing live in :mod:`.exec_session`.
 
-Sharing: ``DockerSandbox.shared()`` is the process's one pool (per configuration), used by every
-env instance by default; callers beyond ``size`` wait first come, first served, each handed a
-released container directly. Time per job is bounded inside the runner (per-test limit, stop at
-the first timeout, the job's deadline: :class:`~multiturn_envs.sandbox.base.Limits`) and, should
-the runner be stopped or the engine hang, by a host-side guard.
+Sharing: ``DockerSandbox.shared()`` is the process's one pool (per configuration, kept by
+:mod:`.shared_pools`), used by every env instance by default; callers beyond ``size`` wait first
+come, first served, each handed a released container directly. Time per job is bounded inside
+the runner (per-test limit, stop at the first timeout, the job's deadline:
+:class:`~multiturn_envs.sandbox.base.Limits`) and, should the runner be stopped or the engine
+hang, by a host-side guard.
 
 Recycling: a container whose session hit the job's guard, died or reported garbage, that was
 OOM-killed (read from the engine's ``oom`` events), or that has served ``max_uses`` runs is
 removed and replaced lazily.
-Orphans: every container carries the owner's host, pid and process start time as labels; at
-start-up (and from ``python -m multiturn_envs.sandbox.image reap``) containers whose owner
-process is gone are removed by id. Nothing unlabelled is ever touched.
+Orphans (:mod:`.orphans`): at start-up, labelled containers whose owner process is gone are
+removed by id. Whether an engine and the image are there at all: :mod:`.engine`.
 """
 
 from __future__ import annotations
@@ -51,34 +47,29 @@ import collections
 import contextlib
 import io
 import os
-import socket
-import struct
 import tarfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
-from multiturn_envs.sandbox.jobs import (
-    RUNNER_PATH,
-    guard_seconds,
-    header_frame,
-    job_bytes,
-    parse_report,
+from multiturn_envs.sandbox.engine import BUILD_HINT, ENGINE_HINT, IMAGE
+from multiturn_envs.sandbox.exec_session import RunnerSession, exec_exit_code, oom_killed
+from multiturn_envs.sandbox.hardening import (
+    CODE_UID,
+    SCRATCH,
+    WIPE,
+    ContainerLimits,
+    hardened_container,
 )
+from multiturn_envs.sandbox.jobs import guard_seconds, header_frame, job_bytes, parse_report
+from multiturn_envs.sandbox.orphans import owner_tag, reap_orphans
+from multiturn_envs.sandbox.shared_pools import SharedPools
 
-IMAGE = "multiturn-envs-sandbox:latest"
-LABEL = "multiturn-envs.sandbox"
-OWNER_LABEL = "multiturn-envs.owner"
-BUILD_HINT = "python -m multiturn_envs.sandbox.image build"
-ENGINE_HINT = "scripts/ensure_docker.sh"
-KEEPALIVE_UID = 65533
-CODE_UID = 65534
-SCRATCH = "/tmp/scratch"
-WIPE = ("/tmp", "/dev/shm")
-"""Where the code can write: emptied after every job."""
+__all__ = ["SIZE_VARIABLE", "DockerSandbox", "PoolSaturated", "default_pool_size"]
+
 SIZE_VARIABLE = "MTE_SANDBOX_POOL_SIZE"
 """Environment variable overriding the default pool size (containers per pool)."""
 
@@ -105,78 +96,6 @@ def default_pool_size() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _process_start(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def owner_tag(pid: int | None = None) -> str:
-    """``host:pid:start-time`` of a process: unique even when pids are reused."""
-    pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_process_start(pid)}"
-
-
-def _owner_alive(tag: str) -> bool:
-    host, _, rest = tag.partition(":")
-    pid_text, _, start = rest.partition(":")
-    if host != socket.gethostname():
-        return True  # another machine's container on a shared engine: never ours to judge
-    try:
-        pid = int(pid_text)
-    except ValueError:
-        return False
-    return _process_start(pid) == start
-
-
-def docker_unavailable(image: str = IMAGE) -> str | None:
-    """Why the docker backend cannot run here (with the command that fixes it), or ``None``."""
-    try:
-        import docker
-    except ImportError:
-        return "the docker SDK is not installed (pip install 'multiturn-envs[docker]')"
-    try:
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except Exception as exc:
-        return f"no Docker engine answers ({type(exc).__name__}); start one: {ENGINE_HINT}"
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        return f"the sandbox image {image} is missing; build it: {BUILD_HINT}"
-    except Exception as exc:
-        return f"cannot inspect the image {image} ({exc})"
-    finally:
-        client.close()
-    return None
-
-
-def reap_orphans(client: Any) -> list[str]:
-    """Remove our labelled containers whose owning process is gone; returns their ids."""
-    removed = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        tag = container.labels.get(OWNER_LABEL, "")
-        if _owner_alive(tag):
-            continue
-        with contextlib.suppress(Exception):
-            container.remove(force=True, v=True)
-            removed.append(container.id)
-    return removed
-
-
-def _runner_archive() -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = RUNNER_PATH.read_bytes()
-        info = tarfile.TarInfo("runner.py")
-        info.size, info.mode, info.uid, info.gid = len(data), 0o644, 0, 0
-        info.mtime = int(time.time())
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def _job_archive(program: str, job: bytes) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -191,150 +110,11 @@ def _job_archive(program: str, job: bytes) -> bytes:
     return buf.getvalue()
 
 
-def pop_frames(buf: bytearray) -> Iterator[tuple[int, bytes]]:
-    """The complete frames at the head of ``buf``, each removed as it is yielded.
-
-    The engine multiplexes an exec's stdout (stream 1) and stderr (2) on one socket, each
-    frame an 8-byte header (stream id, 3 zero bytes, big-endian length) and its bytes. A frame
-    not wholly in ``buf`` yet stays there for the next call.
-    """
-    while len(buf) >= 8:
-        kind, size = struct.unpack(">BxxxL", buf[:8])
-        if len(buf) < 8 + size:
-            return
-        chunk = bytes(buf[8 : 8 + size])
-        del buf[: 8 + size]
-        yield kind, chunk
-
-
-DONE_LINE = b'{"done": true}\n'
-STDERR_CAP = 1 << 16
-COMPILE_RUNNER = (
-    "import py_compile; py_compile.compile('/job/runner.py', cfile='/job/runner.pyc', doraise=True)"
-)
-
-
-def _exit_code(api: Any, exec_id: str) -> int | None:
-    """The exec's exit code; the engine records it a moment after the stream closes."""
-    for _ in range(200):
-        info = api.exec_inspect(exec_id)
-        if not info.get("Running") and info.get("ExitCode") is not None:
-            return int(info["ExitCode"])
-        time.sleep(0.005)
-    return None
-
-
-def _oom_killed(api: Any, container_id: str, since: float) -> bool:
-    """Whether the kernel killed a process of the container for memory since ``since``.
-
-    Asked of the engine's event log (an ``oom`` event per kill), not of the container's
-    ``State.OOMKilled``: the engine only sets that flag when the container itself exits, and
-    a pool's container outlives the runner the kernel killed. ``until`` is a second ahead so
-    that an event the engine is still processing is waited for (this path runs only after a
-    runner died, so the wait costs nothing in the normal case).
-    """
-    try:
-        events = api.events(
-            since=int(since) - 1,
-            until=int(time.time()) + 1,
-            filters={"container": container_id, "event": "oom"},
-            decode=True,
-        )
-        return any(True for _ in events)
-    except Exception:
-        return False
-
-
-class _Session:
-    """The attached stream of a container's runner session (``runner.py --serve``).
-
-    :meth:`read_report` splits the exec's multiplexed stream (:func:`pop_frames`) as it arrives
-    and stops at the report's last line, leaving the stream open for the next job.
-    """
-
-    def __init__(self, api: Any, container_id: str) -> None:
-        self.api = api
-        command = ["python3", "-I", "/job/runner.pyc", "--serve"]
-        self.exec_id: str = api.exec_create(
-            container_id, command, stdin=True, user=f"{CODE_UID}:{CODE_UID}", workdir="/tmp"
-        )["Id"]
-        self.sock = api.exec_start(self.exec_id, socket=True)
-        self.raw: socket.socket = getattr(self.sock, "_sock", self.sock)
-        self.frames = bytearray()
-
-    def idle_and_alive(self) -> bool:
-        """Whether the session is still there and has nothing unread, checked without a call.
-
-        A session can end between jobs (the engine restarted, someone killed it): the socket
-        then reads as closed. Anything readable between jobs is garbage. Either way the
-        container is replaced before a job is lost to it.
-        """
-        try:
-            self.raw.setblocking(False)
-            try:
-                self.raw.recv(1, socket.MSG_PEEK)
-            finally:
-                self.raw.setblocking(True)
-        except BlockingIOError:  # nothing to read: alive and idle
-            return not self.frames
-        except ValueError:  # a TLS socket takes no flags: cannot tell, let the job find out
-            return not self.frames
-        except OSError:
-            return False
-        return False  # closed (b"") or unexpected output
-
-    def send(self, data: bytes) -> None:
-        self.raw.settimeout(30)
-        self.raw.sendall(data)
-
-    def read_report(self, guard_s: float) -> tuple[bytes, bytes, str | None]:
-        """(stdout, stderr, why it ended early or ``None``) of the job in flight.
-
-        ``"eof"``: the session ended (its exit code says why); ``"hung"``: no report within
-        ``guard_s`` (the runner's own alarm should have fired long before).
-        """
-        out, err = bytearray(), bytearray()
-        deadline = time.monotonic() + guard_s
-        while True:
-            for kind, chunk in pop_frames(self.frames):
-                if kind == 2:
-                    if len(err) < STDERR_CAP:
-                        err.extend(chunk)
-                    continue
-                out.extend(chunk)
-                if out.endswith(DONE_LINE):
-                    return bytes(out), bytes(err), None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return bytes(out), bytes(err), "hung"
-            self.raw.settimeout(left)
-            try:
-                data = self.raw.recv(1 << 16)
-            except TimeoutError:
-                return bytes(out), bytes(err), "hung"
-            except OSError:
-                data = b""
-            if not data:
-                return bytes(out), bytes(err), "eof"
-            self.frames.extend(data)
-
-    def close(self) -> None:
-        """End the session's connection for good (``shutdown`` reaches the kernel even while the
-        SDK's response still references the socket; ``close`` alone would not, and the engine
-        would keep copying the runner's output into a socket nobody reads)."""
-        with contextlib.suppress(Exception):
-            self.raw.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(Exception):
-            self.raw.close()
-        with contextlib.suppress(Exception):
-            self.sock.close()
-
-
 @dataclass
 class _Worker:
     container: Any
     uses: int = 0
-    session: _Session | None = None
+    session: RunnerSession | None = None
 
 
 @dataclass(eq=False)
@@ -382,7 +162,7 @@ class DockerSandbox(Sandbox):
     """
 
     name = "docker"
-    _registry: ClassVar[_SharedPools]
+    _registry: ClassVar[SharedPools[DockerSandbox]]
 
     def __init__(
         self,
@@ -499,77 +279,31 @@ class DockerSandbox(Sandbox):
         fsize_mb: int | None = None,
         keepalive: Sequence[str] | None = None,
     ) -> Any:
-        """A new container with this pool's hardening, limits and labels; no session, not part
-        of the pool (the caller removes it). The pool's own containers are made here, and so
-        are the benchmark's and MT/Terminal-v0's.
-
-        Args:
-            mounts: extra ``docker.types.Mount``s (MT/Terminal-v0's size-capped tmpfs volumes).
-            runner: put the runner in an anonymous ``/job`` volume and byte-compile it (the
-                pool's containers); ``False``: no ``/job`` volume at all.
-            tmpfs: ``--tmpfs`` mounts (default: the pool's ``/tmp``; ``{}``: none, when a mount
-                provides ``/tmp``).
-            cap_add: capabilities kept (all others are dropped; default none).
-            fsize_mb: ``RLIMIT_FSIZE`` of every process (no file, sparse or not, can grow past
-                it).
-            keepalive: a command that runs as root and as pid 1 instead of ``--init`` with
-                ``sleep infinity`` as uid 65533. The engine gives an exec the container's
-                capabilities only when the container's user is root: a container whose execs
-                need ``cap_add`` runs such a keep-alive (pid 1 of its namespace: no process of
-                the container can kill it; it must reap orphans and not be dumpable).
-        """
-        from docker.types import Mount, Ulimit
-
+        """A new container with this pool's hardening (:mod:`.hardening`, where the options are
+        described), limits and labels; no session, not part of the pool (the caller removes
+        it). The pool's own containers are made here, and so are the benchmark's and
+        MT/Terminal-v0's."""
         self._start()
-        ulimits = [Ulimit(name="nofile", soft=256, hard=256)]
-        if fsize_mb is not None:
-            size = int(fsize_mb) << 20
-            ulimits.append(Ulimit(name="fsize", soft=size, hard=size))
-        all_mounts = [Mount("/job", None, type="volume")] if runner else []
-        container = self._client.containers.run(
+        limits = ContainerLimits(self.memory_mb, self.cpus, self.pids_limit, self.tmpfs_mb)
+        return hardened_container(
+            self._client,
             self.image,
-            list(keepalive) if keepalive else ["sleep", "infinity"],
-            detach=True,
-            init=not keepalive,
-            user="0:0" if keepalive else f"{KEEPALIVE_UID}:{KEEPALIVE_UID}",
-            network_mode="none",
-            read_only=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777"}
-            if tmpfs is None
-            else tmpfs,
-            mounts=[*all_mounts, *mounts],
-            cap_drop=["ALL"],
-            cap_add=list(cap_add) or None,
-            security_opt=["no-new-privileges"],
-            pids_limit=self.pids_limit,
-            mem_limit=f"{self.memory_mb}m",
-            memswap_limit=f"{self.memory_mb}m",
-            nano_cpus=int(self.cpus * 1e9),
-            ulimits=ulimits,
-            labels={LABEL: "1", OWNER_LABEL: self._owner},
-            environment={"LANG": "C.UTF-8"},
-            working_dir="/",
+            limits,
+            self._owner,
+            mounts,
+            runner=runner,
+            tmpfs=tmpfs,
+            cap_add=cap_add,
+            fsize_mb=fsize_mb,
+            keepalive=keepalive,
         )
-        if not runner:
-            return container
-        try:
-            if not container.put_archive("/job", _runner_archive()):
-                raise RuntimeError("put_archive of the runner failed")
-            code, output = container.exec_run(["python3", "-I", "-c", COMPILE_RUNNER], user="0:0")
-            if code != 0:
-                raise RuntimeError(f"compiling the runner failed: {output[-500:]!r}")
-        except Exception:
-            with contextlib.suppress(Exception):
-                container.remove(force=True, v=True)
-            raise
-        return container
 
     def _create(self) -> _Worker:
         worker = _Worker(self.hardened_container())
         with self._lock:
             self._all[worker.container.id] = worker
         try:
-            worker.session = _Session(self._client.api, worker.container.id)
+            worker.session = RunnerSession(self._client.api, worker.container.id)
         except Exception:
             self._discard(worker)
             raise
@@ -779,8 +513,8 @@ class DockerSandbox(Sandbox):
         if ended == "hung":
             died = "the sandbox did not answer within its time guard"
         elif ended == "eof":
-            exit_code = _exit_code(self._client.api, session.exec_id)
-            if _oom_killed(self._client.api, worker.container.id, started):
+            exit_code = exec_exit_code(self._client.api, session.exec_id)
+            if oom_killed(self._client.api, worker.container.id, started):
                 died = "the container ran out of memory"
             elif exit_code in (137, 142, -9, None):
                 died = "the runner was killed (its overall time guard, memory, or the program)"
@@ -790,41 +524,12 @@ class DockerSandbox(Sandbox):
         return parse_report(report, tests, self.name, died), died is None
 
 
-class _SharedPools:
-    """The process's shared pools, one per configuration (:meth:`DockerSandbox.shared`).
-
-    Created lazily under a lock; closed at interpreter exit (registered on first use) or by
-    :meth:`shutdown`. It remembers the process that made its pools: in a forked child it
-    starts afresh instead of handing out (or closing) the parent's containers.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pools: dict[tuple[tuple[str, Any], ...], DockerSandbox] = {}
-        self._pid = os.getpid()
-        self._at_exit = False
-
-    def get(self, options: dict[str, Any]) -> DockerSandbox:
-        key = tuple(sorted(options.items()))
-        with self._lock:
-            if self._pid != os.getpid():
-                self._pools, self._pid, self._at_exit = {}, os.getpid(), False
-            pool = self._pools.get(key)
-            if pool is None or pool.closed:
-                pool = DockerSandbox(**options)
-                pool._shared = True
-                self._pools[key] = pool
-                if not self._at_exit:
-                    atexit.register(self.shutdown)
-                    self._at_exit = True
-            return pool
-
-    def shutdown(self) -> None:
-        with self._lock:
-            pools = list(self._pools.values()) if self._pid == os.getpid() else []
-            self._pools = {}
-        for pool in pools:
-            pool._shutdown()
+def _make_shared(options: dict[str, Any]) -> DockerSandbox:
+    pool = DockerSandbox(**options)
+    pool._shared = True
+    return pool
 
 
-DockerSandbox._registry = _SharedPools()
+DockerSandbox._registry = SharedPools(
+    _make_shared, lambda pool: pool.closed, DockerSandbox._shutdown
+)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from multiturn_envs.sandbox.base import Sandbox
-from multiturn_envs.sandbox.docker_pool import IMAGE, docker_unavailable
+from multiturn_envs.sandbox.engine import IMAGE, docker_unavailable
 
 SANDBOXES_DIR = Path(__file__).resolve().parents[2] / "sandboxes"
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if problem is None else 1
     import docker
 
-    from multiturn_envs.sandbox.docker_pool import reap_orphans
+    from multiturn_envs.sandbox.orphans import reap_orphans
 
     removed = reap_orphans(docker.from_env())
     print(f"removed {len(removed)} orphaned sandbox container(s)")

@@ -17,7 +17,7 @@ from typing import Any
 
 from multiturn_envs.sandbox.base import Limits, RunResult, TestCase, TestResult
 
-RUNNER_PATH = Path(__file__).with_name("runner.py")
+RUNNER_PATH = Path(__file__).with_name("judge.py")
 
 #: The environment a submitted program sees: nothing from the host, single-threaded BLAS.
 CODE_ENV: dict[str, str] = {

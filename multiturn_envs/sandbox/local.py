@@ -7,7 +7,7 @@ docker backend for untrusted code.
 
 What it does:
 
-* the same runner as the containers (:mod:`multiturn_envs.sandbox.runner`): all tests, per-test
+* the same runner as the containers (:mod:`multiturn_envs.sandbox.judge`): all tests, per-test
   wall and CPU limits, ``RLIMIT_AS`` memory limit, judge-style comparison, every stray process
   killed after each test (the runner is a child subreaper);
 * run as root, the code drops to uid 65534 (``nobody``), so it cannot read the job file, kill

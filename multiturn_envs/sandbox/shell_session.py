@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multiturn_envs.sandbox.archive_stream import read_small_file
-from multiturn_envs.sandbox.docker_pool import pop_frames
+from multiturn_envs.sandbox.exec_session import pop_frames
 
 AGENT_UID = 65534
 STATE_DIR = "/tmp/.mte-shell"

@@ -16,6 +16,8 @@ import numpy as np
 from multiturn_envs.core import check_budget
 from multiturn_envs.wrappers.turn_budget import text_env_of, with_budget
 
+__all__ = ["BudgetMix"]
+
 _BUDGET_MIX_STREAM = 0xB4D6  # keeps this wrapper's draws apart from the env's and other wrappers'
 MAX_LISTED_BUDGETS = 1_000_000
 """Candidates a list may hold; longer uniform sets are given as a ``range`` (never listed)."""

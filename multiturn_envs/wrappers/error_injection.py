@@ -15,6 +15,8 @@ import numpy as np
 
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
+__all__ = ["ErrorInjection"]
+
 _ERROR_INJECTION_STREAM = 0xE44
 MAX_PREFIX_STEPS = 100_000
 """The longest expert prefix: each injected turn is kept in the episode's history, so an

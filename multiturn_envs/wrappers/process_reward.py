@@ -22,6 +22,8 @@ import gymnasium as gym
 
 from multiturn_envs.rewards import Shaped, Turn
 
+__all__ = ["ProcessReward"]
+
 
 class ProcessReward(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
     """Shape the reward with the oracle's per-step score (the registry's ``shaped`` reward).

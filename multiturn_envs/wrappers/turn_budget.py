@@ -18,6 +18,8 @@ import gymnasium as gym
 
 from multiturn_envs.core import TextEnv, check_budget
 
+__all__ = ["TurnBudget", "text_env_of", "with_budget"]
+
 
 def text_env_of(env: gym.Env[Any, Any]) -> TextEnv:
     """The :class:`TextEnv` under ``env``'s wrappers, or a clear ``TypeError``."""

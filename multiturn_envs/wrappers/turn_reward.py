@@ -16,6 +16,8 @@ import gymnasium as gym
 from multiturn_envs.rewards import Reward, Tally, Turn, make_reward
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
+__all__ = ["TurnReward"]
+
 
 class TurnReward(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
     """Reward each step with a registered reward's credit for that turn.

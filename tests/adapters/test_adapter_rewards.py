@@ -91,7 +91,7 @@ def test_skyrl_pays_the_process_reward_when_asked() -> None:
 def test_verl_reward_score_is_the_named_rewards_score(tiny_dir: Any) -> None:
     """The replies are scripted (the point is the reward, not the model); tokens are real."""
     from multiturn_envs.adapters.verl import run_episode
-    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import load_tiny_chat_model
 
     _, tokenizer = load_tiny_chat_model(tiny_dir)
 

@@ -123,7 +123,7 @@ def process_tree(root: int) -> set[int]:
 
 def owner_tags(root: int) -> set[str]:
     """The sandbox owner tags of ``root``'s process tree (each env worker owns its pool)."""
-    from multiturn_envs.sandbox.docker_pool import owner_tag
+    from multiturn_envs.sandbox.orphans import owner_tag
 
     return {owner_tag(pid) for pid in process_tree(root)}
 
@@ -132,7 +132,7 @@ def docker_owned_by(tags: set[str]) -> int:
     """Sandbox containers whose owner is one of ``tags`` (the pool labels each with its owner)."""
     import docker
 
-    from multiturn_envs.sandbox.docker_pool import LABEL, OWNER_LABEL
+    from multiturn_envs.sandbox.orphans import LABEL, OWNER_LABEL
 
     client = docker.from_env()
     try:
@@ -148,7 +148,7 @@ def env_kwargs_for(env_id: str) -> dict[str, Any]:
     if env_id != "MT/DeepCoder-v0":
         return {}
     try:
-        from multiturn_envs.sandbox.docker_pool import docker_unavailable
+        from multiturn_envs.sandbox.engine import docker_unavailable
 
         problem = docker_unavailable()
     except ImportError as exc:

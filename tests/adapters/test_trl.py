@@ -131,8 +131,8 @@ def test_grpo_rows_carry_prompt_task_seed_and_budget() -> None:
 def tool_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random model whose tokenizer fits GuessEnv's tool chats (tool frames = 1 token)."""
     _require_trl()
+    from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
     from multiturn_envs.rl.tool_format import random_tool_chats
-    from multiturn_envs.testing.tiny_agent import build_tiny_tool_model
 
     tasks = [f"secret-{i}" for i in range(16)]
     return build_tiny_tool_model(
@@ -152,8 +152,8 @@ def test_one_grpo_step_steps_the_env_rewards_reach_trainer_and_weights_move(
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from multiturn_envs.rl.tiny_lm import load_tiny_chat_model
     from multiturn_envs.rl.tool_format import warm_start_tool_calls
-    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
 
     model, tokenizer = load_tiny_chat_model(tool_model)
     probe = TRLEnvironment(GuessEnv())

@@ -36,7 +36,7 @@ def _require_verl() -> None:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
     _require_verl()
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
 
     return load_tiny_chat_model(build_tiny_chat_model(tmp_path_factory.mktemp("tiny")))
 
@@ -45,7 +45,7 @@ class TinyServer:
     """verl's ``server_manager.generate`` contract, answered by a real tiny model."""
 
     def __init__(self, model: Any, tokenizer: Any, max_tokens: int = 12) -> None:
-        from multiturn_envs.policies.prompting import Sampling
+        from multiturn_envs.policies.sampling import Sampling
         from multiturn_envs.policies.transformers_backend import TransformersPolicy
 
         self.policy = TransformersPolicy(model, tokenizer, Sampling(max_tokens=max_tokens))

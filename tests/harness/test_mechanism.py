@@ -25,7 +25,6 @@ from multiturn_envs.cli import main
 from multiturn_envs.harness import (
     EvalConfig,
     action_nll,
-    ensure_comparable,
     pair_llr,
     ratio_interval,
     read_run,
@@ -35,9 +34,10 @@ from multiturn_envs.harness import (
     score_run,
     trajectory_llr,
 )
-from multiturn_envs.policies import ScoringModel, load_scoring_model
+from multiturn_envs.policies import ScoringModel, ensure_comparable, load_scoring_model
 from multiturn_envs.policies.baselines import NoisyExpertPolicy
-from multiturn_envs.policies.prompting import ScoringSequence, build_conversation
+from multiturn_envs.policies.conversation import build_conversation
+from multiturn_envs.policies.token_sequences import ScoringSequence
 from multiturn_envs.testing import require
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -57,7 +57,7 @@ def _require_llm() -> None:
 def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two tiny chat models with the same tokenizer and different weights (seeds 0 and 1)."""
     _require_llm()
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
 
     root = tmp_path_factory.mktemp("mech_lm")
     return build_tiny_chat_model(root / "a", seed=0), build_tiny_chat_model(root / "b", seed=1)

@@ -37,7 +37,7 @@ def test_nll_and_llr_on_terminal_records(tmp_path: Path) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
 
     records = tmp_path / "terminal.jsonl"
     config = EvalConfig(

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from multiturn_envs.harness import EvalConfig, run_eval
-from multiturn_envs.harness.executors import RayExecutor, shard_keys
+from multiturn_envs.harness.ray_executor import RayExecutor, shard_keys
 from multiturn_envs.harness.records import iter_lines, read_run, record_key
 from multiturn_envs.policies.base import Reply, TurnRequest
 from multiturn_envs.policies.baselines import RandomPolicy, random_action, seed_words
@@ -332,7 +332,7 @@ def test_an_llm_policy_on_the_actor_pool_is_prompted_as_in_the_worker(
     policy actor (no env there) writes the records it writes locally, token for token."""
     import functools
 
-    from multiturn_envs.policies.prompting import Sampling
+    from multiturn_envs.policies.sampling import Sampling
     from multiturn_envs.policies.transformers_backend import TransformersPolicy
 
     factory = functools.partial(

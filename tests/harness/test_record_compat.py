@@ -72,7 +72,7 @@ def test_old_token_ids_score_back_to_their_logprobs() -> None:
 
     from multiturn_envs.harness import score_generated
     from multiturn_envs.policies import load_scoring_model
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
 
     torch.set_num_threads(1)
     run = read_run(DATA / "v1_tiny_hf_tokens.jsonl")

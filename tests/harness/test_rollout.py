@@ -263,3 +263,34 @@ def test_records_are_complete_and_consistent(
             assert n == max_turns and rec["first_success_turn"] is None
         else:
             assert rec["first_success_turn"] == n and rec["success"]
+
+
+def test_a_run_in_memory_gives_the_records_its_file_would(tmp_path: Path) -> None:
+    """``out=None`` (and ``eval_records``) keep the records in memory, equal to the file's."""
+    from multiturn_envs.harness import eval_records
+
+    cfg = config(seed=3)
+    summary = run_eval(cfg, RandomPolicy(), tmp_path / "r.jsonl", progress=False)
+    assert summary.records is None
+    on_disk = read_run(tmp_path / "r.jsonl").records
+    in_memory = run_eval(cfg, RandomPolicy(), progress=False, in_flight=3)
+    assert in_memory.path == "<memory>" and in_memory.written == len(on_disk) == cfg.total()
+    assert list(tmp_path.iterdir()) == [tmp_path / "r.jsonl"]
+
+    def key(rec: Any) -> tuple[str, int, int]:
+        return (rec["task_id"], rec["sample"], rec["max_turns"])
+
+    def without_timings(records: Any) -> dict[tuple[str, int, int], dict[str, Any]]:
+        return {key(r): {k: v for k, v in r.items() if k != "timings"} for r in records}
+
+    assert in_memory.records is not None
+    assert without_timings(in_memory.records) == without_timings(on_disk)
+    assert without_timings(eval_records(cfg, RandomPolicy(), progress=False)) == (
+        without_timings(on_disk)
+    )
+
+
+def test_run_eval_names_an_unknown_run_option(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="in_fligth"):
+        run_eval(config(), RandomPolicy(), tmp_path / "r.jsonl", in_fligth=2)
+    assert not (tmp_path / "r.jsonl").exists()

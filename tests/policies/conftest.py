@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_lm(tiny_dir: Path) -> tuple[Any, Any]:
-    from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import load_tiny_chat_model
 
     return load_tiny_chat_model(tiny_dir)
 

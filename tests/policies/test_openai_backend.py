@@ -27,8 +27,9 @@ from multiturn_envs.policies.openai_backend import (
     ServerError,
     ServerUnavailable,
 )
-from multiturn_envs.policies.prompting import Sampling, trajectory_sequences
+from multiturn_envs.policies.sampling import Sampling
 from multiturn_envs.policies.scoring import CompletionsScorer, TransformersScorer
+from multiturn_envs.policies.token_sequences import trajectory_sequences
 
 START = [{"role": "user", "content": "You are at row 0. Action?"}]
 

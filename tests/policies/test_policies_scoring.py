@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from llm_support import request
 
 from multiturn_envs.policies.base import Reply
-from multiturn_envs.policies.prompting import Sampling, ScoringSequence, trajectory_sequences
+from multiturn_envs.policies.sampling import Sampling
 from multiturn_envs.policies.scoring import TransformersScorer, span_sums
+from multiturn_envs.policies.token_sequences import ScoringSequence, trajectory_sequences
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
 
 
@@ -75,7 +76,7 @@ def test_another_models_actions_score_by_re_tokenising_them(
     tiny_lm: tuple[Any, Any], tmp_path: Any
 ) -> None:
     """NLL of policy A's actions under model B: B's own template and tokenisation of the text."""
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
 
     replies = play(tiny_lm, 5, 2, Sampling(max_tokens=8))
     model_b, tok_b = load_tiny_chat_model(build_tiny_chat_model(tmp_path / "b", seed=1))

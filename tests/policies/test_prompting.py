@@ -9,18 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from llm_support import request
 
+from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import Reply
-from multiturn_envs.policies.prompting import (
-    DEFAULT_SYSTEM_PROMPT,
-    ActionExtractor,
-    ChatPrompter,
-    Completion,
-    Sampling,
-    ScoringSequence,
-    cut_at_stop,
-    sample_seed_base,
-    trajectory_sequences,
-)
+from multiturn_envs.policies.conversation import DEFAULT_SYSTEM_PROMPT
+from multiturn_envs.policies.prompting import ChatPrompter, Completion
+from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
+from multiturn_envs.policies.token_sequences import ScoringSequence, trajectory_sequences
 
 
 # ----------------------------------------------------------------------------- seeds, sampling

@@ -13,7 +13,8 @@ import pytest
 
 import multiturn_envs  # noqa: F401
 from multiturn_envs.policies.base import TurnRequest
-from multiturn_envs.policies.prompting import ChatPrompter, Completion, Sampling
+from multiturn_envs.policies.prompting import ChatPrompter, Completion
+from multiturn_envs.policies.sampling import Sampling
 from multiturn_envs.policies.tool_layout import (
     parse_hermes,
     renders_tools_natively,

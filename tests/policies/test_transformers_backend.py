@@ -9,8 +9,9 @@ import pytest
 from llm_support import request
 
 from multiturn_envs.policies.base import Policy, TurnRequest
-from multiturn_envs.policies.prompting import Sampling, trajectory_sequences
+from multiturn_envs.policies.sampling import Sampling
 from multiturn_envs.policies.scoring import TransformersScorer
+from multiturn_envs.policies.token_sequences import trajectory_sequences
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
 from multiturn_envs.testing import GuessEnv
 

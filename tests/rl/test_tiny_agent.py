@@ -22,7 +22,7 @@ def _build(directory: Path, seed: int) -> dict[str, Any]:
     import torch
     from safetensors.torch import load_file
 
-    from multiturn_envs.testing.tiny_agent import build_tiny_tool_model
+    from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
 
     tasks = [f"secret-{i}" for i in range(6)]
     chats = random_tool_chats(GuessEnv(max_turns=3), tasks, episodes=6, system=TOOL_HINT)

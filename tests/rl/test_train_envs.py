@@ -25,7 +25,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 def _docker_ready() -> str | None:
     try:
-        from multiturn_envs.sandbox.docker_pool import docker_unavailable
+        from multiturn_envs.sandbox.engine import docker_unavailable
     except ImportError as exc:
         return f"the docker pool ({exc})"
     return docker_unavailable()

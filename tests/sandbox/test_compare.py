@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from multiturn_envs.sandbox.runner import (
+from multiturn_envs.sandbox.judge import (
     outputs_match,
     parse_arguments,
     to_jsonable,

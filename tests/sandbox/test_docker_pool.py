@@ -9,15 +9,10 @@ import time
 import pytest
 
 from multiturn_envs.sandbox.base import Limits, TestCase
-from multiturn_envs.sandbox.docker_pool import (
-    IMAGE,
-    LABEL,
-    OWNER_LABEL,
-    DockerSandbox,
-    owner_tag,
-    reap_orphans,
-)
+from multiturn_envs.sandbox.docker_pool import DockerSandbox
+from multiturn_envs.sandbox.engine import IMAGE
 from multiturn_envs.sandbox.image import default_sandbox
+from multiturn_envs.sandbox.orphans import LABEL, OWNER_LABEL, owner_tag, reap_orphans
 
 pytestmark = pytest.mark.docker
 

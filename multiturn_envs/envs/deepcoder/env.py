@@ -115,7 +115,7 @@ def _backend_factory(backend: str, shared: bool = True) -> Callable[[], Sandbox]
         from multiturn_envs.sandbox.local import LocalSandbox
 
         try:
-            from multiturn_envs.sandbox.docker_pool import docker_unavailable
+            from multiturn_envs.sandbox.engine import docker_unavailable
 
             problem = docker_unavailable()
         except ImportError as exc:  # the docker SDK (or the pool) is not installed

@@ -157,7 +157,7 @@ def _suffix(tag: str) -> str:
 
 def terminal_unavailable(image: str | None = None) -> str | None:
     """Why MT/Terminal-v0 cannot run here (with the fix), or ``None``."""
-    from multiturn_envs.sandbox.docker_pool import docker_unavailable
+    from multiturn_envs.sandbox.engine import docker_unavailable
 
     image = image or terminal_image()
     problem = docker_unavailable(image)

@@ -17,7 +17,7 @@ from multiturn_envs.testing import require as require_part
 def docker_problem() -> str | None:
     """Why the docker backend cannot run here, or ``None`` when it can."""
     try:
-        from multiturn_envs.sandbox.docker_pool import docker_unavailable
+        from multiturn_envs.sandbox.engine import docker_unavailable
     except ImportError as exc:
         return f"the docker pool ({exc})"
     return docker_unavailable()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from multiturn_envs.envs.intercode_sql import InterCodeSQLEnv
-from multiturn_envs.envs.intercode_sql.replay import (
+from multiturn_envs.envs.intercode_sql.published_runs import (
     PUBLISHED_MODELS,
     ModelAgreement,
     parse_mysql_rows,

@@ -1,9 +1,11 @@
-"""The test runner: runs ONE program against ALL its tests, inside a container or a subprocess.
+"""The judge (the sandbox's test runner): runs ONE program against ALL its tests, in a container
+or a subprocess.
 
 This file is a standalone script (standard library only, Python >= 3.9) so that backends can ship
-it into a container as a file and run it with the container's own interpreter::
+it into a container as a file (``/job/runner.py`` there) and run it with the container's own
+interpreter::
 
-    python3 -I runner.py JOB_JSON
+    python3 -I judge.py JOB_JSON
 
 ``JOB_JSON`` holds the tests (inputs AND expected outputs), the limits and the program's path.
 The runner reads it and deletes it before any submitted code runs, so the program cannot read
@@ -972,7 +974,7 @@ def main(argv: list[str]) -> int:
     if argv == ["--serve"]:
         return serve()
     if len(argv) != 1:
-        print("usage: runner.py JOB_JSONL | runner.py --serve", file=sys.stderr)
+        print("usage: judge.py JOB_JSONL | judge.py --serve", file=sys.stderr)
         return 2
     return run_job(argv[0])
 
