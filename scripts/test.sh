@@ -25,10 +25,10 @@ apt_install() {  # root only: the offline image bootstrap and the local backend'
 }
 apt_install debootstrap bwrap
 if bash scripts/ensure_docker.sh; then
-  if ! .venv/bin/python -m multiturn_envs.sandbox.image status >/dev/null 2>&1; then
+  if ! .venv/bin/multiturn-envs sandbox status >/dev/null 2>&1; then
     .venv/bin/multiturn-envs sandbox build
   fi
-  if ! .venv/bin/python -m multiturn_envs.envs.terminal.image status >/dev/null 2>&1; then
+  if ! .venv/bin/multiturn-envs sandbox terminal status >/dev/null 2>&1; then
     .venv/bin/multiturn-envs sandbox terminal build  # MT/Terminal-v0 (offline)
   fi
 elif [ "${CI:-}" = "true" ]; then

@@ -19,7 +19,6 @@ LAYERS: dict[str, int] = {
     "version": 0,
     "lazy": 0,
     "safejson": 0,
-    "argtypes": 0,
     "spaces": 1,
     "core": 1,
     "tools": 1,

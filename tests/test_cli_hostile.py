@@ -54,7 +54,7 @@ FLAGS: list[tuple[str, list[str], str]] = [
     ("BOOTSTRAP -1", ["dynamics", "x.jsonl", "--bootstrap", "-1"], "--bootstrap"),
     ("ALPHA 5", ["report", "x.jsonl", "--alpha", "5"], "--alpha"),
     ("ALPHA nan", ["report", "x.jsonl", "--alpha", "nan"], "--alpha"),
-    ("ALPHA 1", ["nll", "x.jsonl", "--model", "m", "--alpha", "1"], "--alpha"),
+    ("ALPHA 1", ["nll", "x.jsonl", "--scoring-model", "m", "--alpha", "1"], "--alpha"),
     (
         "ACTIONS 1e9",
         ["compare", FROZEN, "--policy-a", "a", "--policy-b", "b", "--actions", "1000000000"],

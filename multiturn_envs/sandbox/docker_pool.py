@@ -40,7 +40,7 @@ Recycling: a container whose session hit the job's guard, died or reported garba
 OOM-killed (read from the engine's ``oom`` events), or that has served ``max_uses`` runs is
 removed and replaced lazily.
 Orphans: every container carries the owner's host, pid and process start time as labels; at
-start-up (and from ``python -m multiturn_envs.sandbox.image reap``) containers whose owner
+start-up (and from ``multiturn-envs sandbox reap``) containers whose owner
 process is gone are removed by id. Nothing unlabelled is ever touched.
 """
 
@@ -72,7 +72,7 @@ from multiturn_envs.sandbox.jobs import (
 IMAGE = "multiturn-envs-sandbox:latest"
 LABEL = "multiturn-envs.sandbox"
 OWNER_LABEL = "multiturn-envs.owner"
-BUILD_HINT = "python -m multiturn_envs.sandbox.image build"
+BUILD_HINT = "multiturn-envs sandbox build"
 ENGINE_HINT = "scripts/ensure_docker.sh"
 KEEPALIVE_UID = 65533
 CODE_UID = 65534
@@ -355,7 +355,7 @@ class DockerSandbox(Sandbox):
     flight share a few warm containers instead of starting 64.
 
     Args:
-        image: the sandbox image (build it with ``python -m multiturn_envs.sandbox.image build``).
+        image: the sandbox image (build it with ``multiturn-envs sandbox build``).
         size: containers in the pool (default :func:`default_pool_size`: the CPUs this process
             may use, or ``$MTE_SANDBOX_POOL_SIZE``); runs beyond it wait their turn.
         memory_mb: each container's memory limit, swap included (per-test ``Limits.memory_mb``

@@ -1,8 +1,5 @@
-"""Build the sandbox image, inspect it, reap orphans, and pick the default backend.
-
-    python -m multiturn_envs.sandbox.image build [--tag T] [--offline]
-    python -m multiturn_envs.sandbox.image status
-    python -m multiturn_envs.sandbox.image reap
+"""Build the sandbox image and pick the default backend (the command line,
+``multiturn-envs sandbox build|status|reap``, is :mod:`multiturn_envs.cli.sandbox`).
 
 ``build`` tries ``sandboxes/Dockerfile`` (needs a pullable base image) and falls back to the
 offline bootstrap ``sandboxes/bootstrap.sh`` (debootstrap of a minimal Debian with python3,
@@ -14,7 +11,6 @@ to the local backend, loudly).
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -62,32 +58,3 @@ def default_sandbox(allow_local: bool = False, shared: bool = False, **options: 
         print(f"sandbox: docker backend unavailable: {problem}", file=sys.stderr)
         return LocalSandbox()
     raise RuntimeError(f"the docker sandbox is unavailable: {problem}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m multiturn_envs.sandbox.image")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_build = sub.add_parser("build", help="build the sandbox image")
-    p_build.add_argument("--tag", default=IMAGE)
-    p_build.add_argument("--offline", action="store_true", help="skip the Dockerfile attempt")
-    sub.add_parser("status", help="say whether the docker backend can run")
-    sub.add_parser("reap", help="remove sandbox containers whose owner process is gone")
-    args = parser.parse_args(argv)
-    if args.command == "build":
-        print(f"image: {build(args.tag, args.offline)}")
-        return 0
-    if args.command == "status":
-        problem = docker_unavailable()
-        print("docker sandbox: ready" if problem is None else f"docker sandbox: {problem}")
-        return 0 if problem is None else 1
-    import docker
-
-    from multiturn_envs.sandbox.docker_pool import reap_orphans
-
-    removed = reap_orphans(docker.from_env())
-    print(f"removed {len(removed)} orphaned sandbox container(s)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -316,10 +316,11 @@ def test_cli_compare_on_ray_equals_the_local_comparison(
 
     common = ["compare", ENV_ID, "--mode", mode, "--policy-a", "noisy-expert:0.3"]
     common += ["--policy-b", "random", "--tasks", "3", "-k", "2", "-t", "6", "--actions", "4"]
+    common += ["--error-after", "1"]
     results = []
     for extra in ([], ["--executor", "ray", "--ray-workers", "2"]):
         out = tmp_path / f"cmp{len(extra)}.json"
-        assert main([*common, "--out", str(out), *extra]) == 0, capsys.readouterr().err
+        assert main([*common, "--json-out", str(out), *extra]) == 0, capsys.readouterr().err
         results.append(json.loads(out.read_text()))
     assert results[0] == results[1]
     capsys.readouterr()

@@ -1,7 +1,5 @@
-"""Build and inspect MT/Terminal-v0's image, offline.
-
-    python -m multiturn_envs.envs.terminal.image build [--force]
-    python -m multiturn_envs.envs.terminal.image status
+"""Build and inspect MT/Terminal-v0's image, offline (``multiturn-envs sandbox terminal
+build|status`` is the command line: :mod:`multiturn_envs.cli.sandbox`).
 
 No image registry is reachable here, so ``docker build`` cannot pull a base. The build makes a
 local base first with the sandbox's offline bootstrap (``sandboxes/bootstrap.sh``: debootstrap
@@ -12,16 +10,14 @@ it (``FROM`` a local image needs no registry).
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 TERMINAL_IMAGE = "multiturn-envs-terminal:latest"
 BASE_IMAGE = "multiturn-envs-terminal-base:latest"
 SANDBOXES_DIR = Path(__file__).resolve().parents[3] / "sandboxes"
-BUILD_HINT = "python -m multiturn_envs.envs.terminal.image build"
+BUILD_HINT = "multiturn-envs sandbox terminal build"
 
 
 def image_exists(tag: str) -> bool:
@@ -66,22 +62,3 @@ def terminal_unavailable(image: str = TERMINAL_IMAGE) -> str | None:
     if problem is not None and image == TERMINAL_IMAGE and "missing" in problem:
         return f"the terminal image {image} is missing; build it: {BUILD_HINT}"
     return problem
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m multiturn_envs.envs.terminal.image")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_build = sub.add_parser("build", help="build the terminal image (offline)")
-    p_build.add_argument("--force", action="store_true", help="rebuild the base too")
-    sub.add_parser("status", help="say whether MT/Terminal-v0 can run")
-    args = parser.parse_args(argv)
-    if args.command == "build":
-        print(f"terminal image: {build(args.force)}")
-        return 0
-    problem = terminal_unavailable()
-    print("terminal image: ready" if problem is None else f"terminal image: {problem}")
-    return 0 if problem is None else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
