@@ -35,6 +35,14 @@ def add_parser(sub: Any) -> None:
     s.set_defaults(func=run_status)
     r = cmds.add_parser("reap", help="remove sandbox containers whose owner process is gone")
     r.set_defaults(func=run_reap)
+    f = cmds.add_parser(
+        "path",
+        help="print the folder of the image definitions (Dockerfiles, bootstrap)",
+        description="The folder of the image definitions shipped in the package, for a docker "
+        'build of your\nown: docker build -t multiturn-envs-sandbox "$(multiturn-envs sandbox '
+        'path)"',
+    )
+    f.set_defaults(func=run_path)
 
     t = cmds.add_parser("terminal", help="MT/Terminal-v0's image: build | status")
     tcmds = t.add_subparsers(dest="terminal_command", parser_class=Parser, metavar="COMMAND")
@@ -60,6 +68,13 @@ def run_status(args: argparse.Namespace) -> int:
     problem = docker_unavailable()
     print("docker sandbox: ready" if problem is None else f"docker sandbox: {problem}")
     return 0 if problem is None else 1
+
+
+def run_path(args: argparse.Namespace) -> int:
+    from multiturn_envs.sandbox.image import recipes_folder
+
+    print(recipes_folder())
+    return 0
 
 
 def run_reap(args: argparse.Namespace) -> int:

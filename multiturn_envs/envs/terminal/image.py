@@ -2,10 +2,10 @@
 build|status`` is the command line: :mod:`multiturn_envs.cli.sandbox`).
 
 No image registry is reachable here, so ``docker build`` cannot pull a base. The build makes a
-local base first with the sandbox's offline bootstrap (``sandboxes/bootstrap.sh``: debootstrap
-from the Debian mirror apt uses, then ``docker import``) with the command-line tools in
-``sandboxes/terminal/packages.txt``, then builds ``sandboxes/terminal/Dockerfile`` on top of
-it (``FROM`` a local image needs no registry).
+local base first with the sandbox's offline bootstrap (``images/bootstrap.sh`` of
+:mod:`multiturn_envs.sandbox`, package data: debootstrap from the Debian mirror apt uses, then
+``docker import``) with the command-line tools in ``images/terminal/packages.txt``, then builds
+``images/terminal/Dockerfile`` on top of it (``FROM`` a local image needs no registry).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 
 TERMINAL_IMAGE = "multiturn-envs-terminal:latest"
 BASE_IMAGE = "multiturn-envs-terminal-base:latest"
-SANDBOXES_DIR = Path(__file__).resolve().parents[3] / "sandboxes"
 BUILD_HINT = "multiturn-envs sandbox terminal build"
 
 
@@ -25,15 +24,25 @@ def image_exists(tag: str) -> bool:
     return done.returncode == 0
 
 
-def packages(sandboxes_dir: Path = SANDBOXES_DIR) -> list[str]:
-    text = (sandboxes_dir / "terminal" / "packages.txt").read_text()
+def packages(sandboxes_dir: Path | None = None) -> list[str]:
+    from multiturn_envs.sandbox.image import recipes_folder
+
+    folder = recipes_folder() if sandboxes_dir is None else sandboxes_dir
+    text = (folder / "terminal" / "packages.txt").read_text(encoding="utf-8")
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def build(force: bool = False, sandboxes_dir: Path = SANDBOXES_DIR) -> str:
-    """Build the base (when missing or ``force``) and the terminal image; say what was done."""
+def build(force: bool = False, sandboxes_dir: Path | None = None) -> str:
+    """Build the base (when missing or ``force``) and the terminal image; say what was done.
+
+    ``sandboxes_dir``: a folder of image definitions to use instead of the package's."""
+    if sandboxes_dir is None:
+        from multiturn_envs.sandbox.image import image_recipes
+
+        with image_recipes() as folder:
+            return build(force, folder)
     if not (sandboxes_dir / "terminal" / "Dockerfile").is_file():
-        raise FileNotFoundError(f"{sandboxes_dir}/terminal not found (build from a checkout)")
+        raise FileNotFoundError(f"{sandboxes_dir} holds no terminal image definition")
     did = []
     if force or not image_exists(BASE_IMAGE):
         env = dict(os.environ, MTE_IMAGE_PACKAGES=",".join(packages(sandboxes_dir)))
@@ -50,7 +59,7 @@ def build(force: bool = False, sandboxes_dir: Path = SANDBOXES_DIR) -> str:
     )
     if done2.returncode != 0:
         raise RuntimeError(f"docker build of {TERMINAL_IMAGE} failed: {done2.stderr[-800:]}")
-    did.append(f"built {TERMINAL_IMAGE} from sandboxes/terminal/Dockerfile")
+    did.append(f"built {TERMINAL_IMAGE} from {sandboxes_dir / 'terminal' / 'Dockerfile'}")
     return "; ".join(did)
 
 
