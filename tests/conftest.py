@@ -40,6 +40,45 @@ settings.register_profile(
 )
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 
+SLOW_MODULES = frozenset(
+    {
+        # a model (SmolLM2, the tiny study model) loaded or trained, TRL, verl, verifiers
+        "adapters/test_trl.py",
+        "adapters/test_trl_tools.py",
+        "adapters/test_verl.py",
+        "adapters/test_verifiers.py",
+        "harness/test_mechanism.py",
+        "policies/test_policies_scoring.py",
+        "policies/test_transformers_backend.py",
+        "policies/test_vllm_offline.py",
+        "rl/test_study.py",
+        "rl/test_tiny_agent.py",
+        "rl/test_train.py",
+        "rl/test_train_envs.py",
+        "rl/test_typed_tools.py",
+        # a Ray cluster, or server processes and their clients
+        "adapters/test_openenv_client.py",
+        "adapters/test_openenv_remote_eval.py",
+        "adapters/test_openenv_server.py",
+        "harness/test_ray_executor.py",
+        "server/test_server_hostile.py",
+    }
+)
+"""Test modules left out of the fast subset (``pytest -m "not slow and not docker"``,
+CONTRIBUTING.md): each loads a model, trains, or starts Ray or server processes. One list, so
+that the subset is decided in one place; a module's own ``slow`` or ``docker`` marks count too."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            module = item.path.resolve().relative_to(tests).as_posix()
+        except ValueError:
+            continue
+        if module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def guess_env() -> GuessEnv:
