@@ -149,3 +149,24 @@ def test_no_library_error_names_a_cli_flag() -> None:
                     if hit:
                         offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {hit.group()}")
     assert offenders == [], f"library errors speak of arguments, not CLI flags: {offenders}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["serve", "MT/NoSuchEnv-v0"], "unknown env id 'MT/NoSuchEnv-v0'"),
+        (["serve", "MT/FrozenLake-v0", "--env-arg", "novalue"], "--env-arg: "),
+        (["serve", "MT/FrozenLake-v0", "--host", "0.0.0.0"], "bearer token"),
+        (["sandbox", "terminal"], "COMMAND"),
+        (["sandbox", "build", "--tag"], "--tag"),
+    ],
+)
+def test_serve_and_sandbox_mistakes_are_one_line_exit_2(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from multiturn_envs.cli import EXIT_USAGE, main
+
+    monkeypatch.delenv("MTE_SERVE_TOKEN", raising=False)
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("multiturn-envs: error: ") and says in err, err

@@ -116,7 +116,7 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
     try:
         return env_args.parse_env_args(pairs)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(f"--env-arg: {exc}") from None
 
 
 def int_list(text: str, what: str, minimum: int = 1) -> list[int]:
