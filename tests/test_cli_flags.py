@@ -170,3 +170,25 @@ def test_serve_and_sandbox_mistakes_are_one_line_exit_2(
     assert main(argv) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("multiturn-envs: error: ") and says in err, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "x.jsonl", "--ks", "0,1"],
+        ["report", "x.jsonl", "--ts", "1,x"],
+        ["eval", "MT/FrozenLake-v0", "--turn-grid", ","],
+        ["train", "--budget-mix", "2,1000000000"],
+        ["dynamics", "x.jsonl", "--checkpoint-steps", "-1"],
+        ["report", "x.jsonl", "--ts", ",".join(["1"] * 10_001)],
+    ],
+)
+def test_list_flags_are_checked_while_parsing(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from multiturn_envs.cli import EXIT_USAGE, main
+
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    flag = next(a for a in argv if a.startswith("--"))
+    assert err.count("\n") == 1 and flag in err and "comma-separated integers in" in err, err

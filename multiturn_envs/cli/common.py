@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import gymnasium as gym
 
 from multiturn_envs import env_args
-from multiturn_envs.cli.argtypes import FloatRange, IntRange
+from multiturn_envs.cli.argtypes import FloatRange, IntList, IntRange
 from multiturn_envs.errors import RecordFileError, SpecError
 from multiturn_envs.harness.config import MAX_IN_FLIGHT, MAX_WORKERS
 from multiturn_envs.wrappers.error_injection import MAX_PREFIX_STEPS
@@ -63,6 +63,12 @@ BOOTSTRAP = IntRange(0, 100_000)
 ALPHA = FloatRange(0.0, 1.0, low_open=True, high_open=True)
 """1 - the confidence level."""
 TRAIN_STEPS = IntRange(1, 10_000_000)
+TURN_LIST = IntList(1, 100_000)
+"""Turn budgets or T values (``--turn-grid``, ``--ts``, ``--budget-mix``)."""
+SAMPLE_LIST = IntList(1, 100_000)
+"""K values (``--ks``)."""
+STEP_LIST = IntList(0, 10_000_000)
+"""Training steps of checkpoints (``--checkpoint-steps``)."""
 STEP_WEIGHT = FloatRange(0.0, 1_000_000.0)
 
 
@@ -117,17 +123,6 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
         return env_args.parse_env_args(pairs)
     except ValueError as exc:
         raise UsageError(f"--env-arg: {exc}") from None
-
-
-def int_list(text: str, what: str, minimum: int = 1) -> list[int]:
-    """Comma-separated ints, each at least ``minimum``."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"{what} wants comma-separated ints, got {text!r}") from None
-    if not values or min(values) < minimum:
-        raise UsageError(f"{what} wants comma-separated ints >= {minimum}, got {text!r}")
-    return values
 
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any]) -> gym.Env[str, str]:

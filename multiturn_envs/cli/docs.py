@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from multiturn_envs.cli.argtypes import FloatRange, IntRange
+from multiturn_envs.cli.argtypes import FloatRange, IntList, IntRange
 
 INTRO = """\
 # The `multiturn-envs` command
@@ -85,7 +85,7 @@ def _meaning(action: argparse.Action) -> str:
     if action.choices is not None:
         parts.append("one of " + ", ".join(f"`{c}`" for c in action.choices))
     notes = []
-    if isinstance(action.type, (IntRange, FloatRange)):
+    if isinstance(action.type, (IntRange, FloatRange, IntList)):
         kind = action.type.__name__
         notes.append(f"an {kind}" if isinstance(action.type, IntRange) else kind)
     if action.required and action.option_strings:

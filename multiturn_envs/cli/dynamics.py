@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from multiturn_envs.cli.common import add_ci_args, add_flags, int_list, user_errors, write_json
+from multiturn_envs.cli.common import (
+    STEP_LIST,
+    add_ci_args,
+    add_flags,
+    user_errors,
+    write_json,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -20,7 +26,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("files", nargs="+", help="one record file per checkpoint, in training order")
     p.add_argument("--labels", default=None, help="comma-separated checkpoint names")
     p.add_argument(
-        "--checkpoint-steps", default=None, help="comma-separated training steps (x axis)"
+        "--checkpoint-steps",
+        type=STEP_LIST,
+        default=None,
+        help="the training step of each file (x axis)",
     )
     p.add_argument(
         "--trajectory-reward",
@@ -38,16 +47,13 @@ def run(args: argparse.Namespace) -> int:
     """One record file per checkpoint, in order."""
     from multiturn_envs.harness import plot_dynamics, read_run, training_dynamics
 
-    steps = None
-    if args.checkpoint_steps:
-        steps = int_list(args.checkpoint_steps, "--checkpoint-steps", minimum=0)
     with user_errors():
         runs = [read_run(f) for f in args.files]
         names = args.labels.split(",") if args.labels else [Path(r.path).stem for r in runs]
         result = training_dynamics(
             [r.records for r in runs],
             names,
-            steps=steps,
+            steps=args.checkpoint_steps,
             kind=args.trajectory_reward,
             n_boot=args.bootstrap,
             alpha=args.alpha,

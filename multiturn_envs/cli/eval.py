@@ -12,6 +12,7 @@ from typing import Any
 
 from multiturn_envs.cli.common import (
     IN_FLIGHT,
+    TURN_LIST,
     WORKERS,
     UsageError,
     add_env_args,
@@ -19,7 +20,6 @@ from multiturn_envs.cli.common import (
     add_flags,
     env_tasks,
     executor_of,
-    int_list,
     load_policy,
     parse_env_args,
     resolve_tasks,
@@ -60,6 +60,7 @@ multiturn-envs eval MT/FrozenLake-v0 --policy noisy-expert:0.3 --tasks 10 --samp
     p.add_argument(
         "--turn-grid",
         default=None,
+        type=TURN_LIST,
         help="announced mode: comma-separated budgets to run (default 1..T_max)",
     )
     add_flags(p, "--error-after", "--seed")
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             samples=args.samples,
             max_turns=args.max_turns,
             budget_mode=args.budget_mode,
-            turn_grid=int_list(args.turn_grid, "--turn-grid") if args.turn_grid else None,
+            turn_grid=args.turn_grid,
             error_after=args.error_after,
             seed=args.seed,
             env_kwargs=env_kwargs,

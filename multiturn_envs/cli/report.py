@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from multiturn_envs.cli.common import add_ci_args, int_list, user_errors
+from multiturn_envs.cli.common import SAMPLE_LIST, TURN_LIST, add_ci_args, user_errors
 
 
 def add_parser(sub: Any) -> None:
@@ -21,8 +21,12 @@ their common tasks; writes <stem>_heatmap.png, <stem>_k_curves.png and <stem>_t_
     )
     p.add_argument("files", nargs="+", help="one or more .jsonl record files")
     p.add_argument("--out-dir", default=None, help="where PNGs go (default: beside the first file)")
-    p.add_argument("--ks", default=None, help="comma-separated K values (default 1..n)")
-    p.add_argument("--ts", default=None, help="comma-separated T values (default 1..T_max)")
+    p.add_argument(
+        "--ks", type=SAMPLE_LIST, default=None, help="comma-separated K values (default 1..n)"
+    )
+    p.add_argument(
+        "--ts", type=TURN_LIST, default=None, help="comma-separated T values (default 1..T_max)"
+    )
     add_ci_args(p)
     p.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
     p.set_defaults(func=run)
@@ -31,14 +35,12 @@ their common tasks; writes <stem>_heatmap.png, <stem>_k_curves.png and <stem>_t_
 def run(args: argparse.Namespace) -> int:
     from multiturn_envs.harness.report import main_report
 
-    ks = int_list(args.ks, "--ks") if args.ks else None
-    ts = int_list(args.ts, "--ts") if args.ts else None
     with user_errors(KeyError, missing="no such record file"):
         text = main_report(
             args.files,
             out_dir=args.out_dir,
-            ks=ks,
-            ts=ts,
+            ks=args.ks,
+            ts=args.ts,
             n_boot=args.bootstrap,
             alpha=args.alpha,
             seed=args.bootstrap_seed,

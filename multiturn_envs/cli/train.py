@@ -9,8 +9,8 @@ from typing import Any
 from multiturn_envs.cli.common import (
     STEP_WEIGHT,
     TRAIN_STEPS,
+    TURN_LIST,
     add_flags,
-    int_list,
     parse_env_args,
     user_errors,
 )
@@ -57,7 +57,10 @@ multiturn-envs train --config run.json --output-dir runs/g --resume-checkpoint""
     )
     add_flags(p, "--max-turns", overlay=True)
     p.add_argument(
-        "--budget-mix", default=None, help="comma-separated budgets (BudgetMix), e.g. 2,4,6"
+        "--budget-mix",
+        type=TURN_LIST,
+        default=None,
+        help="comma-separated budgets (BudgetMix), e.g. 2,4,6",
     )
     p.add_argument("--steps", type=TRAIN_STEPS, default=None, help="GRPO steps")
     p.add_argument("--output-dir", default=None, help="the run's folder (checkpoints, log)")
@@ -91,7 +94,7 @@ def config_of(args: argparse.Namespace) -> Any:
     if args.train_tasks:
         data["train_tasks"] = [t for t in args.train_tasks.split(",") if t]
     if args.budget_mix:
-        data["budget_mix"] = int_list(args.budget_mix, "--budget-mix")
+        data["budget_mix"] = args.budget_mix
     return TrainConfig.from_dict(data).updated(args.set)
 
 
