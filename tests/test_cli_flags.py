@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -114,14 +115,16 @@ def test_docs_cli_md_is_what_the_parsers_generate() -> None:
         assert f"`{spelling}" in written, spelling
 
 
-def _library_modules() -> list[Path]:
-    return [p for p in PACKAGE.rglob("*.py") if "cli" not in p.relative_to(PACKAGE).parts[:1]]
+@functools.cache
+def _library_trees() -> tuple[tuple[Path, ast.Module], ...]:
+    """Every library module outside ``cli/``, parsed once for the tests below."""
+    paths = [p for p in PACKAGE.rglob("*.py") if "cli" not in p.relative_to(PACKAGE).parts[:1]]
+    return tuple((p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(paths))
 
 
 def test_no_argparse_outside_the_cli() -> None:
     offenders = []
-    for path in _library_modules():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for path, tree in _library_trees():
         for node in ast.walk(tree):
             names = (
                 [a.name for a in node.names]
@@ -139,8 +142,8 @@ def test_no_library_error_names_a_cli_flag() -> None:
     flags = sorted(_options(), key=len, reverse=True)
     pattern = re.compile("|".join(re.escape(f) + r"(?![\w-])" for f in flags if f.startswith("--")))
     offenders = []
-    for path in _library_modules():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for path, tree in _library_trees():
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Raise) or node.exc is None:
                 continue
             for const in ast.walk(node.exc):
