@@ -291,7 +291,7 @@ def test_a_killed_driver_resumes_with_nothing_lost_or_doubled(
     [
         (["--ray-workers", "2"], "--ray-workers needs --executor ray"),
         (["--policy-placement", "actor-pool"], "--policy-placement needs --executor ray"),
-        (["--executor", "ray", "--ray-workers", "0"], "--ray-workers must be >= 1"),
+        (["--executor", "ray", "--ray-workers", "0"], "--ray-workers: an integer in [1, 4,096]"),
     ],
 )
 def test_cli_ray_flags_are_checked_in_one_line(
