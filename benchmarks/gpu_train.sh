@@ -6,7 +6,7 @@
 # steps (default: the configs' 200); OUT the runs' root (default runs/gpu). Each env writes
 # <OUT>/<env>/train_log.jsonl (one line per step) and checkpoints every save_steps; rerun with
 # RESUME=1 to continue from the latest checkpoint. DeepCoder needs Docker and the sandbox image
-# (python -m multiturn_envs.sandbox.image build).
+# (multiturn-envs sandbox build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${MODEL:?set MODEL to a local Qwen3-4B-class folder}"
@@ -16,9 +16,9 @@ envs=("$@")
 [ ${#envs[@]} -gt 0 ] || envs=(frozenlake intercode-sql bfcl deepcoder)
 out="${OUT:-runs/gpu}"
 for env in "${envs[@]}"; do
-  extra=(--model "$MODEL" --out "$out/$env")
+  extra=(--model "$MODEL" --output-dir "$out/$env")
   [ -n "${STEPS:-}" ] && extra+=(--steps "$STEPS")
-  [ -n "${RESUME:-}" ] && extra+=(--resume)
+  [ -n "${RESUME:-}" ] && extra+=(--resume-checkpoint)
   start=$SECONDS
   python -m multiturn_envs.cli train --config "examples/train/gpu/$env-qwen3-4b.json" "${extra[@]}"
   echo "gpu_train: $env done in $((SECONDS - start)) s" >&2

@@ -136,7 +136,7 @@ def main() -> None:
         f"calls read: {reply.tool_calls is not None}"
     )
     del policy, tooled, llm
-    # the scorer through its spec, as `multiturn-envs nll --model vllm:...` builds it
+    # the scorer through its spec, as `multiturn-envs nll --scoring-model vllm:...` builds it
     spec = f"vllm:{model},dtype={args.dtype},max_model_len=4096"
     spec += f",gpu_memory_utilization={args.gpu_memory_utilization},enforce_eager=true"
     scoring = load_scoring_model(spec)

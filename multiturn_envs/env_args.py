@@ -20,7 +20,7 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key.isidentifier():
             raise ValueError(
-                f"--env-arg wants key=value with a Python identifier key, got {pair!r}"
+                f"an env argument is key=value with a Python identifier key, got {pair!r}"
             )
         try:
             kwargs[key] = json.loads(raw)

@@ -24,6 +24,6 @@ $cli eval "${common[@]}" --policy "$smol" --out "$out/smollm2.jsonl"
 echo "demo: SmolLM2 eval done after $((SECONDS - start)) s" >&2
 $cli eval "${common[@]}" --policy random --out "$out/random.jsonl"
 $cli report "$out/smollm2.jsonl" "$out/random.jsonl" --out-dir "$out" | tee "$out/report.txt"
-$cli nll "$out/smollm2.jsonl" "$out/random.jsonl" --model hf:smollm2 --bootstrap 1000 \
-  --out "$out/nll.json" | tee "$out/nll.txt"
+$cli nll "$out/smollm2.jsonl" "$out/random.jsonl" --scoring-model hf:smollm2 --bootstrap 1000 \
+  --json-out "$out/nll.json" | tee "$out/nll.txt"
 echo "demo: records, report, plots and NLL in $out ($((SECONDS - start)) s after setup)"

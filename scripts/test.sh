@@ -25,12 +25,15 @@ apt_install() {  # root only: the offline image bootstrap and the local backend'
 }
 apt_install debootstrap bwrap
 if bash scripts/ensure_docker.sh; then
-  if ! .venv/bin/python -m multiturn_envs.sandbox.image status >/dev/null 2>&1; then
+  if ! .venv/bin/multiturn-envs sandbox status >/dev/null 2>&1; then
     .venv/bin/multiturn-envs sandbox build
   fi
-  if ! .venv/bin/python -m multiturn_envs.envs.terminal.image status >/dev/null 2>&1; then
+  if ! .venv/bin/multiturn-envs sandbox terminal status >/dev/null 2>&1; then
     .venv/bin/multiturn-envs sandbox terminal build  # MT/Terminal-v0 (offline)
   fi
+  # the wheel without the checkout: built, installed in a fresh venv, one DeepCoder and one
+  # Terminal episode (about 35-70 s on 2 cores)
+  bash scripts/check_wheel.sh
 elif [ "${CI:-}" = "true" ]; then
   echo "test.sh: CI=true but no Docker engine could be started" >&2
   exit 1

@@ -40,6 +40,58 @@ settings.register_profile(
 )
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 
+SLOW_TESTS = (
+    # a model (SmolLM2, the tiny study model) loaded or trained, TRL, verl, verifiers, vLLM
+    "adapters/test_trl.py",
+    "adapters/test_trl_tools.py",
+    "adapters/test_verl.py",
+    "adapters/test_verifiers.py",
+    "harness/test_mechanism.py",
+    "policies/test_openai_backend.py",
+    "policies/test_policies_scoring.py",
+    "policies/test_spec.py::test_smollm2_resolves_to_the_wheel_and_acts",
+    "policies/test_tool_policies.py",
+    "policies/test_transformers_backend.py",
+    "policies/test_vllm_offline.py",
+    "rl/test_reward_golden.py::test_the_verifiers_rubric_scores_what_it_scored",
+    "rl/test_study.py",
+    "rl/test_tiny_agent.py",
+    "rl/test_train.py",
+    "rl/test_train_envs.py",
+    "rl/test_typed_tools.py",
+    # a Ray cluster, server processes and their clients
+    "adapters/test_openenv_client.py",
+    "adapters/test_openenv_remote_eval.py",
+    "adapters/test_openenv_server.py",
+    "harness/test_ray_executor.py",
+    "server/test_server_hostile.py",
+    # whole real datasets: InterCode's published runs and databases, every HumanEval solution
+    "envs/intercode_sql/test_conversion.py",
+    "envs/intercode_sql/test_intercode_replay.py",
+    "envs/deepcoder/test_humaneval.py::test_all_canonical_solutions_pass_locally",
+)
+"""Tests left out of the fast subset (``pytest -m "not slow and not docker"``, CONTRIBUTING.md),
+as paths under tests/ (a module, or ``module::test``): each loads a model, trains, starts Ray,
+vLLM or server processes, or walks a whole real dataset (each over ~15 s alone here, measured
+with ``--durations``). One list, so that the subset is decided in one place."""
+
+DOCKER_PARAMS = ("MT/Terminal-v0",)
+"""A test parametrised over the registered envs needs Docker for these ids (marked ``docker``)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            module = item.path.resolve().relative_to(tests).as_posix()
+        except ValueError:
+            continue
+        name = f"{module}::{item.name.split('[')[0]}"
+        if any(name == entry or module == entry for entry in SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
+        if any(env_id in item.name for env_id in DOCKER_PARAMS):
+            item.add_marker(pytest.mark.docker)
+
 
 @pytest.fixture
 def guess_env() -> GuessEnv:

@@ -19,7 +19,6 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "version": 0,
     "safejson": 0,
-    "argtypes": 0,
     "spaces": 1,
     "core": 1,
     "tools": 1,

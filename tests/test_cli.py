@@ -161,7 +161,7 @@ def test_compare_runs_through_the_analyses_module(tmp_path: Path) -> None:
     out = tmp_path / "cmp.json"
     proc = run_cli(
         "compare", FROZEN, "--policy-a", "expert", "--policy-b", "random", "--tasks", "2",
-        "--samples", "1", "--actions", "4", "--out", str(out),
+        "--samples", "1", "--actions", "4", "--json-out", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())

@@ -1,7 +1,7 @@
 """The command line against absurd flags and hostile or broken record files: one line, exit 2.
 
 Each case names the limit it checks: a flag's range (its ``type=``, multiturn_envs.cli.common
-and multiturn_envs.server.serve), or the record reader's bounds (``MAX_LINE_BYTES``,
+and multiturn_envs.cli.serve), or the record reader's bounds (``MAX_LINE_BYTES``,
 ``MAX_RECORD_DEPTH``, the field types it checks). Flags are checked in-process (argparse stops
 before anything runs); record files through the real console script in a subprocess, as a
 user meets them. No case may print a traceback, a MemoryError or a RecursionError.
@@ -54,7 +54,7 @@ FLAGS: list[tuple[str, list[str], str]] = [
     ("BOOTSTRAP -1", ["dynamics", "x.jsonl", "--bootstrap", "-1"], "--bootstrap"),
     ("ALPHA 5", ["report", "x.jsonl", "--alpha", "5"], "--alpha"),
     ("ALPHA nan", ["report", "x.jsonl", "--alpha", "nan"], "--alpha"),
-    ("ALPHA 1", ["nll", "x.jsonl", "--model", "m", "--alpha", "1"], "--alpha"),
+    ("ALPHA 1", ["nll", "x.jsonl", "--scoring-model", "m", "--alpha", "1"], "--alpha"),
     (
         "ACTIONS 1e9",
         ["compare", FROZEN, "--policy-a", "a", "--policy-b", "b", "--actions", "1000000000"],

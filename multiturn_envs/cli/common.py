@@ -18,13 +18,14 @@ import json
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import gymnasium as gym
 
 from multiturn_envs import env_args
-from multiturn_envs.argtypes import FloatRange, IntRange
+from multiturn_envs.cli.argtypes import FloatRange, IntList, IntRange
 from multiturn_envs.errors import RecordFileError, SpecError
 from multiturn_envs.harness.config import MAX_IN_FLIGHT, MAX_WORKERS
 from multiturn_envs.wrappers.error_injection import MAX_PREFIX_STEPS
@@ -62,6 +63,12 @@ BOOTSTRAP = IntRange(0, 100_000)
 ALPHA = FloatRange(0.0, 1.0, low_open=True, high_open=True)
 """1 - the confidence level."""
 TRAIN_STEPS = IntRange(1, 10_000_000)
+TURN_LIST = IntList(1, 100_000)
+"""Turn budgets or T values (``--turn-grid``, ``--ts``, ``--budget-mix``)."""
+SAMPLE_LIST = IntList(1, 100_000)
+"""K values (``--ks``)."""
+STEP_LIST = IntList(0, 10_000_000)
+"""Training steps of checkpoints (``--checkpoint-steps``)."""
 STEP_WEIGHT = FloatRange(0.0, 1_000_000.0)
 
 
@@ -70,7 +77,12 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line (no usage dump) and exit with status 2."""
+    """argparse, but errors are one line (no usage dump) and exit with status 2; a description
+    and an epilog (the examples) keep their line breaks (docs/cli.md renders them too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see --help)")
@@ -110,18 +122,7 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
     try:
         return env_args.parse_env_args(pairs)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def int_list(text: str, what: str, minimum: int = 1) -> list[int]:
-    """Comma-separated ints, each at least ``minimum``."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"{what} wants comma-separated ints, got {text!r}") from None
-    if not values or min(values) < minimum:
-        raise UsageError(f"{what} wants comma-separated ints >= {minimum}, got {text!r}")
-    return values
+        raise UsageError(f"--env-arg: {exc}") from None
 
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any]) -> gym.Env[str, str]:
@@ -199,54 +200,144 @@ def load_policy(spec: str) -> Policy | AsyncPolicy:
         raise UsageError(f"policy {spec!r}: {exc}") from None
 
 
+# ------------------------------------------------------------------------------ shared flags
+# A flag that several commands take is defined once, here: one spelling, one meaning, one type
+# (with its range), one default, one help line. A command adds it with :func:`add_flags`;
+# tests/test_cli_flags.py fails when two commands give one spelling two definitions.
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One shared flag: its spellings and ``add_argument`` keywords."""
+
+    names: tuple[str, ...]
+    kwargs: Mapping[str, Any]
+
+
+FLAGS: dict[str, Flag] = {
+    f.names[0]: f
+    for f in (
+        Flag(
+            ("--tag",),
+            dict(
+                default=None,
+                help="the tag of the image to build (default: the command's image; a variant "
+                "tag never replaces the default image)",
+            ),
+        ),
+        Flag(
+            ("--env-arg",),
+            dict(
+                action="append",
+                default=[],
+                metavar="K=V",
+                help="a gym.make keyword argument; V is JSON when it parses (8, false, [1,2]), "
+                "else a string",
+            ),
+        ),
+        Flag(
+            ("--tasks",),
+            dict(
+                default=None,
+                help="N (the first N task ids) or comma-separated task ids (default: all)",
+            ),
+        ),
+        Flag(("--samples", "-k"), dict(type=SAMPLES, default=8, help="K, episodes per task")),
+        Flag(("--max-turns", "-t"), dict(type=MAX_TURNS, default=8, help="T, the turn budget")),
+        Flag(
+            ("--error-after",),
+            dict(
+                type=ERROR_AFTER,
+                default=None,
+                metavar="k",
+                help="inject an error after k expert steps (ErrorInjection; default: none)",
+            ),
+        ),
+        Flag(("--seed",), dict(type=SEED, default=0, help="the run's seed")),
+        Flag(
+            ("--bootstrap",),
+            dict(type=BOOTSTRAP, default=2000, help="bootstrap resamples over tasks (0: none)"),
+        ),
+        Flag(("--alpha",), dict(type=ALPHA, default=0.05, help="1 - the confidence level")),
+        Flag(("--bootstrap-seed",), dict(type=SEED, default=0, help="the bootstrap's seed")),
+        Flag(
+            ("--json-out",),
+            dict(default=None, metavar="FILE.json", help="also write the numbers as JSON here"),
+        ),
+        Flag(
+            ("--system-prompt",),
+            dict(default=None, help="score with this system prompt instead of the env's"),
+        ),
+        Flag(("--quiet", "-q"), dict(action="store_true", help="no progress display, no summary")),
+        Flag(
+            ("--executor",),
+            dict(
+                choices=("local", "ray"),
+                default="local",
+                help="local: this process; ray: shard over Ray workers (docs/scale-out.md)",
+            ),
+        ),
+        Flag(
+            ("--ray-address",),
+            dict(
+                default=None,
+                help="Ray cluster to join (auto | host:port); default RAY_ADDRESS, else a local "
+                "Ray",
+            ),
+        ),
+        Flag(
+            ("--ray-workers",),
+            dict(
+                type=RAY_WORKERS,
+                default=None,
+                help="rollout workers (default: cluster CPUs); --in-flight/--workers are per "
+                "worker",
+            ),
+        ),
+        Flag(
+            ("--policy-placement",),
+            dict(
+                choices=("worker", "actor-pool"),
+                default=None,
+                help="worker: a policy per rollout worker (default); actor-pool: shared policy "
+                "actors",
+            ),
+        ),
+        Flag(
+            ("--policy-actors",),
+            dict(type=POLICY_ACTORS, default=None, help="actor-pool size (default 1)"),
+        ),
+    )
+}
+
+
+def add_flags(p: argparse.ArgumentParser, *names: str, overlay: bool = False) -> None:
+    """Add the shared flags ``names`` (their first spelling) to ``p``.
+
+    ``overlay=True`` (``train``, whose flags override a config file's fields) makes each
+    default ``None``: a flag not given leaves the config's value.
+    """
+    for name in names:
+        flag = FLAGS[name]
+        kwargs = dict(flag.kwargs)
+        if overlay and kwargs.get("action") is None:
+            kwargs["default"] = None
+        p.add_argument(*flag.names, **kwargs)
+
+
 def add_ci_args(p: argparse.ArgumentParser) -> None:
     """Bootstrap interval options shared by the analyses."""
-    p.add_argument(
-        "--bootstrap", type=BOOTSTRAP, default=2000, help="resamples over tasks (0: none)"
-    )
-    p.add_argument("--alpha", type=ALPHA, default=0.05, help="1 - confidence level")
-    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed")
-    p.add_argument("--out", default=None, help="also write the numbers as JSON here")
+    add_flags(p, "--bootstrap", "--alpha", "--bootstrap-seed")
 
 
 def add_env_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--env-arg",
-        action="append",
-        default=[],
-        metavar="K=V",
-        help="a gym.make keyword argument (JSON value, else a string); repeatable",
-    )
+    add_flags(p, "--env-arg")
 
 
 def add_executor_args(p: argparse.ArgumentParser) -> None:
     """Where episodes run (``eval`` and ``compare``): this process or Ray workers."""
-    p.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        help="local: this process; ray: shard over Ray workers (docs/scale-out.md)",
-    )
-    p.add_argument(
-        "--ray-address",
-        default=None,
-        help="Ray cluster to join (auto | host:port); default RAY_ADDRESS, else a local Ray",
-    )
-    p.add_argument(
-        "--ray-workers",
-        type=RAY_WORKERS,
-        default=None,
-        help="rollout workers (default: cluster CPUs); --in-flight/--workers are per worker",
-    )
-    p.add_argument(
-        "--policy-placement",
-        choices=("worker", "actor-pool"),
-        default=None,
-        help="worker: a policy per rollout worker (default); actor-pool: shared policy actors",
-    )
-    p.add_argument(
-        "--policy-actors", type=POLICY_ACTORS, default=None, help="actor-pool size (default 1)"
-    )
+    add_flags(p, "--executor", "--ray-address", "--ray-workers", "--policy-placement")
+    add_flags(p, "--policy-actors")
 
 
 def executor_of(args: argparse.Namespace, policy_spec: str) -> RayExecutor | None:

@@ -15,12 +15,10 @@ from typing import Any
 
 from multiturn_envs.cli.common import (
     ACTIONS,
-    ERROR_AFTER,
-    MAX_TURNS,
-    SAMPLES,
-    SEED,
+    UsageError,
     add_env_args,
     add_executor_args,
+    add_flags,
     env_factory,
     env_tasks,
     executor_of,
@@ -32,8 +30,22 @@ from multiturn_envs.cli.common import (
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("compare", help="same-state comparison / error-state continuation")
-    p.add_argument("env_id", help="e.g. MT/FrozenLake-v0")
+    p = sub.add_parser(
+        "compare",
+        help="same-state comparison / error-state continuation",
+        description="""\
+Runs multiturn_envs.harness.same_state_comparison or error_state_continuation
+(docs/metrics.md). same-state samples --actions actions per policy from each state (states
+from --states-from RECORDS.jsonl, else the states policy A visits in --samples episodes per
+task) and reports win/tie/loss by the oracle; continuation runs both policies from the same
+injected error states (--error-after k) and reports their success and the paired difference.
+--seed seeds the episodes and the paired bootstrap.""",
+        epilog="""\
+multiturn-envs compare MT/FrozenLake-v0 --policy-a expert --policy-b random --tasks 10
+multiturn-envs compare MT/FrozenLake-v0 --mode continuation --policy-a A --policy-b B \\
+    --error-after 1""",
+    )
+    p.add_argument("env_id", help="a registered id; module:Namespace/Name-v0 imports module first")
     p.add_argument(
         "--mode",
         choices=("same-state", "continuation"),
@@ -44,7 +56,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--policy-a", required=True, help="the reference policy (spec as in eval)")
     p.add_argument("--policy-b", required=True, help="the policy compared with A")
     add_env_args(p)
-    p.add_argument("--tasks", default=None, help="N or comma-separated task ids (default: all)")
+    add_flags(p, "--tasks")
     p.add_argument(
         "--states-from",
         default=None,
@@ -52,17 +64,9 @@ def add_parser(sub: Any) -> None:
         help="take states from the trajectories of a record file",
     )
     p.add_argument("--actions", type=ACTIONS, default=16, help="actions per policy and state")
-    p.add_argument("--samples", "-k", type=SAMPLES, default=8, help="continuations per task")
-    p.add_argument("--max-turns", "-t", type=MAX_TURNS, default=8, help="turn budget")
-    p.add_argument(
-        "--error-after",
-        type=ERROR_AFTER,
-        default=1,
-        metavar="k",
-        help="expert steps before the injected error",
-    )
-    p.add_argument("--seed", type=SEED, default=0)
-    p.add_argument("--out", default=None, help="write the comparison as JSON here")
+    # --samples: A's episodes per task (same-state) or continuations per task (continuation);
+    # --error-after: continuation needs it; --seed also seeds the paired bootstrap
+    add_flags(p, "--samples", "--max-turns", "--error-after", "--seed", "--json-out")
     add_executor_args(p)  # the episodes compare runs (states, continuations)
     p.set_defaults(func=run)
 
@@ -79,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         states_from_records,
     )
 
+    if args.mode == "continuation" and args.error_after is None:
+        raise UsageError("--mode continuation needs --error-after k (the expert steps before it)")
     env_kwargs = parse_env_args(args.env_arg)
     tasks = env_tasks(args.env_id, env_kwargs, args.tasks)
     policy_a, policy_b = load_policy(args.policy_a), load_policy(args.policy_b)
@@ -137,5 +143,5 @@ def run(args: argparse.Namespace) -> int:
                 ]
             )
             payload = {"a": res[0].to_dict(), "b": res[1].to_dict(), "diff": diff.to_dict()}
-    print(text + write_json(args.out, payload).replace("\nwritten:", "\n  written:"))
+    print(text + write_json(args.json_out, payload).replace("\nwritten:", "\n  written:"))
     return 0

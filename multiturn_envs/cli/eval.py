@@ -11,18 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from multiturn_envs.cli.common import (
-    ERROR_AFTER,
     IN_FLIGHT,
-    MAX_TURNS,
-    SAMPLES,
-    SEED,
+    TURN_LIST,
     WORKERS,
     UsageError,
     add_env_args,
     add_executor_args,
+    add_flags,
     env_tasks,
     executor_of,
-    int_list,
     load_policy,
     parse_env_args,
     resolve_tasks,
@@ -32,8 +29,19 @@ from multiturn_envs.core import TextEnv
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("eval", help="run a policy on an env: N tasks x K samples, JSONL records")
-    p.add_argument("env_id", help="e.g. MT/FrozenLake-v0 (or module:Namespace/Name-v0)")
+    p = sub.add_parser(
+        "eval",
+        help="run a policy on an env: N tasks x K samples, JSONL records",
+        description="""\
+Run a policy on N tasks x K samples with a turn budget T and write one JSONL record per
+trajectory. Hidden budget mode: one run gives all of Pass@(K,T); announced mode runs each T of
+--turn-grid. On success it prints one summary line on stderr (written, already there, steps,
+policy calls). The record format and the resume rules: docs/harness.md.""",
+        epilog="""\
+multiturn-envs eval MT/FrozenLake-v0 --policy noisy-expert:0.3 --tasks 10 --samples 16 \\
+    --max-turns 8 --seed 0 --out runs/noisy.jsonl""",
+    )
+    p.add_argument("env_id", help="a registered id; module:Namespace/Name-v0 imports module first")
     add_env_args(p)
     p.add_argument(
         "--policy",
@@ -42,29 +50,25 @@ def add_parser(sub: Any) -> None:
         "hf:<folder or smollm2>[,gguf=F][,temperature=..] | vllm:<model> | "
         "openai:<base_url>,model=<id> (docs/analyses.md)",
     )
+    add_flags(p, "--tasks", "--samples", "--max-turns")
     p.add_argument(
-        "--tasks",
-        default=None,
-        help="N (the first N task ids) or comma-separated task ids (default: all)",
+        "--budget-mode",
+        choices=("hidden", "announced"),
+        default="hidden",
+        help="hidden: one run gives all of Pass@(K,T); announced: a run per T",
     )
-    p.add_argument("--samples", "-k", type=SAMPLES, default=8, help="K trajectories per task")
-    p.add_argument("--max-turns", "-t", type=MAX_TURNS, default=8, help="T_max, the turn budget")
-    p.add_argument("--budget-mode", choices=("hidden", "announced"), default="hidden")
     p.add_argument(
         "--turn-grid",
         default=None,
+        type=TURN_LIST,
         help="announced mode: comma-separated budgets to run (default 1..T_max)",
     )
+    add_flags(p, "--error-after", "--seed")
     p.add_argument(
-        "--error-after",
-        type=ERROR_AFTER,
+        "--out",
         default=None,
-        metavar="k",
-        help="inject an error after k expert steps (ErrorInjection)",
-    )
-    p.add_argument("--seed", type=SEED, default=0, help="run seed (non-negative)")
-    p.add_argument(
-        "--out", default=None, help="record file (default runs/<env>_<policy>_....jsonl)"
+        metavar="FILE.jsonl",
+        help="the record file (default runs/<env>_<policy>_K<k>_T<t>_s<seed>.jsonl)",
     )
     p.add_argument(
         "--resume",
@@ -93,7 +97,7 @@ def add_parser(sub: Any) -> None:
         "$MTE_SERVE_TOKEN); the server's env arguments apply, not --env-arg",
     )
     add_executor_args(p)
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar, no summary")
+    add_flags(p, "--quiet")
     p.set_defaults(func=run)
 
 
@@ -141,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             samples=args.samples,
             max_turns=args.max_turns,
             budget_mode=args.budget_mode,
-            turn_grid=int_list(args.turn_grid, "--turn-grid") if args.turn_grid else None,
+            turn_grid=args.turn_grid,
             error_after=args.error_after,
             seed=args.seed,
             env_kwargs=env_kwargs,
@@ -162,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
             executor=executor,
         )
     except RecordFileError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(f"{exc} (--resume, --overwrite, --out)") from None
     if not args.quiet:
         note = (
             f", repaired a torn last line ({summary.repaired_bytes} bytes)"

@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from multiturn_envs.cli.common import add_ci_args, user_errors, write_json
+from multiturn_envs.cli.common import add_ci_args, add_flags, user_errors, write_json
 
 _MODEL_HELP = (
     "scoring model: hf:<folder or smollm2>[,gguf=F][,dtype=..] | vllm:<model> | "
@@ -18,19 +18,37 @@ _MODEL_HELP = (
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("nll", help="mean action NLL of record files' actions under a model")
+    p = sub.add_parser(
+        "nll",
+        help="mean action NLL of record files' actions under a model",
+        description="Mean negative log-likelihood of every recorded action under a scoring "
+        "model,\nper run and by success (docs/analyses.md).",
+        epilog="multiturn-envs nll a.jsonl b.jsonl --scoring-model hf:smollm2",
+    )
     p.add_argument("files", nargs="+", help="record files (.jsonl), one per policy")
-    p.add_argument("--model", required=True, help=_MODEL_HELP)
-    p.add_argument("--system-prompt", default=None, help="override the env's system prompt")
+    p.add_argument("--scoring-model", required=True, help=_MODEL_HELP)
+    add_flags(p, "--system-prompt")
     add_ci_args(p)
+    add_flags(p, "--json-out")
     p.set_defaults(func=run_nll)
 
-    p = sub.add_parser("llr", help="cumulative LLR log p_A - log p_B per trajectory, by success")
+    p = sub.add_parser(
+        "llr",
+        help="cumulative LLR log p_A - log p_B per trajectory, by success",
+        description="Cumulative log-likelihood ratio log p_A - log p_B of each trajectory's "
+        "actions,\nsplit by success (docs/analyses.md).",
+        epilog="multiturn-envs llr a.jsonl --model-a hf:RL --model-b hf:BASE",
+    )
     p.add_argument("files", nargs="+", help="record files (.jsonl)")
-    p.add_argument("--model-a", required=True, help="the numerator model, e.g. the RL one")
-    p.add_argument("--model-b", required=True, help="the reference model, e.g. the base one")
-    p.add_argument("--system-prompt", default=None, help="override the env's system prompt")
+    p.add_argument(
+        "--model-a", required=True, help="the numerator scoring model, e.g. the RL one (a spec)"
+    )
+    p.add_argument(
+        "--model-b", required=True, help="the reference scoring model, e.g. the base one"
+    )
+    add_flags(p, "--system-prompt")
     add_ci_args(p)
+    add_flags(p, "--json-out")
     p.set_defaults(func=run_llr)
 
 
@@ -50,14 +68,14 @@ def run_nll(args: argparse.Namespace) -> int:
 
     with user_errors():
         runs = [read_run(f) for f in args.files]
-        model = load_scoring_model(args.model, args.system_prompt)
-        ci = (args.bootstrap, args.alpha, args.seed)
+        model = load_scoring_model(args.scoring_model, args.system_prompt)
+        ci = (args.bootstrap, args.alpha, args.bootstrap_seed)
         summaries = [
             action_nll(score_run(model, run), run_label(run), model.name, *ci) for run in runs
         ]
     payload = {"model": _identity(model), "runs": _per_run(summaries)}
     text = format_nll(summaries, model, args.alpha, args.bootstrap)
-    print(text + write_json(args.out, payload))
+    print(text + write_json(args.json_out, payload))
     return 0
 
 
@@ -74,11 +92,12 @@ def run_llr(args: argparse.Namespace) -> int:
             if args.model_b == args.model_a
             else load_scoring_model(args.model_b, args.system_prompt)
         )
-        ci = (args.bootstrap, args.alpha, args.seed)
+        ci = (args.bootstrap, args.alpha, args.bootstrap_seed)
         summaries = [
             trajectory_llr(llr_pairs(a, b, run), run_label(run), a.name, b.name, *ci)
             for run in runs
         ]
     payload = {"model_a": _identity(a), "model_b": _identity(b), "runs": _per_run(summaries)}
-    print(format_llr(summaries, a, b, args.alpha, args.bootstrap) + write_json(args.out, payload))
+    text = format_llr(summaries, a, b, args.alpha, args.bootstrap)
+    print(text + write_json(args.json_out, payload))
     return 0

@@ -10,7 +10,12 @@ import gymnasium as gym
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("list", help="list the MT/* env ids")
+    p = sub.add_parser(
+        "list",
+        help="list the MT/* env ids",
+        description="Every MT/* id with the first line of its env's docstring (an env whose "
+        "optional\ndependencies are missing is listed as unavailable, with the reason).",
+    )
     p.set_defaults(func=run)
 
 

@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 from multiturn_envs.cli.common import (
-    MAX_TURNS,
-    SEED,
     STEP_WEIGHT,
     TRAIN_STEPS,
+    TURN_LIST,
+    add_flags,
     parse_env_args,
     user_errors,
 )
@@ -22,17 +22,28 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "train",
         help="GRPO through TRL: a reward (outcome, process, ...) x an advantage (GRPO, GiGPO)",
-        description=(
-            "Train a model on an MT/* env with TRL's GRPOTrainer. Fields come from --config "
-            "(JSON; docs/training.md lists them), then the flags below, then --set key=value."
-        ),
+        description="""\
+Train a model on an MT/* env with TRL's GRPOTrainer. Fields come from --config (JSON;
+docs/training.md lists them), then the flags below, then --set key=value. --reward is a
+registered reward (docs/rewards.md), --advantage the estimator: every reward combines with every
+estimator. It prints one progress line per step on stderr and, at the end, one JSON line with
+the model folder and the last step's reward, success and step score. A bad field is one line
+and exit status 2.""",
+        epilog="""\
+multiturn-envs train --config run.json --advantage gigpo --save-steps 5 --output-dir runs/g
+multiturn-envs train --config run.json --output-dir runs/g --resume-checkpoint""",
     )
     p.add_argument("--config", default=None, help="a JSON train config (TrainConfig fields)")
     p.add_argument("--env", dest="env_id", default=None, help="env id, e.g. MT/FrozenLake-v0")
-    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--tasks", default=None, help="comma-separated training task ids")
+    add_flags(p, "--env-arg")
+    p.add_argument("--train-tasks", default=None, help="comma-separated training task ids")
     p.add_argument("--model", default=None, help="'tiny', 'smollm2' or a local HF folder")
-    p.add_argument("--warm-start", choices=("none", "format", "sft"), default=None)
+    p.add_argument(
+        "--warm-start",
+        choices=("none", "format", "sft"),
+        default=None,
+        help="what the model learns before GRPO (docs/training.md)",
+    )
     p.add_argument(
         "--reward",
         default=None,
@@ -44,15 +55,24 @@ def add_parser(sub: Any) -> None:
         default=None,
         help=f"the advantage estimator, one of {', '.join(ADVANTAGES)} (any reward works with any)",
     )
-    p.add_argument("--max-turns", type=MAX_TURNS, default=None, help="the fixed budget T")
-    p.add_argument("--budget-mix", default=None, help="comma-separated budgets (BudgetMix)")
-    p.add_argument("--steps", type=TRAIN_STEPS, default=None)
-    p.add_argument("--out", dest="output_dir", default=None, help="the run's folder")
+    add_flags(p, "--max-turns", overlay=True)
+    p.add_argument(
+        "--budget-mix",
+        type=TURN_LIST,
+        default=None,
+        help="comma-separated budgets (BudgetMix), e.g. 2,4,6",
+    )
+    p.add_argument("--steps", type=TRAIN_STEPS, default=None, help="GRPO steps")
+    p.add_argument("--output-dir", default=None, help="the run's folder (checkpoints, log)")
     p.add_argument("--save-steps", type=TRAIN_STEPS, default=None, help="checkpoint every N steps")
-    p.add_argument("--seed", type=SEED, default=None)
+    add_flags(p, "--seed", overlay=True)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any field")
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument(
+        "--resume-checkpoint",
+        action="store_true",
+        help="continue from the latest checkpoint of --output-dir",
+    )
+    add_flags(p, "--quiet")
     p.set_defaults(func=run)
 
 
@@ -71,10 +91,10 @@ def config_of(args: argparse.Namespace) -> Any:
         data["warm_start"] = args.warm_start
     if args.env_arg:
         data["env_kwargs"] = {**data.get("env_kwargs", {}), **parse_env_args(args.env_arg)}
-    if args.tasks:
-        data["train_tasks"] = [t for t in args.tasks.split(",") if t]
+    if args.train_tasks:
+        data["train_tasks"] = [t for t in args.train_tasks.split(",") if t]
     if args.budget_mix:
-        data["budget_mix"] = [int(b) for b in args.budget_mix.split(",") if b]
+        data["budget_mix"] = args.budget_mix
     return TrainConfig.from_dict(data).updated(args.set)
 
 
@@ -83,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
     with user_errors():
         config = config_of(args)
-        resume_checkpoint(config, args.resume)
-    result = train(config, resume=args.resume, progress=not args.quiet)
+        resume_checkpoint(config, args.resume_checkpoint)
+    result = train(config, resume=args.resume_checkpoint, progress=not args.quiet)
     last = result.log[-1] if result.log else {}
     summary = {
         "model": str(result.model_dir),

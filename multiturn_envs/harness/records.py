@@ -439,7 +439,7 @@ class RecordWriter:
         if path.exists() and path.stat().st_size > 0 and not self.overwrite:
             if not self.resume:
                 raise RecordFileError(
-                    f"{path} exists; resume it (the default), pass --overwrite, or use a new --out"
+                    f"{path} exists: resume it, overwrite it, or write to another file"
                 )
             self.repaired_bytes = repair_truncated_tail(path)
             fresh = path.stat().st_size == 0
@@ -462,8 +462,7 @@ class RecordWriter:
         if old.get("config") != self.header["config"]:
             diff = _config_diff(old["config"], self.header["config"])
             raise RunMismatch(
-                f"{path} holds a different run ({diff}); "
-                "use a new --out, or --overwrite to replace it"
+                f"{path} holds a different run ({diff}); write to another file, or overwrite it"
             )
 
     def _write(self, data: bytes) -> None:

@@ -213,7 +213,7 @@ def _pyplot() -> Any:
         import matplotlib
     except ImportError:
         raise ImportError(
-            "plots need matplotlib: pip install 'multiturn-envs[plot]' (or pass --no-plots)"
+            "plots need matplotlib: pip install 'multiturn-envs[plot]' (or turn plots off)"
         ) from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -335,7 +335,7 @@ def main_report(
 ) -> str:
     """What ``multiturn-envs report`` prints (and the PNGs it writes); returns the text."""
     if n_boot < 0:
-        raise ValueError("--bootstrap must be >= 0")
+        raise ValueError(f"n_boot (bootstrap resamples) must be >= 0, got {n_boot}")
     runs = [read_run(f) for f in files]
     parts: list[str] = []
     tables: list[RunSummaryTable] = []

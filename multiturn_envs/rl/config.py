@@ -245,7 +245,7 @@ class TrainConfig:
         for item in assignments:
             key, sep, text = item.partition("=")
             if not sep or not key:
-                raise ValueError(f"--set takes key=value, got {item!r}")
+                raise ValueError(f"an assignment is key=value, got {item!r}")
             try:
                 data[key] = json.loads(text)
             except json.JSONDecodeError:

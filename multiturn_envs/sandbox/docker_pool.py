@@ -37,7 +37,8 @@ Recycling: a container whose session hit the job's guard, died or reported garba
 OOM-killed (read from the engine's ``oom`` events), or that has served ``max_uses`` runs is
 removed and replaced lazily.
 Orphans (:mod:`.orphans`): at start-up, labelled containers whose owner process is gone are
-removed by id. Whether an engine and the image are there at all: :mod:`.engine`.
+removed by id (also ``multiturn-envs sandbox reap``). Whether an engine and the image are there
+at all: :mod:`.engine`.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class DockerSandbox(Sandbox):
     flight share a few warm containers instead of starting 64.
 
     Args:
-        image: the sandbox image (build it with ``python -m multiturn_envs.sandbox.image build``).
+        image: the sandbox image (build it with ``multiturn-envs sandbox build``).
         size: containers in the pool (default :func:`default_pool_size`: the CPUs this process
             may use, or ``$MTE_SANDBOX_POOL_SIZE``); runs beyond it wait their turn.
         memory_mb: each container's memory limit, swap included (per-test ``Limits.memory_mb``

@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["BUILD_HINT", "ENGINE_HINT", "IMAGE", "docker_unavailable"]
 
 IMAGE = "multiturn-envs-sandbox:latest"
-BUILD_HINT = "python -m multiturn_envs.sandbox.image build"
+BUILD_HINT = "multiturn-envs sandbox build"
 ENGINE_HINT = "scripts/ensure_docker.sh"
 
 

@@ -1,35 +1,73 @@
-"""Build the sandbox image, inspect it, reap orphans, and pick the default backend.
+"""Build the sandbox image and pick the default backend (the command line,
+``multiturn-envs sandbox build|status|reap``, is :mod:`multiturn_envs.cli.sandbox`).
 
-    python -m multiturn_envs.sandbox.image build [--tag T] [--offline]
-    python -m multiturn_envs.sandbox.image status
-    python -m multiturn_envs.sandbox.image reap
-
-``build`` tries ``sandboxes/Dockerfile`` (needs a pullable base image) and falls back to the
-offline bootstrap ``sandboxes/bootstrap.sh`` (debootstrap of a minimal Debian with python3,
-then ``docker import``; needs root, debootstrap and a Debian package mirror), and prints what it
-did. :func:`default_sandbox` returns the docker pool when an engine answers and the image
+The image definitions ship in the package (``multiturn_envs/sandbox/images/``, package data read
+through :func:`image_recipes`), so an installed wheel builds the images without a checkout.
+``build`` tries ``images/Dockerfile`` (needs a pullable base image) and falls back to the offline
+bootstrap ``images/bootstrap.sh`` (debootstrap of a minimal Debian with python3, then ``docker
+import``; needs root, debootstrap and a Debian package mirror), and prints what it did.
+:func:`default_sandbox` returns the docker pool when an engine answers and the image
 exists, else raises with the command that fixes it (or, with ``allow_local=True``, falls back
 to the local backend, loudly).
 """
 
 from __future__ import annotations
 
-import argparse
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from multiturn_envs.sandbox.base import Sandbox
 from multiturn_envs.sandbox.engine import IMAGE, docker_unavailable
 
-SANDBOXES_DIR = Path(__file__).resolve().parents[2] / "sandboxes"
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 
-def build(tag: str = IMAGE, offline: bool = False, sandboxes_dir: Path = SANDBOXES_DIR) -> str:
-    """Build the image; returns a one-line account of how it was built."""
-    if not sandboxes_dir.is_dir():
-        raise FileNotFoundError(f"{sandboxes_dir} not found (build from a source checkout)")
+def recipes_folder() -> Traversable:
+    """The image definitions as the package ships them (a folder of an installed package)."""
+    return resources.files("multiturn_envs.sandbox") / "images"
+
+
+@contextmanager
+def image_recipes() -> Iterator[Path]:
+    """The image definitions as a real folder, which ``docker build`` and ``bash`` need: the
+    package's own folder when it is installed as files (a wheel, a checkout), else a temporary
+    copy (a zipped install) removed on exit."""
+    root = recipes_folder()
+    if isinstance(root, Path):
+        yield root
+        return
+    with tempfile.TemporaryDirectory(prefix="mte-images-") as tmp:
+        _copy_tree(root, Path(tmp))
+        yield Path(tmp)
+
+
+def _copy_tree(source: Traversable, dest: Path) -> None:
+    for item in source.iterdir():
+        if item.is_dir():
+            (dest / item.name).mkdir()
+            _copy_tree(item, dest / item.name)
+        else:
+            with item.open("rb") as src, open(dest / item.name, "wb") as out:
+                shutil.copyfileobj(src, out)
+
+
+def build(tag: str = IMAGE, offline: bool = False, sandboxes_dir: Path | None = None) -> str:
+    """Build the image; returns a one-line account of how it was built.
+
+    ``sandboxes_dir``: a folder of image definitions to use instead of the package's."""
+    if sandboxes_dir is None:
+        with image_recipes() as folder:
+            return build(tag, offline, folder)
+    if not (sandboxes_dir / "bootstrap.sh").is_file():
+        raise FileNotFoundError(f"{sandboxes_dir} holds no image definitions (bootstrap.sh)")
     if not offline:
         print(f"image: trying docker build of {sandboxes_dir / 'Dockerfile'}", flush=True)
         done = subprocess.run(
@@ -62,32 +100,3 @@ def default_sandbox(allow_local: bool = False, shared: bool = False, **options: 
         print(f"sandbox: docker backend unavailable: {problem}", file=sys.stderr)
         return LocalSandbox()
     raise RuntimeError(f"the docker sandbox is unavailable: {problem}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m multiturn_envs.sandbox.image")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_build = sub.add_parser("build", help="build the sandbox image")
-    p_build.add_argument("--tag", default=IMAGE)
-    p_build.add_argument("--offline", action="store_true", help="skip the Dockerfile attempt")
-    sub.add_parser("status", help="say whether the docker backend can run")
-    sub.add_parser("reap", help="remove sandbox containers whose owner process is gone")
-    args = parser.parse_args(argv)
-    if args.command == "build":
-        print(f"image: {build(args.tag, args.offline)}")
-        return 0
-    if args.command == "status":
-        problem = docker_unavailable()
-        print("docker sandbox: ready" if problem is None else f"docker sandbox: {problem}")
-        return 0 if problem is None else 1
-    import docker
-
-    from multiturn_envs.sandbox.orphans import reap_orphans
-
-    removed = reap_orphans(docker.from_env())
-    print(f"removed {len(removed)} orphaned sandbox container(s)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 NOT_A_BOUNDARY = (
     "LocalSandbox runs submitted code on this host: it is NOT a security boundary "
     "(resource limits only{bwrap}). Use the docker backend "
-    "(python -m multiturn_envs.sandbox.image build) for untrusted code."
+    "(multiturn-envs sandbox build) for untrusted code."
 )
 NOBODY = 65534
 

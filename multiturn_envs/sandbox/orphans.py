@@ -2,7 +2,7 @@
 
 Every container we start carries the owner's host, pid and process start time as labels
 (:data:`OWNER_LABEL`, so a reused pid is not mistaken for the owner). At a pool's start-up (and
-from ``python -m multiturn_envs.sandbox.image reap``) the labelled containers whose owner is
+from ``multiturn-envs sandbox reap``) the labelled containers whose owner is
 gone are removed. Nothing unlabelled is ever touched, nor another machine's container on a
 shared engine.
 """

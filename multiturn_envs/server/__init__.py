@@ -1,7 +1,8 @@
 """Serve MT/* envs over OpenEnv's protocol, and use a served env from the harness.
 
-* :func:`~multiturn_envs.server.serve.serve` / :func:`~multiturn_envs.server.serve.main`: the
-  server (``multiturn-envs serve ENV_ID``); extra ``[server]`` (starlette, uvicorn, websockets).
+* :func:`~multiturn_envs.server.serve.serve`: the server (``multiturn-envs serve ENV_ID``, whose
+  flags live in :mod:`multiturn_envs.cli.serve`); extra ``[server]`` (starlette, uvicorn,
+  websockets).
 * :class:`~multiturn_envs.server.remote_env.RemoteTextEnv`: a ``gym.Env[str, str]`` that steps a
   served env, for ``run_eval(..., make_env=...)``.
 * :class:`~multiturn_envs.server.process.ServerProcess`: a server in a child process on

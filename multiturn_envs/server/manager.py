@@ -135,7 +135,7 @@ class SessionManager:
                     p.CLIENT_LIMIT,
                     f"this client ({client or 'unknown address'}) holds "
                     f"{self.per_client[client]} sessions, the limit per client "
-                    "(serve --max-sessions-per-client); close one first",
+                    "(the server's max_sessions_per_client); close one first",
                 )
             session = Session(uuid.uuid4().hex, client, self._runner())
             self.sessions[session.id] = session  # reserves the slot while the env is built

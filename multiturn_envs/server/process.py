@@ -1,6 +1,6 @@
 """A server in a child process on loopback that stops itself: for tests, benchmarks, notebooks.
 
-``with ServerProcess("MT/FrozenLake-v0") as url:`` starts ``python -m multiturn_envs.server`` on
+``with ServerProcess("MT/FrozenLake-v0") as url:`` starts ``python -m multiturn_envs.cli serve`` on
 127.0.0.1 with a free port, waits until it prints its address, and on exit sends SIGTERM (the
 server closes every session's env), then SIGKILL if it has not stopped within ``stop_timeout_s``.
 """
@@ -47,7 +47,7 @@ class ServerProcess:
     ) -> None:
         import json
 
-        self.argv = [python or sys.executable, "-m", "multiturn_envs.server", env_id]
+        self.argv = [python or sys.executable, "-m", "multiturn_envs.cli", "serve", env_id]
         self.argv += ["--host", "127.0.0.1", "--port", "0", *args]
         for key, value in (env_kwargs or {}).items():
             self.argv += ["--env-arg", f"{key}={json.dumps(value)}"]

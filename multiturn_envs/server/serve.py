@@ -1,4 +1,5 @@
-"""Run the env server: :func:`serve` (library) and :func:`main` (``multiturn-envs serve``).
+"""Run the env server: :func:`serve` (the flags of ``multiturn-envs serve`` live in
+:mod:`multiturn_envs.cli.serve`).
 
 ``serve`` binds the socket itself (so ``port=0`` picks a free port and the chosen address is
 printed before the first request can arrive), refuses a non-loopback address without a bearer
@@ -8,21 +9,15 @@ app's shutdown closes every session's env (sandbox containers included).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import ipaddress
-import os
 import socket
-import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
-from multiturn_envs.argtypes import FloatRange, IntRange
-from multiturn_envs.env_args import parse_env_args
 from multiturn_envs.server.protocol import Limits
 from multiturn_envs.server.worker import (
-    ISOLATIONS,
     Isolation,
     first_reset,
     make_registered,
@@ -30,7 +25,8 @@ from multiturn_envs.server.worker import (
 )
 
 TOKEN_ENV = "MTE_SERVE_TOKEN"
-"""The environment variable ``main`` reads the bearer token from (a flag shows in ``ps``)."""
+"""The environment variable ``multiturn-envs serve`` reads the bearer token from (a flag shows
+in ``ps``)."""
 
 READY_PREFIX = "multiturn-envs serve: listening on "
 """The line ``serve`` prints once the socket is bound: ``READY_PREFIX + base_url``."""
@@ -154,188 +150,3 @@ def _raise_file_limit(limits: Limits) -> None:
         target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-
-
-SECONDS = FloatRange(0.0, 10_000_000.0, low_open=True)
-"""Any timeout: positive and finite (a year at most)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit status 2), as the rest of the command line."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def build_parser(prog: str = "multiturn-envs serve") -> argparse.ArgumentParser:
-    """The flags of ``serve``; each limit's range is checked while parsing (docs/security.md)."""
-    parser = _Parser(
-        prog=prog,
-        description="Serve an MT env over OpenEnv's protocol (WebSocket /ws, one env per session).",
-    )
-    defaults = Limits()
-    parser.add_argument("env_id", help="a registered id, e.g. MT/FrozenLake-v0 (or module:id)")
-    parser.add_argument(
-        "--env-arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="gym.make keyword argument (JSON values, else strings); repeatable",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument(
-        "--port", type=IntRange(0, 65535), default=8000, help="port (0: any free port)"
-    )
-    parser.add_argument(
-        "--token",
-        default=None,
-        help=f"bearer token (prefer ${TOKEN_ENV}: a flag is visible to other local users)",
-    )
-    parser.add_argument(
-        "--isolation",
-        choices=ISOLATIONS,
-        default="process",
-        help="process: each session's env in its own process, stopped when a call overruns "
-        "--request-timeout (default); thread: on a thread of the server, never stopped",
-    )
-    limit = parser.add_argument_group("limits (docs/security.md, 'The server')")
-    limit.add_argument("--max-sessions", type=IntRange(1, 100_000), default=defaults.max_sessions)
-    limit.add_argument(
-        "--max-sessions-per-client",
-        type=IntRange(1, 100_000),
-        default=None,
-        help="sessions one client address may hold (default: all but an eighth of --max-sessions)",
-    )
-    limit.add_argument(
-        "--idle-timeout", type=SECONDS, default=defaults.idle_timeout_s, help="seconds"
-    )
-    limit.add_argument(
-        "--request-timeout", type=SECONDS, default=defaults.request_timeout_s, help="seconds"
-    )
-    limit.add_argument(
-        "--close-timeout",
-        type=SECONDS,
-        default=defaults.close_timeout_s,
-        help="seconds an env may take to close before its process is killed",
-    )
-    limit.add_argument(
-        "--max-request-bytes", type=IntRange(1024, 1 << 30), default=defaults.max_request_bytes
-    )
-    limit.add_argument("--max-json-depth", type=IntRange(4, 512), default=defaults.max_json_depth)
-    limit.add_argument(
-        "--max-observation-chars",
-        type=IntRange(64, 1 << 30),
-        default=defaults.max_observation_chars,
-    )
-    limit.add_argument(
-        "--max-reply-bytes",
-        type=IntRange(1 << 16, 1 << 31),
-        default=defaults.max_reply_bytes,
-        help="one reply of an env process",
-    )
-    limit.add_argument("--max-snapshots", type=IntRange(1, 100_000), default=defaults.max_snapshots)
-    limit.add_argument(
-        "--worker-memory-mb",
-        type=IntRange(0, 1 << 24),
-        default=defaults.worker_memory_bytes >> 20,
-        help="address space of one env process in MiB (0: no limit)",
-    )
-    limit.add_argument(
-        "--handshake-timeout",
-        type=SECONDS,
-        default=defaults.handshake_timeout_s,
-        help="seconds a connection has to send a whole request",
-    )
-    limit.add_argument(
-        "--max-connections", type=IntRange(1, 1_000_000), default=defaults.max_connections
-    )
-    limit.add_argument(
-        "--max-connections-per-client",
-        type=IntRange(1, 1_000_000),
-        default=defaults.max_connections_per_client,
-    )
-    limit.add_argument(
-        "--shutdown-timeout",
-        type=SECONDS,
-        default=defaults.shutdown_timeout_s,
-        help="seconds SIGTERM waits for requests in flight before stopping their envs",
-    )
-    parser.add_argument("--log-level", default="warning")
-    return parser
-
-
-def limits_of(args: argparse.Namespace) -> Limits:
-    """The :class:`~multiturn_envs.server.protocol.Limits` the flags describe."""
-    return Limits(
-        max_sessions=args.max_sessions,
-        max_sessions_per_client=args.max_sessions_per_client,
-        idle_timeout_s=args.idle_timeout,
-        request_timeout_s=args.request_timeout,
-        close_timeout_s=args.close_timeout,
-        max_request_bytes=args.max_request_bytes,
-        max_json_depth=args.max_json_depth,
-        max_observation_chars=args.max_observation_chars,
-        max_reply_bytes=args.max_reply_bytes,
-        max_snapshots=args.max_snapshots,
-        worker_memory_bytes=args.worker_memory_mb << 20,
-        handshake_timeout_s=args.handshake_timeout,
-        max_connections=args.max_connections,
-        max_connections_per_client=args.max_connections_per_client,
-        shutdown_timeout_s=args.shutdown_timeout,
-    )
-
-
-def _known_id(env_id: str) -> bool:
-    """Whether ``env_id`` is registered, importing ``module`` first for ``module:id``."""
-    import importlib
-
-    import gymnasium as gym
-
-    module, sep, name = env_id.partition(":")
-    if sep:
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            return False
-        return name in gym.registry
-    return env_id in gym.registry
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``multiturn-envs serve ENV_ID [--env-arg k=v ...]``; returns the exit status."""
-    import gymnasium as gym
-
-    import multiturn_envs
-
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:  # argparse printed its one line (or --help)
-        return int(exc.code or 0)
-    try:
-        env_kwargs = parse_env_args(args.env_arg)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not _known_id(args.env_id):
-        print(
-            f"error: unknown env id {args.env_id!r}; registered MT ids: "
-            f"{', '.join(multiturn_envs.env_ids())}",
-            file=sys.stderr,
-        )
-        return 2
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    try:
-        serve(
-            args.env_id,
-            env_kwargs,
-            args.host,
-            args.port,
-            token=token,
-            limits=limits_of(args),
-            isolation=args.isolation,
-            log_level=args.log_level,
-        )
-    except (ValueError, TypeError, OSError, ImportError, gym.error.Error) as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    return 0

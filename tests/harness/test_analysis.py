@@ -381,7 +381,7 @@ def test_cli_entry_writes_json_and_reports_user_errors(
     common += ["--tasks", "len-3", "--actions", "4", "-k", "2", "-t", "5", "--error-after", "1"]
     try:
         out = tmp_path / "cmp.json"
-        assert main(["compare", *common, "--mode", "same-state", "--out", str(out)]) == 0
+        assert main(["compare", *common, "--mode", "same-state", "--json-out", str(out)]) == 0
         text = capsys.readouterr().out
         assert "same-state comparison: A=expert vs B=random" in text
         data = json.loads(out.read_text())

@@ -140,8 +140,9 @@ def test_cli_dynamics_prints_writes_json_and_plots(
     checkpoints: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out, png = tmp_path / "dyn.json", tmp_path / "dyn.png"
-    args = ["dynamics", *map(str, checkpoints), "--labels", "ck0,ck1,ck2", "--steps", "0,5,10"]
-    assert main([*args, "--bootstrap", "100", "--out", str(out), "--plot", str(png)]) == 0
+    args = ["dynamics", *map(str, checkpoints), "--labels", "ck0,ck1,ck2"]
+    args += ["--checkpoint-steps", "0,5,10"]
+    assert main([*args, "--bootstrap", "100", "--json-out", str(out), "--plot", str(png)]) == 0
     printed = capsys.readouterr().out
     assert "Training dynamics" in printed and "ck2" in printed
     payload = json.loads(out.read_text())

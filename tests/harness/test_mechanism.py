@@ -247,7 +247,8 @@ def test_cli_nll_and_llr(
 ) -> None:
     out = tmp_path / "nll.json"
     spec = f"hf:{tiny_dirs[0]}"
-    assert main(["nll", str(records), "--model", spec, "--bootstrap", "50", "--out", str(out)]) == 0
+    nll = ["nll", str(records), "--scoring-model", spec, "--bootstrap", "50"]
+    assert main([*nll, "--json-out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "Action NLL under" in printed and "NLL/token" in printed and "NLL/action" in printed
     payload = json.loads(out.read_text())
@@ -259,16 +260,16 @@ def test_cli_nll_and_llr(
 
     out = tmp_path / "llr.json"
     args = ["llr", str(records), "--model-a", spec, "--model-b", spec, "--bootstrap", "50"]
-    assert main([*args, "--out", str(out)]) == 0
+    assert main([*args, "--json-out", str(out)]) == 0
     assert "Cumulative LLR" in capsys.readouterr().out
     assert json.loads(out.read_text())["runs"][0]["all"]["mean"]["estimate"] == 0.0
 
     bad = ["llr", str(records), "--model-a", spec, "--model-b", f"{spec},dtype=bfloat16"]
     assert main(bad) == 2
     assert "ONE engine and dtype" in capsys.readouterr().err
-    assert main(["nll", str(records), "--model", f"hf:{spec[3:]},colour=red"]) == 2
+    assert main(["nll", str(records), "--scoring-model", f"hf:{spec[3:]},colour=red"]) == 2
     assert "unknown option 'colour'" in capsys.readouterr().err
-    assert main(["nll", str(tmp_path / "missing.jsonl"), "--model", spec]) == 2
+    assert main(["nll", str(tmp_path / "missing.jsonl"), "--scoring-model", spec]) == 2
 
 
 def test_eval_runs_an_hf_policy_spec_and_records_its_logprobs(

@@ -58,7 +58,18 @@ def test_nll_and_llr_on_terminal_records(tmp_path: Path) -> None:
     b = build_tiny_chat_model(tmp_path / "b", seed=1)
     out = tmp_path / "nll.json"
     assert (
-        main(["nll", str(records), "--model", f"hf:{a}", "--bootstrap", "50", "--out", str(out)])
+        main(
+            [
+                "nll",
+                str(records),
+                "--scoring-model",
+                f"hf:{a}",
+                "--bootstrap",
+                "50",
+                "--json-out",
+                str(out),
+            ]
+        )
         == 0
     )
     nll = json.loads(out.read_text())
@@ -66,5 +77,5 @@ def test_nll_and_llr_on_terminal_records(tmp_path: Path) -> None:
     assert "success" in text and "failure" in text
     out = tmp_path / "llr.json"
     args = ["llr", str(records), "--model-a", f"hf:{a}", "--model-b", f"hf:{b}"]
-    assert main([*args, "--bootstrap", "50", "--out", str(out)]) == 0
+    assert main([*args, "--bootstrap", "50", "--json-out", str(out)]) == 0
     assert "success" in json.loads(out.read_text()).__repr__()

@@ -291,7 +291,7 @@ def test_a_killed_driver_resumes_with_nothing_lost_or_doubled(
     [
         (["--ray-workers", "2"], "--ray-workers needs --executor ray"),
         (["--policy-placement", "actor-pool"], "--policy-placement needs --executor ray"),
-        (["--executor", "ray", "--ray-workers", "0"], "--ray-workers must be >= 1"),
+        (["--executor", "ray", "--ray-workers", "0"], "--ray-workers: an integer in [1, 4,096]"),
     ],
 )
 def test_cli_ray_flags_are_checked_in_one_line(
@@ -316,10 +316,11 @@ def test_cli_compare_on_ray_equals_the_local_comparison(
 
     common = ["compare", ENV_ID, "--mode", mode, "--policy-a", "noisy-expert:0.3"]
     common += ["--policy-b", "random", "--tasks", "3", "-k", "2", "-t", "6", "--actions", "4"]
+    common += ["--error-after", "1"]
     results = []
     for extra in ([], ["--executor", "ray", "--ray-workers", "2"]):
         out = tmp_path / f"cmp{len(extra)}.json"
-        assert main([*common, "--out", str(out), *extra]) == 0, capsys.readouterr().err
+        assert main([*common, "--json-out", str(out), *extra]) == 0, capsys.readouterr().err
         results.append(json.loads(out.read_text()))
     assert results[0] == results[1]
     capsys.readouterr()

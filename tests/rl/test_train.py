@@ -111,7 +111,7 @@ def test_cli_bad_config_is_one_line_exit_2(
     assert "unknown field(s) ['stepz']" in capsys.readouterr().err
     assert main(["train", "--set", "steps=0", "--warm-start", "format"]) == 2
     nothing = tmp_path / "empty"
-    args = ["train", "--warm-start", "format", "--out", str(nothing), "--resume"]
+    args = ["train", "--warm-start", "format", "--output-dir", str(nothing), "--resume-checkpoint"]
     assert main(args) == 2
     assert "nothing to resume" in capsys.readouterr().err
 

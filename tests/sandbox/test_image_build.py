@@ -1,7 +1,7 @@
-"""The offline image build (``sandboxes/bootstrap.sh``: debootstrap + ``docker import``), run for
-real to a temporary tag that is removed afterwards. Slow (about one to four minutes: it
-downloads and unpacks a minimal Debian), so it is one test; it needs root, debootstrap and a
-Debian mirror, and skips without them except under ``CI=true``."""
+"""The offline image build (the package's ``sandbox/images/bootstrap.sh``: debootstrap +
+``docker import``), run for real to a temporary tag that is removed afterwards. Slow (about one
+to four minutes: it downloads and unpacks a minimal Debian), so it is one test; it needs root,
+debootstrap and a Debian mirror, and skips without them except under ``CI=true``."""
 
 from __future__ import annotations
 

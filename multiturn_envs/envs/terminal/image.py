@@ -1,30 +1,25 @@
-"""Build and inspect MT/Terminal-v0's image, offline.
-
-    python -m multiturn_envs.envs.terminal.image build [--force] [--tag T] [--extras]
-    python -m multiturn_envs.envs.terminal.image status
+"""Build and inspect MT/Terminal-v0's image, offline (``multiturn-envs sandbox terminal
+build|status`` is the command line: :mod:`multiturn_envs.cli.sandbox`).
 
 No image registry is reachable here, so ``docker build`` cannot pull a base. The build makes a
-local base first with the sandbox's offline bootstrap (``sandboxes/bootstrap.sh``: debootstrap
-from the Debian mirror apt uses, then ``docker import``) with the command-line tools in
-``sandboxes/terminal/packages.txt``, then builds ``sandboxes/terminal/Dockerfile`` on top of
-it (``FROM`` a local image needs no registry).
+local base first with the sandbox's offline bootstrap (``images/bootstrap.sh`` of
+:mod:`multiturn_envs.sandbox`, package data: debootstrap from the Debian mirror apt uses, then
+``docker import``) with the command-line tools in ``images/terminal/packages.txt``, then builds
+``images/terminal/Dockerfile`` on top of it (``FROM`` a local image needs no registry).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 TERMINAL_IMAGE = "multiturn-envs-terminal:latest"
 BASE_IMAGE = "multiturn-envs-terminal-base:latest"
 IMAGE_VARIABLE = "MTE_TERMINAL_IMAGE"
 """Environment variable naming another terminal image to use by default (a variant built with
-``build --tag``)."""
-SANDBOXES_DIR = Path(__file__).resolve().parents[3] / "sandboxes"
-BUILD_HINT = "python -m multiturn_envs.envs.terminal.image build"
+``multiturn-envs sandbox terminal build --tag``)."""
+BUILD_HINT = "multiturn-envs sandbox terminal build"
 
 
 def image_exists(tag: str) -> bool:
@@ -37,13 +32,19 @@ VERSION_LABEL = "org.multiturn-envs.terminal-version"
 
 
 def recipe_version(
-    sandboxes_dir: Path = SANDBOXES_DIR, base_only: bool = False, extras: bool = False
+    sandboxes_dir: Path | None = None, base_only: bool = False, extras: bool = False
 ) -> str | None:
-    """A digest of the image's recipe (``sandboxes/terminal/`` and the bootstrap scripts; with
-    ``base_only`` the base's part: the package lists and the bootstrap scripts; ``extras``: the
-    variant with ``packages-extra.txt``), or ``None`` without a checkout (an installed wheel
-    cannot tell)."""
+    """A digest of the image's recipe (``images/terminal/`` and the bootstrap scripts of the
+    package's image definitions, or of ``sandboxes_dir``; with ``base_only`` the base's part:
+    the package lists and the bootstrap scripts; ``extras``: the variant with
+    ``packages-extra.txt``), or ``None`` when the definitions are incomplete."""
     import hashlib
+
+    if sandboxes_dir is None:
+        from multiturn_envs.sandbox.image import image_recipes
+
+        with image_recipes() as folder:
+            return recipe_version(folder, base_only, extras)
 
     terminal = sandboxes_dir / "terminal"
     scripts = [sandboxes_dir / "bootstrap.sh", sandboxes_dir / "finalize.sh"]
@@ -83,11 +84,14 @@ EXTRA_PACKAGES = "packages-extra.txt"
 need them, the bundled ones and CI do not (they add ~270 MB and about a minute to the build)."""
 
 
-def packages(sandboxes_dir: Path = SANDBOXES_DIR, extras: bool = False) -> list[str]:
+def packages(sandboxes_dir: Path | None = None, extras: bool = False) -> list[str]:
+    from multiturn_envs.sandbox.image import recipes_folder
+
+    folder = recipes_folder() if sandboxes_dir is None else sandboxes_dir
     names = ["packages.txt", EXTRA_PACKAGES] if extras else ["packages.txt"]
     out: list[str] = []
     for name in names:
-        text = (sandboxes_dir / "terminal" / name).read_text()
+        text = (folder / "terminal" / name).read_text(encoding="utf-8")
         out += [line.strip() for line in text.splitlines() if line.strip()]
     return out
 
@@ -99,7 +103,7 @@ def terminal_image() -> str:
 
 def build(
     force: bool = False,
-    sandboxes_dir: Path = SANDBOXES_DIR,
+    sandboxes_dir: Path | None = None,
     tag: str | None = None,
     extras: bool = False,
 ) -> str:
@@ -108,9 +112,15 @@ def build(
 
     ``tag``: the terminal image's tag (default :func:`terminal_image`); a tag other than
     :data:`TERMINAL_IMAGE` gets a base of the same tag, so a variant never replaces the images
-    other processes use. ``extras``: also the packages of ``packages-extra.txt``."""
+    other processes use. ``extras``: also the packages of ``packages-extra.txt``.
+    ``sandboxes_dir``: a folder of image definitions to use instead of the package's."""
+    if sandboxes_dir is None:
+        from multiturn_envs.sandbox.image import image_recipes
+
+        with image_recipes() as folder:
+            return build(force, folder, tag, extras)
     if not (sandboxes_dir / "terminal" / "Dockerfile").is_file():
-        raise FileNotFoundError(f"{sandboxes_dir}/terminal not found (build from a checkout)")
+        raise FileNotFoundError(f"{sandboxes_dir} holds no terminal image definition")
     tag = tag or terminal_image()
     base = BASE_IMAGE if tag == TERMINAL_IMAGE else f"{BASE_IMAGE.split(':')[0]}:{_suffix(tag)}"
     did = []
@@ -146,7 +156,7 @@ def build(
     )
     if done2.returncode != 0:
         raise RuntimeError(f"docker build of {tag} failed: {done2.stderr[-800:]}")
-    did.append(f"built {tag} from sandboxes/terminal/Dockerfile")
+    did.append(f"built {tag} from {sandboxes_dir / 'terminal' / 'Dockerfile'}")
     return "; ".join(did)
 
 
@@ -167,30 +177,7 @@ def terminal_unavailable(image: str | None = None) -> str | None:
         wanted = {recipe_version(), recipe_version(extras=True)}
         if None not in wanted and image_label(image) not in wanted:
             return (
-                f"the terminal image {image} was built from another recipe than this checkout's "
-                f"sandboxes/terminal; rebuild it: {BUILD_HINT}"
+                f"the terminal image {image} was built from another recipe than this "
+                f"package's images/terminal; rebuild it: {BUILD_HINT}"
             )
     return problem
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m multiturn_envs.envs.terminal.image")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_build = sub.add_parser("build", help="build the terminal image (offline)")
-    p_build.add_argument("--force", action="store_true", help="rebuild the base too")
-    p_build.add_argument("--tag", default=None, help="the image's tag (a variant)")
-    p_build.add_argument(
-        "--extras", action="store_true", help="also compilers, numpy, pandas (packages-extra.txt)"
-    )
-    sub.add_parser("status", help="say whether MT/Terminal-v0 can run")
-    args = parser.parse_args(argv)
-    if args.command == "build":
-        print(f"terminal image: {build(args.force, tag=args.tag, extras=args.extras)}")
-        return 0
-    problem = terminal_unavailable()
-    print("terminal image: ready" if problem is None else f"terminal image: {problem}")
-    return 0 if problem is None else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """Check that tasks run here: each one's reference solution passes its tests and an empty
 submission fails, in MT/Terminal-v0 itself (the numbers of docs/envs/terminal.md's table).
 
-    python -m multiturn_envs.envs.terminal.verify FOLDER [--format auto|tb|harbor] [--json]
+    multiturn-envs sandbox terminal verify FOLDER [--format auto|tb|harbor] [--json]
 
 ``FOLDER`` holds task folders (Terminal-Bench 1: ``task.yaml``; Harbor: ``task.toml``) or is
 one. For each task it prints whether it loaded (or why not), the notes on what differs from
@@ -12,12 +12,9 @@ validated task's reference solution passes, its starting state fails).
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,33 +109,10 @@ def load_folder(folder: Path, fmt: str = "auto") -> tuple[list[TerminalTask], di
     return tasks, problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m multiturn_envs.envs.terminal.verify")
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--format", choices=("auto", "tb", "harbor"), default="auto")
-    parser.add_argument("--json", action="store_true", help="one JSON line per task")
-    args = parser.parse_args(argv)
-    tasks, problems = load_folder(args.folder, args.format)
+def verify_folder(folder: Path, fmt: str = "auto") -> list[Verification]:
+    """Every task of ``folder`` verified, and a row for each task that could not load (with
+    why), sorted by task id (``multiturn-envs sandbox terminal verify`` prints them)."""
+    tasks, problems = load_folder(folder, fmt)
     rows = [Verification(name, loaded=False, reason=why) for name, why in problems.items()]
     rows += [verify_task(task) for task in tasks]
-    for row in sorted(rows, key=lambda r: r.task_id):
-        if args.json:
-            print(json.dumps({**asdict(row), "as_expected": row.as_expected}))
-            continue
-        if not row.loaded:
-            print(f"{row.task_id}: NOT RUNNABLE HERE: {row.reason}")
-            continue
-        verdict = "as expected" if row.as_expected else "NOT as expected"
-        print(
-            f"{row.task_id}: reference {'passes' if row.reference_passes else 'FAILS'}, "
-            f"empty {'fails' if row.empty_fails else 'PASSES'} ({verdict}; {row.seconds:.0f} s)"
-        )
-        for note in row.notes:
-            print(f"    note: {note}")
-        if row.detail:
-            print(f"    detail: {row.detail}")
-    return 0 if rows and all(r.as_expected for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return sorted(rows, key=lambda r: r.task_id)

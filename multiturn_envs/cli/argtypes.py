@@ -3,8 +3,9 @@
 ``parser.add_argument("--workers", type=IntRange(1, 1024))`` refuses ``--workers 1e8`` or
 ``--workers 100000000`` while parsing, with one line that names the flag and its range
 (``argument --workers: an integer in [1, 1024], got '100000000'``), before anything is built
-or allocated. The command line's named ranges are in :mod:`multiturn_envs.cli.common`; the
-server's in :mod:`multiturn_envs.server.serve`.
+or allocated. :class:`IntList` does the same for comma-separated lists (``--ks 1,2,4``). The
+command line's named ranges are in :mod:`multiturn_envs.cli.common`; the server's in
+:mod:`multiturn_envs.cli.serve`.
 """
 
 from __future__ import annotations
@@ -72,3 +73,30 @@ class FloatRange:
         if not math.isfinite(value) or too_low or too_high:
             raise argparse.ArgumentTypeError(f"{self._span()}, got {text[:40]!r}")
         return value
+
+
+@dataclass(frozen=True)
+class IntList:
+    """An ``argparse`` type: comma-separated integers, each in ``[low, high]``, at most
+    ``max_items`` of them (``--ts 1,2,4,8``)."""
+
+    low: int
+    high: int
+    max_items: int = 10_000
+
+    @property
+    def __name__(self) -> str:
+        return f"comma-separated integers in [{self.low:,}, {self.high:,}]"
+
+    def __call__(self, text: str) -> list[int]:
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        wanted = f"comma-separated integers in [{self.low:,}, {self.high:,}], got {text[:40]!r}"
+        if not parts or len(parts) > self.max_items:
+            raise argparse.ArgumentTypeError(wanted)
+        try:
+            values = [int(part) for part in parts]
+        except ValueError:
+            raise argparse.ArgumentTypeError(wanted) from None
+        if not all(self.low <= v <= self.high for v in values):
+            raise argparse.ArgumentTypeError(wanted)
+        return values

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Offline build of the sandbox image: no image registry needed, only a Debian package mirror.
 #
-#   sandboxes/bootstrap.sh [TAG]      (root; needs debootstrap and a docker engine)
+#   bootstrap.sh [TAG]      (root; needs debootstrap and a docker engine)
 #
 # debootstrap --variant=minbase builds a minimal Debian root with python3, finalize.sh strips
 # it, and `docker import` turns the tarball into an image. The mirror is the one apt already
