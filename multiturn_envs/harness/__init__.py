@@ -4,7 +4,9 @@ Import what you use from here (``from multiturn_envs.harness import run_eval, re
 submodules may move, these names stay. This package's public names are those its modules list
 in their ``__all__`` (each name once, in the module that defines it); ``__all__`` here is their
 union, and ``tests/test_architecture.py`` checks it. The layers (docs/architecture.md):
-:mod:`.records` (the typed schema and the crash-safe writer), :mod:`.config`, :mod:`.replay`
+:mod:`.run_config` (``EvalConfig``: what a run computes, the one definition of the run header's
+config), :mod:`.records` (the typed schema and the crash-safe writer), :mod:`.config` (how a
+run executes, seeds), :mod:`.replay`
 (the one way to rebuild an episode from a record), :mod:`.runner` / :mod:`.executors` /
 :mod:`.ray_executor` / :mod:`.rollout` (running), :mod:`.passk` / :mod:`.bootstrap`
 (estimators and intervals), and the analyses
@@ -26,6 +28,7 @@ from multiturn_envs.harness import (
     replay,
     report,
     rollout,
+    run_config,
     same_state,
 )
 from multiturn_envs.harness.bootstrap import *  # noqa: F403
@@ -40,6 +43,7 @@ from multiturn_envs.harness.records import *  # noqa: F403
 from multiturn_envs.harness.replay import *  # noqa: F403
 from multiturn_envs.harness.report import *  # noqa: F403
 from multiturn_envs.harness.rollout import *  # noqa: F403
+from multiturn_envs.harness.run_config import *  # noqa: F403
 from multiturn_envs.harness.same_state import *  # noqa: F403
 
 __all__: list[str] = []
@@ -55,4 +59,5 @@ __all__ += records.__all__
 __all__ += replay.__all__
 __all__ += report.__all__
 __all__ += rollout.__all__
+__all__ += run_config.__all__
 __all__ += same_state.__all__

@@ -1,4 +1,7 @@
-"""What a run is: :class:`EvalConfig` (the run header's ``config``), its episodes and seeds.
+"""How a run executes (:class:`RunOptions`), its episodes' seeds, and what it did.
+
+What a run computes, :class:`~multiturn_envs.harness.run_config.EvalConfig`, lives in
+:mod:`.run_config`, below the records that write it as the run header's ``config``.
 
 * **Seeds.** Episode ``(task, sample, T)`` gets a ``SeedSequence(entropy=run seed,
   spawn_key=(hash(task_id), sample, T if announced else 0))``; its first word seeds
@@ -11,34 +14,27 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 
-from multiturn_envs.core import BUDGET_MODES
 from multiturn_envs.harness.records import (
-    SCHEMA_VERSION,
     MemoryWriter,
-    RecordKey,
     RecordWriter,
     TrajectoryRecord,
     make_header,
 )
+from multiturn_envs.harness.run_config import EvalConfig
 
 __all__ = [
-    "MAX_TURN_GRID",
     "EpisodeSeeds",
-    "EvalConfig",
     "RunOptions",
     "RunSummary",
     "episode_seeds",
 ]
 
-MAX_TURN_GRID = 4096
-"""The most budgets an announced-budget run may list (each gets its own episodes)."""
 MAX_IN_FLIGHT = 65_536
 """The most env instances one runner holds (each is a live env: memory, maybe a container)."""
 MAX_WORKERS = 1024
@@ -85,85 +81,6 @@ class RunOptions:
             overwrite=self.overwrite,
             fsync_interval_s=self.fsync_interval_s,
         )
-
-
-@dataclass
-class EvalConfig:
-    """Everything that determines the records of a run (it is the run header's ``config``).
-
-    Attributes:
-        env_id: a registered Gymnasium id, e.g. ``"MT/FrozenLake-v0"``.
-        policy: the policy's name or spec (what the records call it).
-        tasks: the task ids to run (``env.task_ids()`` gives the choices).
-        samples: K, trajectories per task (and per T in announced mode).
-        max_turns: T_max, the turn budget.
-        budget_mode: ``"hidden"`` or ``"announced"``.
-        turn_grid: announced mode only: the budgets to run (default ``1..max_turns``).
-        error_after: ``None``, or ``k`` for ``ErrorInjection(after_expert_steps=k)``.
-        seed: the run seed (a non-negative int).
-        env_kwargs: extra ``gym.make`` keyword arguments (JSON-able).
-    """
-
-    env_id: str
-    policy: str
-    tasks: list[str]
-    samples: int
-    max_turns: int
-    budget_mode: str = "hidden"
-    turn_grid: list[int] | None = None
-    error_after: int | None = None
-    seed: int = 0
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.budget_mode not in BUDGET_MODES:
-            raise ValueError(f"budget_mode must be one of {BUDGET_MODES}, got {self.budget_mode!r}")
-        if not isinstance(self.max_turns, int) or self.max_turns < 1:
-            raise ValueError(f"max_turns must be a positive int, got {self.max_turns!r}")
-        if not isinstance(self.samples, int) or self.samples < 1:
-            raise ValueError(f"samples must be a positive int, got {self.samples!r}")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
-        if self.error_after is not None and self.error_after < 0:
-            raise ValueError(f"error_after must be >= 0, got {self.error_after!r}")
-        if not self.tasks:
-            raise ValueError("a run needs at least one task")
-        self.tasks = [str(t) for t in self.tasks]
-        if len(set(self.tasks)) != len(self.tasks):
-            raise ValueError("task ids must be distinct")
-        if self.budget_mode == "hidden":
-            if self.turn_grid is not None:
-                raise ValueError("turn_grid is for announced budgets; hidden mode runs max_turns")
-        else:
-            if self.turn_grid is None and self.max_turns > MAX_TURN_GRID:
-                raise ValueError(
-                    f"announced mode runs every budget of turn_grid (default 1..max_turns): give "
-                    f"a turn_grid of at most {MAX_TURN_GRID} budgets for max_turns={self.max_turns}"
-                )
-            grid = self.turn_grid or list(range(1, self.max_turns + 1))
-            if len(grid) > MAX_TURN_GRID:
-                raise ValueError(f"turn_grid lists {len(grid)} budgets; at most {MAX_TURN_GRID}")
-            grid = sorted({int(t) for t in grid})
-            if grid[0] < 1 or grid[-1] > self.max_turns:
-                raise ValueError(f"turn_grid must lie in 1..{self.max_turns}, got {grid}")
-            self.turn_grid = grid
-
-    def budgets(self) -> list[int]:
-        """The budgets episodes run under: ``[max_turns]`` (hidden) or the turn grid."""
-        return [self.max_turns] if self.budget_mode == "hidden" else list(self.turn_grid or [])
-
-    def total(self) -> int:
-        return len(self.budgets()) * len(self.tasks) * self.samples
-
-    def episode_keys(self) -> Iterator[RecordKey]:
-        """Every episode of the run, budget-major, then task, then sample."""
-        for budget in self.budgets():
-            for task in self.tasks:
-                for sample in range(self.samples):
-                    yield (task, sample, budget)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA_VERSION, **asdict(self)}
 
 
 def task_hash(task_id: str) -> int:

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from multiturn_envs.harness.bootstrap import DEFAULT_N_BOOT, Interval, intervals
-from multiturn_envs.harness.config import EvalConfig
 from multiturn_envs.harness.executors import Executor
 from multiturn_envs.harness.passk import PassSurface, pass_surface_from_first_success
 from multiturn_envs.harness.records import in_task_order, read_run
 from multiturn_envs.harness.replay import EnvFactory, budget_stack
 from multiturn_envs.harness.rollout import run_eval
+from multiturn_envs.harness.run_config import EvalConfig
 from multiturn_envs.policies.base import AsyncPolicy, Policy, as_policy
 
 __all__ = ["ContinuationResult", "continuation_difference", "error_state_continuation"]

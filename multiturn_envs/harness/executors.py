@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from multiturn_envs.harness.config import EvalConfig, RunOptions, RunSummary
+from multiturn_envs.harness.config import RunOptions, RunSummary
+from multiturn_envs.harness.run_config import EvalConfig
 from multiturn_envs.harness.runner import run_local
 from multiturn_envs.policies.base import AsyncPolicy, Policy
 

@@ -57,16 +57,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from multiturn_envs.harness.config import EvalConfig, RunOptions, RunSummary
+from multiturn_envs.harness.config import RunOptions, RunSummary
 from multiturn_envs.harness.progress import Progress
 from multiturn_envs.harness.records import (
     MemoryWriter,
-    RecordKey,
     RecordWriter,
     RunHeader,
     TrajectoryRecord,
     record_key,
 )
+from multiturn_envs.harness.run_config import EvalConfig, RecordKey
 from multiturn_envs.harness.runner import EnvFactory, run_local
 from multiturn_envs.policies.base import AsyncPolicy, Policy, PolicyCaller, Reply, TurnRequest
 

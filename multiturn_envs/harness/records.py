@@ -31,18 +31,19 @@ import json
 import os
 import threading
 import time
+import types
+import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from multiturn_envs.errors import RecordFileError, RunMismatch
+from multiturn_envs.harness.run_config import SCHEMA_VERSION, EvalConfig, RecordKey, RunConfig
 from multiturn_envs.policies.base import TurnTokens
 from multiturn_envs.safejson import JSONLimitError, loads_bounded
 from multiturn_envs.version import __version__
-
-SCHEMA_VERSION = 1
 
 MAX_LINE_BYTES = 64 << 20
 """The longest line a record file may hold. A trajectory of 40,000-token replies over 50 turns,
@@ -50,16 +51,10 @@ with their token ids, is ~10 MB; a longer line is refused without being read who
 MAX_RECORD_DEPTH = 64
 """The deepest JSON nesting of a record line (a record nests 4 deep; ``env_kwargs`` a few more)."""
 
-RecordKey = tuple[str, int, int]
-"""(task_id, sample index, max_turns): what identifies a trajectory within a run."""
-
 __all__ = [
-    "SCHEMA_VERSION",
     "ErrorInjectionInfo",
     "MemoryWriter",
-    "RecordKey",
     "RecordWriter",
-    "RunConfig",
     "RunFile",
     "RunHeader",
     "Timings",
@@ -73,22 +68,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------ the schema
-class RunConfig(TypedDict):
-    """The header's ``config``: everything that determines the records (``EvalConfig``)."""
-
-    schema: int
-    env_id: str
-    policy: str
-    tasks: list[str]
-    samples: int
-    max_turns: int
-    budget_mode: str
-    turn_grid: list[int] | None
-    error_after: int | None
-    seed: int
-    env_kwargs: dict[str, Any]
-
-
 class RunHeader(TypedDict):
     """Line 1 of a record file."""
 
@@ -178,19 +157,39 @@ _OPTIONAL: dict[str, tuple[tuple[type, ...], str]] = {
     "action_logprobs": ((list, type(None)), "a list or null"),
     "turn_tokens": ((list, type(None)), "a list or null"),
 }
-# The header's config fields the readers use: name -> (types, what to say).
-_CONFIG: dict[str, tuple[tuple[type, ...], str]] = {
-    "env_id": ((str,), "a string"),
-    "policy": ((str,), "a string"),
-    "tasks": ((list,), "a list of task ids"),
-    "samples": ((int,), "an int"),
-    "max_turns": ((int,), "an int"),
-    "budget_mode": ((str,), "a string"),
-    "turn_grid": ((list, type(None)), "a list or null"),
-    "error_after": ((int, type(None)), "an int or null"),
-    "seed": ((int,), "an int"),
-    "env_kwargs": ((dict,), "an object"),
+# What a JSON value of each Python type is called in an error message (a config field of
+# another type fails here, at import: add how JSON spells it; a float field must also take ints).
+_JSON_NAMES: dict[type, str] = {
+    str: "a string",
+    int: "an int",
+    bool: "a bool",
+    list: "a list",
+    dict: "an object",
 }
+
+
+def _json_check(hint: Any, expected: str | None) -> tuple[tuple[type, ...], str]:
+    """The exact JSON types a value of type ``hint`` may have (its container type only:
+    ``list[int] | None`` -> list or null), and their wording (``expected``, where given)."""
+    args = typing.get_args(hint)
+    nullable = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args
+    if nullable:
+        (hint,) = [a for a in args if a is not type(None)]
+    kind = typing.get_origin(hint) or hint
+    kinds: tuple[type, ...] = (kind, type(None)) if nullable else (kind,)
+    return kinds, expected or _JSON_NAMES[kind] + (" or null" if nullable else "")
+
+
+def _config_checks() -> dict[str, tuple[tuple[type, ...], str]]:
+    """The header's config checks, from :class:`EvalConfig`'s fields (the one definition):
+    name -> (types, what to say). ``schema`` is checked on the header itself."""
+    hints = typing.get_type_hints(EvalConfig)
+    return {
+        f.name: _json_check(hints[f.name], f.metadata.get("expected")) for f in fields(EvalConfig)
+    }
+
+
+_CONFIG = _config_checks()
 
 
 _ABSENT = object()

@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from multiturn_envs.harness.config import EvalConfig, RunOptions, RunSummary
+from multiturn_envs.harness.config import RunOptions, RunSummary
 from multiturn_envs.harness.executors import Executor, resolve_executor
 from multiturn_envs.harness.records import TrajectoryRecord
+from multiturn_envs.harness.run_config import EvalConfig
 from multiturn_envs.policies.base import AsyncPolicy, Policy
 
 __all__ = ["eval_records", "run_eval"]

@@ -44,17 +44,16 @@ from typing import Any
 import gymnasium as gym
 
 from multiturn_envs.core import TextEnv, astep_env
-from multiturn_envs.harness.config import EpisodeSeeds, EvalConfig, RunOptions, RunSummary
+from multiturn_envs.harness.config import EpisodeSeeds, RunOptions, RunSummary
 from multiturn_envs.harness.progress import Progress
 from multiturn_envs.harness.records import (
-    SCHEMA_VERSION,
     ErrorInjectionInfo,
     MemoryWriter,
-    RecordKey,
     RecordWriter,
     TrajectoryRecord,
 )
 from multiturn_envs.harness.replay import budget_stack
+from multiturn_envs.harness.run_config import SCHEMA_VERSION, EvalConfig, RecordKey
 from multiturn_envs.policies.base import (
     AsyncPolicy,
     Policy,
