@@ -88,7 +88,7 @@ def test_default_sandbox_is_docker(docker_ready: None) -> None:
         assert sandbox.name == "docker"
     finally:
         sandbox.close()
-    with pytest.raises(RuntimeError, match="image build"):
+    with pytest.raises(RuntimeError, match="sandbox build"):
         default_sandbox(image="multiturn-envs-sandbox:does-not-exist")
 
 
