@@ -139,7 +139,7 @@ def main() -> None:
                     f"p99 {ms(rtt, 0.99):7.3f} ms | added p50 "
                     f"{ms(rtt, 0.5) - ms(local, 0.5):7.3f} ms, p99 "
                     f"{ms(rtt, 0.99) - ms(local, 0.99):7.3f} ms | {rate:7.0f} steps/s "
-                    f"= {rate / local_rate:.2f}x in-process"
+                    f"= {rate / local_rate:.3g}x in-process"
                 )
 
 

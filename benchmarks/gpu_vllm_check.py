@@ -117,7 +117,23 @@ def main() -> None:
         (reply,) = policy.act([req])
         replies.append(reply)
         env.step(reply.text)
-    del policy, llm
+    # the env's tools through the same engine: rendered by the template (or the Hermes
+    # wording for a template without tools), each reply read with the Hermes parser
+    tooled = VLLMPolicy(llm, sampling, tools=True)
+    env.reset(seed=1)
+    req = TurnRequest(
+        env.messages(), env, 0, "tools", env.system_prompt(), tuple(env.tools()),
+        env.tool_system_prompt(),
+    )  # fmt: skip
+    shown = tooled.prompter.tokenizer.decode(tooled.prompter.prompt(req).token_ids)
+    (reply,) = tooled.act([req])
+    rendering = "native" if tooled.prompter.native_tools else "hermes"
+    schema_shown = '"name": "move"' in shown
+    print(
+        f"tools: {rendering} rendering, schema shown: {schema_shown}, "
+        f"calls read: {reply.tool_calls is not None}"
+    )
+    del policy, tooled, llm
     # the scorer through its spec, as `multiturn-envs nll --model vllm:...` builds it
     spec = f"vllm:{model},dtype={args.dtype},max_model_len=4096"
     spec += f",gpu_memory_utilization={args.gpu_memory_utilization},enforce_eager=true"

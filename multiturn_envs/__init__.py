@@ -12,6 +12,7 @@ from multiturn_envs.core import StepOutcome, TextEnv
 from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.registration import env_ids, register_envs
 from multiturn_envs.spaces import UnicodeText
+from multiturn_envs.tools import Tool, ToolCall, ToolCallError
 from multiturn_envs.version import __version__
 
 register_envs()
@@ -20,6 +21,9 @@ __all__ = [
     "EpisodeOver",
     "StepOutcome",
     "TextEnv",
+    "Tool",
+    "ToolCall",
+    "ToolCallError",
     "UnicodeText",
     "__version__",
     "env_ids",

@@ -5,7 +5,11 @@ writes its task logic:
 
 * the turn budget (``max_turns``) and whether it is announced in observations. One mechanism,
   owned by the env (Minigrid's ``max_steps`` pattern); envs are registered with
-  ``max_episode_steps=None`` so Gymnasium's ``TimeLimit`` never competes with it;
+  ``max_episode_steps=None`` so Gymnasium's ``TimeLimit`` never competes with it. The budget of
+  an episode is decided at ``reset``, and only there: the reset options ``max_turns`` and
+  ``budget_mode`` name it, else the constructor's arguments do. Nothing else writes it (the
+  budget wrappers pass reset options, never reach in); see :meth:`TextEnv.reset` for the
+  precedence;
 * ``terminated`` (success or a real terminal state) versus ``truncated`` (budget spent), as
   Python bools;
 * the ``info`` keys of the contract (``task_id``, ``turn``, ``turns_left``, ``success``,
@@ -14,7 +18,15 @@ writes its task logic:
   :meth:`TextEnv.message_view`) that LLM policies are prompted with;
 * exact snapshots (:meth:`TextEnv.get_state` / :meth:`TextEnv.set_state`), including the
   env's random generator, so that many actions can be tried from one state;
-* guards: stepping before ``reset`` or after the episode ended raises a clear error.
+* guards: stepping before ``reset`` or after the episode ended raises a clear error; a reply
+  longer than :attr:`TextEnv.max_action_chars` is refused before the env parses it (a turn
+  spent, a clear observation); the history keeps at most :attr:`TextEnv.max_history_chars`
+  characters (``docs/security.md``);
+* typed tools (:meth:`TextEnv.tools`): an env declares its actions as functions once; a tool
+  call (:mod:`multiturn_envs.tools`) is then an action like any text action, read by
+  :meth:`TextEnv.read_tool_calls` without guessing;
+* an async API (:meth:`TextEnv.areset`, :meth:`TextEnv.astep`): envs that wait on I/O
+  (``blocking_io``: containers) do it in a worker thread, others run inline.
 
 A subclass implements :meth:`TextEnv.task_ids`, :meth:`TextEnv._load_task`,
 :meth:`TextEnv._step`, :meth:`TextEnv._get_state`, :meth:`TextEnv._set_state`, and the oracle
@@ -23,12 +35,13 @@ hooks :meth:`TextEnv.expert_action` and :meth:`TextEnv.error_action`.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -36,9 +49,49 @@ from gymnasium.error import ResetNeeded
 
 from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.spaces import UnicodeText
+from multiturn_envs.tools import (
+    Action,
+    Tool,
+    ToolCall,
+    ToolCallError,
+    action_text,
+    is_tool_call_text,
+    read_tool_calls,
+)
 
 BudgetMode = Literal["hidden", "announced"]
 BUDGET_MODES: tuple[str, ...] = ("hidden", "announced")
+BUDGET_OPTIONS: tuple[str, ...] = ("max_turns", "budget_mode")
+"""The ``reset`` options that name the episode's budget (every :class:`TextEnv` reads them)."""
+TOOL_TURNS_HINT = (
+    "Take each turn by calling one of the tools: its result is the environment's answer. "
+    "A reply without a tool call ends the episode."
+)
+"""How turns work for an agent given the env's tools (``reply_without_call == "stop"``)."""
+ReplyWithoutCall = Literal["stop", "action"]
+"""What a reply without a tool call is in a tool-calling episode (``reply_without_call``)."""
+
+
+def check_budget(max_turns: Any, budget_mode: Any = "hidden") -> tuple[int | None, str]:
+    """``(max_turns, budget_mode)`` checked and normalised, or a ``ValueError`` naming the bad one.
+
+    Pure: wrappers validate their arguments with it at construction without touching any env.
+    """
+    if max_turns is not None and (
+        not isinstance(max_turns, int | np.integer) or isinstance(max_turns, bool) or max_turns < 1
+    ):
+        raise ValueError(f"max_turns must be a positive int or None, got {max_turns!r}")
+    if budget_mode not in BUDGET_MODES:
+        raise ValueError(f"budget_mode must be one of {BUDGET_MODES}, got {budget_mode!r}")
+    if budget_mode == "announced" and max_turns is None:
+        raise ValueError("an announced budget needs max_turns")
+    return (None if max_turns is None else int(max_turns)), str(budget_mode)
+
+
+MAX_ACTION_CHARS = 1_000_000
+"""Default :attr:`TextEnv.max_action_chars`: a megabyte of degenerate text is refused unread."""
+MAX_HISTORY_CHARS = 32_000_000
+"""Default :attr:`TextEnv.max_history_chars` (a budgeted episode never comes near it)."""
 
 
 @dataclass
@@ -68,18 +121,40 @@ class TextEnv(gym.Env[str, str]):
     """Base class of a multi-turn text environment with a turn budget and oracle hooks.
 
     Args:
-        max_turns: the turn budget (``None``: no budget). Every call to ``step`` is one turn,
-            unparseable replies included.
+        max_turns: the turn budget of an episode whose ``reset`` names none (``None``: no
+            budget). Every call to ``step`` is one turn, unparseable replies included.
         budget_mode: ``"hidden"`` (observations never mention the budget, so one run at the
             largest budget gives the whole Pass@(K,T) surface) or ``"announced"`` (each
-            observation ends with the turns left).
+            observation ends with the turns left); likewise the default of ``reset``.
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the last observation).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": None}  # noqa: RUF012
+    #: Replies longer than this are refused before ``_step`` parses them: the turn is spent and
+    #: the observation says why (:meth:`_refuse`). Set it on the instance to change it.
+    max_action_chars: int = MAX_ACTION_CHARS
+    #: The history (:meth:`messages`) keeps at most this many characters: past it, the oldest
+    #: turns after the first observation are dropped (counted in :attr:`dropped_messages`).
+    max_history_chars: int = MAX_HISTORY_CHARS
     #: ``reset`` options an env understands besides ``task_id``; others are dropped with a warning
     #: (PettingZoo's ``api_test`` passes made-up options, so unknown keys cannot be errors).
     reset_options: ClassVar[frozenset[str]] = frozenset()
+    #: Tool calls one reply may hold (one action per turn: 1; BFCL: a turn's parallel calls).
+    max_tool_calls: int = 1
+    #: In a tool-calling episode, what a reply without any tool call is: ``"stop"`` (the agent
+    #: is done: the episode ends there, not a turn; TRL ends its rollout there too) or
+    #: ``"action"`` (a text action, e.g. BFCL's message to the user that ends a user turn).
+    #: The one rule the harness and training share (:func:`multiturn_envs.tools` docs).
+    reply_without_call: ReplyWithoutCall = "stop"
+    #: Whether a tool call's name and arguments are checked against :meth:`tools` when it is
+    #: read (False: structure only, for envs whose own checker grades calls, as BFCL's does).
+    check_tool_arguments: bool = True
+    #: Whether :meth:`tools` may change within an episode (BFCL releases held-out functions);
+    #: when False, a client may read them once per reset.
+    tools_change_in_episode: bool = False
+    #: Whether ``reset``/``step`` wait on I/O (containers, processes): :meth:`areset` and
+    #: :meth:`astep` then run them in a worker thread, so an event loop never waits on them.
+    blocking_io: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -92,9 +167,8 @@ class TextEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
-        self.max_turns: int | None = None
-        self.budget_mode: str = "hidden"
-        self.set_turn_budget(max_turns, budget_mode)
+        self._default_budget = check_budget(max_turns, budget_mode)
+        self._max_turns, self._budget_mode = self._default_budget
         self._turn = 0
         self._prefix_turns = 0
         self._needs_reset = True
@@ -102,6 +176,8 @@ class TextEnv(gym.Env[str, str]):
         self._success = False
         self._task_id: str | None = None
         self._history: list[dict[str, str]] = []
+        self._history_chars = 0
+        self.dropped_messages = 0
         self._last_observation = ""
 
     # ------------------------------------------------------------------ to implement
@@ -141,8 +217,39 @@ class TextEnv(gym.Env[str, str]):
         """Standing instructions for an LLM agent (the first observation repeats what matters)."""
         return ""
 
+    def tool_system_prompt(self) -> str:
+        """Standing instructions for an agent given the env's tools (a tool-calling policy and
+        TRL's typed tools read this instead of :meth:`system_prompt`, which describes the text
+        form). Default: the system prompt plus :data:`TOOL_TURNS_HINT` (``"stop"`` envs)."""
+        own = self.system_prompt()
+        if self.reply_without_call != "stop":
+            return own
+        return f"{own}\n\n{TOOL_TURNS_HINT}" if own else TOOL_TURNS_HINT
+
+    def tools(self) -> Sequence[Tool]:
+        """The env's actions as typed tools (OpenAI function format), for the current task.
+
+        Declared once here; a call of one (:meth:`read_tool_calls`) is an action like any text
+        action. ``()``: the env takes text only. Envs whose tools depend on the task (BFCL's
+        functions) return the current task's (``()`` before the first ``reset``).
+        """
+        return ()
+
+    def as_tool_call(self, action: str) -> ToolCall | None:
+        """The tool call that does what the text ``action`` does, or ``None`` (no such call, or
+        the env cannot say). Used to write training data in the tool layout."""
+        return None
+
     def _close(self) -> None:
         """Release heavy resources (containers, databases). Called at most once per open."""
+
+    def _refuse(self, message: str) -> StepOutcome:
+        """The outcome of a reply refused unread (too long): a parse error that changes nothing.
+
+        Envs whose parse errors carry more (``info`` extras, a reward on the last turn) override
+        it to give their own parse-error outcome.
+        """
+        return StepOutcome(message, 0.0, False, self._success, 0.0, message)
 
     # ------------------------------------------------------------------ oracle hooks
     def score_action(self, action: str) -> float:
@@ -154,7 +261,7 @@ class TextEnv(gym.Env[str, str]):
         self._require_live()
         snapshot = self.get_state()
         try:
-            return float(self._step(action).step_score)
+            return float(self._apply(action).step_score)
         finally:
             self.set_state(snapshot)
 
@@ -171,17 +278,70 @@ class TextEnv(gym.Env[str, str]):
         digest = hashlib.sha1(self._last_observation.encode("utf-8", "surrogatepass"))
         return digest.hexdigest()[:16]
 
+    # ------------------------------------------------------------------ tool calls
+    def read_tool_calls(self, action: str) -> list[ToolCall] | ToolCallError | None:
+        """The tool calls ``action`` makes, checked against :meth:`tools`; a
+        :class:`~multiturn_envs.tools.ToolCallError` (its text is the observation to show) when
+        the call is malformed; ``None`` when ``action`` is not a tool call (or the env has no
+        tools): then it is the env's text form. Envs call this first in ``_step``."""
+        if not is_tool_call_text(action):
+            return None
+        tools = self.tools()
+        if not tools:
+            return None
+        try:
+            return read_tool_calls(
+                action, tools, max_calls=self.max_tool_calls, strict=self.check_tool_arguments
+            )
+        except ToolCallError as exc:
+            return ToolCallError(f"Tool call error: {exc}.")
+
+    # ------------------------------------------------------------------ async
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """:meth:`reset` without blocking an event loop (see :attr:`blocking_io`; for a wrapped
+        env, :func:`areset_env`)."""
+        return await areset_env(self, seed=seed, options=options)
+
+    async def astep(self, action: Action) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        """:meth:`step` without blocking an event loop (see :attr:`blocking_io`; for a wrapped
+        env, :func:`astep_env`)."""
+        return await astep_env(self, action)
+
     # ------------------------------------------------------------------ budget
+    @property
+    def max_turns(self) -> int | None:
+        """The turn budget of the current episode (before the first ``reset``: the default)."""
+        return self._max_turns
+
+    @property
+    def budget_mode(self) -> str:
+        """``"hidden"`` or ``"announced"``: the current episode's (before ``reset``: the
+        default)."""
+        return self._budget_mode
+
+    @property
+    def default_budget(self) -> tuple[int | None, str]:
+        """``(max_turns, budget_mode)`` of an episode whose ``reset`` names no budget."""
+        return self._default_budget
+
     def set_turn_budget(self, max_turns: int | None, budget_mode: str = "hidden") -> None:
-        """Set the budget for the next episode (wrappers call this before ``reset``)."""
-        if max_turns is not None and (not isinstance(max_turns, int | np.integer) or max_turns < 1):
-            raise ValueError(f"max_turns must be a positive int or None, got {max_turns!r}")
-        if budget_mode not in BUDGET_MODES:
-            raise ValueError(f"budget_mode must be one of {BUDGET_MODES}, got {budget_mode!r}")
-        if budget_mode == "announced" and max_turns is None:
-            raise ValueError("an announced budget needs max_turns")
-        self.max_turns = None if max_turns is None else int(max_turns)
-        self.budget_mode = budget_mode
+        """Deprecated: change the default budget (the constructor's ``max_turns``/``budget_mode``).
+
+        An episode's budget is named by ``reset(options={"max_turns": ..., "budget_mode":
+        ...})`` or by a budget wrapper (which passes those options); this changes only what
+        later resets fall back on.
+        """
+        warnings.warn(
+            "TextEnv.set_turn_budget is deprecated: pass max_turns/budget_mode to the "
+            "constructor, in reset(options=...), or wrap the env in TurnBudget",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self._default_budget = check_budget(max_turns, budget_mode)
+        if self._needs_reset:
+            self._max_turns, self._budget_mode = self._default_budget
 
     @property
     def turn(self) -> int:
@@ -207,12 +367,30 @@ class TextEnv(gym.Env[str, str]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
+        """Start an episode; return its first observation and ``info``.
+
+        Options every env reads: ``task_id`` (default: drawn from ``np_random``), and the
+        episode's budget, ``max_turns`` and ``budget_mode``. The budget is decided here, once
+        per episode, by the first that names it (each key on its own):
+
+        1. the ``options`` of this call: what the caller of the episode asks for (a dataset
+           row, a served client's reset, the harness's run through its ``TurnBudget``);
+        2. the budget wrappers, outermost first (each passes its budget as these options
+           unless an outer layer already did);
+        3. the constructor's ``max_turns`` and ``budget_mode``.
+
+        The budget holds for this episode only; the next ``reset`` decides again.
+        """
         super().reset(seed=seed)
         options = dict(options or {})
         task_id = options.pop("task_id", None)
+        max_turns, budget_mode = check_budget(
+            options.pop("max_turns", self._default_budget[0]),
+            options.pop("budget_mode", self._default_budget[1]),
+        )
         unknown = sorted(set(options) - self.reset_options)
         if unknown:
-            accepted = ", ".join(["task_id", *sorted(self.reset_options)])
+            accepted = ", ".join(["task_id", *BUDGET_OPTIONS, *sorted(self.reset_options)])
             warnings.warn(
                 f"{type(self).__name__}.reset ignores unknown options {unknown} "
                 f"(it takes {accepted})",
@@ -226,6 +404,7 @@ class TextEnv(gym.Env[str, str]):
                 raise ValueError(f"{type(self).__name__} has no tasks to load")
             task_id = ids[int(self.np_random.integers(len(ids)))]
         task_id = str(task_id)
+        self._max_turns, self._budget_mode = max_turns, budget_mode
         observation = self._load_task(task_id, options)
         self._task_id = task_id
         self._turn = 0
@@ -235,23 +414,24 @@ class TextEnv(gym.Env[str, str]):
         self._success = False
         observation = self._with_budget_note(observation)
         self._history = [{"role": "user", "content": observation}]
+        self._history_chars = len(observation)
+        self.dropped_messages = 0
         self._last_observation = observation
         return observation, self._info(step_score=None, parse_error=None, extra={})
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One turn: ``action`` is text, or tool calls (recorded as their canonical text)."""
         self._require_live()
         if not isinstance(action, str):
-            raise TypeError(f"an action is a str, got {type(action).__name__}: {action!r:.80}")
-        outcome = self._step(action)
+            action = action_text(action)
+        outcome = self._apply(action)
         self._turn += 1
         self._success = bool(outcome.success)
         terminated = bool(outcome.terminated)
         truncated = not terminated and self.max_turns is not None and self._turn >= self.max_turns
         self._done = terminated or truncated
         observation = self._with_budget_note(outcome.observation)
-        self._history.append({"role": "assistant", "content": action})
-        self._history.append({"role": "user", "content": observation})
-        self._last_observation = observation
+        self._record(action, observation)
         info = self._info(
             step_score=float(outcome.step_score),
             parse_error=outcome.parse_error,
@@ -272,24 +452,24 @@ class TextEnv(gym.Env[str, str]):
         super().close()
 
     # ------------------------------------------------------------------ for wrappers
-    def play_prefix(self, action: str) -> StepOutcome:
+    def play_prefix(self, action: Action) -> StepOutcome:
         """Apply ``action`` as part of the history handed to the agent (error injection).
 
         The turn is recorded in :meth:`messages` but does not count against the budget. Raises
         ``ValueError`` when the action ends the episode: a prefix must leave a live state.
         """
         self._require_live()
+        if not isinstance(action, str):
+            action = action_text(action)
         snapshot = self.get_state()
-        outcome = self._step(action)
+        outcome = self._apply(action)
         if outcome.terminated:
             self.set_state(snapshot)
             raise ValueError(f"prefix action {action!r:.80} ends the episode of {self._task_id}")
         self._prefix_turns += 1
         self._success = bool(outcome.success)
         observation = self._with_budget_note(outcome.observation)
-        self._history.append({"role": "assistant", "content": action})
-        self._history.append({"role": "user", "content": observation})
-        self._last_observation = observation
+        self._record(action, observation)
         return outcome
 
     def current_observation(self) -> str:
@@ -312,8 +492,9 @@ class TextEnv(gym.Env[str, str]):
         """The episode so far as chat messages, without copying them: a shallow view.
 
         A fresh list (the caller may reorder or extend it) of the env's own message dicts,
-        which it never changes once appended (``step`` and ``play_prefix`` append new dicts;
-        ``reset`` and ``set_state`` replace the whole history), so a view stays a valid
+        which it never changes once appended (``step`` and ``play_prefix`` append new dicts
+        and may drop the oldest past :attr:`max_history_chars`; ``reset`` and ``set_state``
+        replace the whole history), so a view stays a valid
         picture of the turns it covers. Callers must not mutate the dicts. The harness hands
         this to policies each turn, where copying every message of every live episode cost
         ~5 % of a FrozenLake evaluation; :meth:`messages` is the private deep copy.
@@ -351,13 +532,47 @@ class TextEnv(gym.Env[str, str]):
         self._needs_reset = state["needs_reset"]
         self._done = state["done"]
         self._success = state["success"]
-        self.max_turns = state["max_turns"]
-        self.budget_mode = state["budget_mode"]
+        self._max_turns = state["max_turns"]
+        self._budget_mode = state["budget_mode"]
         self._history = copy.deepcopy(state["history"])
+        self._history_chars = sum(len(m["content"]) for m in self._history)
         self._last_observation = state["last_observation"]
         self.np_random.bit_generator.state = copy.deepcopy(state["rng"])
 
     # ------------------------------------------------------------------ internals
+    def _apply(self, action: str) -> StepOutcome:
+        """``_step(action)``, unless the action is too long to read (:attr:`max_action_chars`)."""
+        if len(action) > self.max_action_chars:
+            return self._refuse(
+                f"The reply is {len(action):,} characters long; this environment reads replies "
+                f"of at most {self.max_action_chars:,} characters. Nothing was done."
+            )
+        return self._step(action)
+
+    def _record(self, action: str, observation: str) -> None:
+        """Append one turn to the history, keeping it within :attr:`max_history_chars`.
+
+        Past the bound, the oldest turns after the first observation (the task) are dropped
+        until a quarter of the bound is free again, so trimming costs O(1) per turn on average.
+        """
+        self._history.append({"role": "assistant", "content": action})
+        self._history.append({"role": "user", "content": observation})
+        self._last_observation = observation
+        self._history_chars += len(action) + len(observation)
+        if self._history_chars <= self.max_history_chars:
+            return
+        target = self.max_history_chars * 3 // 4
+        drop = 0
+        chars = self._history_chars
+        while chars > target and 1 + drop + 2 < len(self._history):  # keep the last turn
+            chars -= len(self._history[1 + drop]["content"]) + len(
+                self._history[2 + drop]["content"]
+            )
+            drop += 2
+        del self._history[1 : 1 + drop]
+        self._history_chars = chars
+        self.dropped_messages += drop
+
     def _require_live(self) -> None:
         if self._needs_reset:
             raise ResetNeeded("call reset() before step()")
@@ -388,3 +603,32 @@ class TextEnv(gym.Env[str, str]):
         }
         info.update(copy.deepcopy(extra))
         return info
+
+
+def blocks_on_io(env: gym.Env[Any, Any]) -> bool:
+    """Whether ``env`` (wrapped or not) waits on I/O in ``reset``/``step``: its base env's
+    ``blocking_io`` (containers, processes). Such envs are stepped in a worker thread by
+    :func:`astep_env`; others inline."""
+    return bool(getattr(env.unwrapped, "blocking_io", False))
+
+
+async def areset_env(
+    env: gym.Env[str, str], *, seed: int | None = None, options: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """``env.reset`` for an event loop: in a worker thread when the env waits on I/O (the whole
+    wrapper stack runs there, so wrappers see one reset), inline otherwise."""
+    if blocks_on_io(env):
+        return await asyncio.to_thread(env.reset, seed=seed, options=options)
+    return env.reset(seed=seed, options=options)
+
+
+async def astep_env(
+    env: gym.Env[str, str], action: Action
+) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    """``env.step`` for an event loop: in a worker thread when the env waits on I/O (a Docker
+    sandbox run, a shell command), inline otherwise (a thread hop would cost more than a
+    pure-Python step)."""
+    text = action_text(action)
+    if blocks_on_io(env):
+        return await asyncio.to_thread(env.step, text)
+    return env.step(text)

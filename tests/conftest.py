@@ -93,6 +93,7 @@ def vllm_server(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
         VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_dir),
         "--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", "4096",
         "--enforce-eager", "--host", "127.0.0.1", "--port", str(port), "--seed", "0",
+        "--enable-auto-tool-choice", "--tool-call-parser", "hermes",  # OpenAIPolicy(tools=True)
     ]  # fmt: skip
     with log.open("w") as out:
         proc = subprocess.Popen(

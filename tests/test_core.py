@@ -27,16 +27,14 @@ def test_success_terminates_and_stepping_after_raises(guess_env: GuessEnv) -> No
 
 
 def test_budget_truncates_not_terminates(guess_env: GuessEnv) -> None:
-    guess_env.set_turn_budget(3)
-    guess_env.reset(options={"task_id": "secret-9"})
+    guess_env.reset(options={"task_id": "secret-9", "max_turns": 3})
     flags = [guess_env.step("guess 0")[2:4] for _ in range(3)]
     assert flags == [(False, False), (False, False), (False, True)]
     assert guess_env.turns_left == 0
 
 
 def test_success_on_last_turn_is_terminated_not_truncated(guess_env: GuessEnv) -> None:
-    guess_env.set_turn_budget(2)
-    guess_env.reset(options={"task_id": "secret-9"})
+    guess_env.reset(options={"task_id": "secret-9", "max_turns": 2})
     guess_env.step("guess 0")
     _, _, terminated, truncated, info = guess_env.step("guess 9")
     assert terminated and not truncated and info["truncation_reason"] is None
@@ -93,8 +91,7 @@ def test_score_action_leaves_state_alone(guess_env: GuessEnv) -> None:
 
 
 def test_play_prefix_does_not_count_and_refuses_to_end(guess_env: GuessEnv) -> None:
-    guess_env.set_turn_budget(3)
-    guess_env.reset(options={"task_id": "secret-12"})
+    guess_env.reset(options={"task_id": "secret-12", "max_turns": 3})
     guess_env.play_prefix("guess 1")
     assert guess_env.turn == 0 and guess_env.turns_left == 3
     assert guess_env.current_info()["prefix_turns"] == 1

@@ -16,43 +16,94 @@ and is the environment's reward (weight 1, beside any ``reward_funcs``).
   ``G`` rollouts of one GRPO group share a row, hence the same task, start and budget; rows with a
   ``max_turns`` column give a per-row budget, and an env wrapped in
   :class:`~multiturn_envs.wrappers.BudgetMix` draws the budget from the row's seed: TRL's
-  interface can express the study's per-reset budgets.
-* The one tool, ``act(action)``, is one env turn: its result is the env's next observation. A
-  tool call is a turn whatever its text; a reply without a tool call is not an action and ends
-  the rollout (TRL's rule). After the episode ends (success, a terminal state or the turn budget)
-  ``act`` steps nothing and says so, so the env's budget, not TRL's iteration cap, is the budget.
-* ``get_reward()`` is the episode's return (the sum of env rewards: wrap the env in
-  :class:`~multiturn_envs.wrappers.ProcessReward` for the oracle's step scores), with
-  ``reward="success"`` 1.0 for a solved task, or with ``reward="process"`` the return plus
-  ``step_weight`` x :attr:`TRLEnvironment.process_score`: the turns' step credits (the oracle's
-  step score, but 0 for an unparsable reply and for a turn from a state already lost, see
-  :func:`step_credit`) summed and divided by the turns a solved episode took, or by the budget
-  for every other ending. Each rule closes a loophole: a mean over turns taken paid one good
-  move and then silence (measured: GRPO found it), and over a failed episode's turns it would
-  pay walking into a hole early; empty replies and moves from a lost state score 1.0 under the
-  oracle (nothing left to lose), so a rollout that wasted its budget earned the full process
-  bonus (measured); and a per-budget sum for solved episodes paid spending the budget's slack.
+  interface can express the study's per-reset budgets. The row's budget travels as reset
+  options, so it applies to that episode only and wins over the env's wrappers and defaults
+  (the precedence of :meth:`multiturn_envs.core.TextEnv.reset`); this adapter never sets a
+  budget on the env.
+* **Typed tools** (``tools="env"``, the default of :func:`environment_factory`): the env's own
+  tools (:meth:`~multiturn_envs.core.TextEnv.tools`), one typed method each (FrozenLake's
+  ``move(direction)`` with an enum, SQL's ``execute_sql(query)`` and ``submit()``, ...), as
+  TRL's docs ask, built by :func:`trl_environment_class`: the method's type hints and ``Args``
+  docstring render exactly the env's declared schema (tested), and a call is one env turn,
+  its result the env's next observation. A call with wrong arguments is a turn too: the env
+  reads it and says what is wrong, as in the harness. ``tools="act"``: the generic
+  ``act(action: str)`` tool of :class:`TRLEnvironment` (the study's recorded layout).
+  Either way a reply without a tool call is not an action and ends the rollout (TRL's rule,
+  the harness's too: :func:`multiturn_envs.policies.tool_layout.replies_stop`); after the
+  episode ends (success, a terminal state or the turn budget) a call steps nothing and says
+  so, so the env's budget, not TRL's iteration cap, is the budget.
+* ``get_reward()`` is the score of the episode under a registered reward
+  (:mod:`multiturn_envs.rewards`, docs/rewards.md): ``reward="outcome"`` (the default; the
+  sum of the env's rewards: wrap the env in :class:`~multiturn_envs.wrappers.ProcessReward`
+  for the oracle's step scores), ``"success"`` (1.0 for a solved task), ``"process"`` (the
+  study's process reward as we train with it: the return plus ``step_weight`` x
+  :attr:`TRLEnvironment.process_score`), or any other registered name or reward object. The
+  old name ``"return"`` still means ``"outcome"``. :attr:`TRLEnvironment.episode` is the
+  episode as rewards read it, so a turn-level consumer (GiGPO) takes the same reward's
+  per-turn credits from it.
 * The episode as chat: :attr:`TRLEnvironment.messages` (the env's own ``messages()``) and
   :func:`grpo_dataset` builds rows whose prompt carries the env's system prompt.
 
-Only ``reset``, ``get_reward`` and ``act`` are public *methods*: TRL turns any other public
-method into a tool, so everything else here is a property or private.
+Only ``reset``, ``get_reward`` and the tools are public *methods*: TRL turns any other public
+method into a tool, so everything else here is a property or private. Envs whose tools depend
+on the task (BFCL's functions) get one class per tool set (:func:`environment_factories`, TRL's
+``dict`` form, rows routed by their ``environment`` column).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 import json
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+import keyword
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, cast
 
 import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 from multiturn_envs.core import TextEnv
+from multiturn_envs.rewards import (
+    Episode,
+    MeanStepScore,
+    Reward,
+    Turn,
+    make_reward,
+    process_score,
+    step_credit,
+)
+from multiturn_envs.tools import Action, Tool, ToolCall, action_text
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
-RewardMode = Literal["return", "success", "process"]
-REWARD_MODES: tuple[str, ...] = ("return", "success", "process")
+RewardMode = str | Reward
+"""A registered reward's name (``"outcome"``, ``"success"``, ``"process"``, ...) or object."""
+
+OLD_REWARD_NAMES: dict[str, str] = {"return": "outcome"}
+"""Names this adapter took before the rewards registry, and the registry's name for each."""
+
+__all__ = [
+    "ENDED",
+    "ENDED_TOOLS",
+    "LAYOUTS",
+    "OLD_REWARD_NAMES",
+    "TOOL_HINT",
+    "RewardMode",
+    "TRLEnvironment",
+    "TRLEnvironmentBase",
+    "environment_factories",
+    "environment_factory",
+    "grpo_dataset",
+    "grpo_rows",
+    "step_credit",
+    "tool_set_key",
+    "trl_environment_class",
+    "trl_reward",
+]
+
+LAYOUTS: tuple[str, ...] = ("env", "act")
+"""How turns map onto TRL tools: the env's typed tools, or one generic ``act(action)``."""
 
 TOOL_HINT = (
     "Take each turn by calling the `act` tool with your move as its `action` argument; the tool "
@@ -61,6 +112,10 @@ TOOL_HINT = (
 """Appended to the env's system prompt by :func:`grpo_dataset`: how turns map onto the tool."""
 
 ENDED = "The episode is over; no action was taken. Do not call act again."
+"""What a call after the episode's end answers (the generic ``act`` layout)."""
+
+ENDED_TOOLS = "The episode is over; no action was taken. Do not call a tool again."
+"""What a call after the episode's end answers (the env's typed tools)."""
 
 
 def end_note(success: bool, truncated: bool) -> str:
@@ -93,15 +148,35 @@ def _build(
     raise TypeError(f"env must be an id, a gym.Env or a factory, got {type(env).__name__}")
 
 
-class TRLEnvironment:
-    """One MT/* env as one environment of TRL's ``GRPOTrainer`` (one instance per rollout).
+def trl_reward(reward: RewardMode = "outcome", step_weight: float | None = None) -> Reward:
+    """The registry reward a ``TRLEnvironment(reward=..., step_weight=...)`` scores with.
+
+    ``step_weight`` is the process reward's ``weight`` (``None``: the registry's default, 0.5);
+    it applies to ``reward="process"`` only, as it always has.
+    """
+    if step_weight is not None and not 0.0 <= float(step_weight) < float("inf"):
+        raise ValueError(f"step_weight must be a finite number >= 0, got {step_weight!r}")
+    if isinstance(reward, Reward):
+        return reward
+    name = OLD_REWARD_NAMES.get(reward, reward) if isinstance(reward, str) else reward
+    if name == "process" and step_weight is not None:
+        return make_reward(name, weight=float(step_weight))
+    return make_reward(name)
+
+
+class TRLEnvironmentBase:
+    """One MT/* env as one environment of TRL's ``GRPOTrainer`` (one instance per rollout),
+    without tools: :class:`TRLEnvironment` adds the generic ``act``, and
+    :func:`trl_environment_class` the env's typed tools.
 
     Args:
         env: an env id (``"MT/FrozenLake-v0"``), a made env (wrappers such as ``BudgetMix`` or
             ``ProcessReward`` included), or a zero-argument factory of one.
-        reward: ``"return"`` (sum of the env's rewards over the episode), ``"success"``, or
-            ``"process"`` (return + ``step_weight`` x :attr:`process_score`).
-        step_weight: the process reward's weight (``reward="process"`` only).
+        reward: a registered reward's name or object (docs/rewards.md): ``"outcome"`` (sum
+            of the env's rewards over the episode; ``"return"`` is its old name),
+            ``"success"``, ``"process"`` (return + ``step_weight`` x :attr:`process_score`), ...
+        step_weight: the process reward's weight (``reward="process"`` only; default: the
+            registry's, 0.5).
         **env_kwargs: passed to ``gym.make`` when ``env`` is an id (e.g. ``max_turns=8``).
 
     Use :func:`environment_factory` to get the zero-argument callable TRL wants.
@@ -111,25 +186,17 @@ class TRLEnvironment:
         self,
         env: str | gym.Env[str, str] | Callable[[], gym.Env[str, str]],
         *,
-        reward: RewardMode = "return",
-        step_weight: float = 0.0,
+        reward: RewardMode = "outcome",
+        step_weight: float | None = None,
         **env_kwargs: Any,
     ) -> None:
-        if reward not in REWARD_MODES:
-            raise ValueError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
-        if not 0.0 <= float(step_weight) < float("inf"):
-            raise ValueError(f"step_weight must be a finite number >= 0, got {step_weight!r}")
-        self._step_weight = float(step_weight)
+        self._reward = trl_reward(reward, step_weight)
         self._env = _build(env, env_kwargs)
         self._base: TextEnv = text_env_of(self._env)
-        self._reward_mode = reward
-        self._default_budget = (self._base.max_turns, self._base.budget_mode)
-        self._return = 0.0
         self._success = False
         self._done = True
-        self._turns = 0
-        self._infos: list[dict[str, Any]] = []
-        self._rewards: list[float] = []
+        self._turns: list[Turn] = []
+        self._start: dict[str, Any] = {}
         self._calls = 0
 
     # ------------------------------------------------------------------ TRL's interface
@@ -139,63 +206,55 @@ class TRLEnvironment:
         Row columns used: ``task_id`` (which task), ``seed`` (the reset seed), ``max_turns`` and
         ``budget_mode`` (this episode's budget; default: the env's own). Others are ignored.
         """
-        max_turns = row.get("max_turns")
-        mode = row.get("budget_mode")
-        if max_turns is not None or mode is not None:
-            default_turns, default_mode = self._default_budget
-            self._base.set_turn_budget(
-                default_turns if max_turns is None else int(max_turns),
-                default_mode if mode is None else str(mode),
-            )
-        else:
-            self._base.set_turn_budget(*self._default_budget)
-        options = {"task_id": str(row["task_id"])} if row.get("task_id") is not None else None
+        options: dict[str, Any] = {}
+        if row.get("task_id") is not None:
+            options["task_id"] = str(row["task_id"])
+        if row.get("max_turns") is not None:
+            options["max_turns"] = int(row["max_turns"])
+        if row.get("budget_mode") is not None:
+            options["budget_mode"] = str(row["budget_mode"])
         seed = row.get("seed")
         observation, info = self._env.reset(
-            seed=None if seed is None else int(seed), options=options
+            seed=None if seed is None else int(seed), options=options or None
         )
-        self._return = 0.0
         self._success = bool(info.get("success", False))
         self._done = False
-        self._turns = 0
-        self._rewards = []
+        self._turns = []
         self._calls = 0
-        self._infos = [info]
+        self._start = info
         return observation
 
-    def act(self, action: str) -> str:
-        """Take one turn in the environment with the given action.
+    #: What a call after the episode's end answers.
+    ended_text: str = ENDED_TOOLS
 
-        Args:
-            action: your move, as text in the format the environment asks for.
-
-        Returns:
-            The environment's observation after the move.
-        """
+    def _take(self, action: Action) -> str:
+        """One tool call: one env turn (nothing once the episode is over); its result."""
         self._calls += 1
         if self._done:
-            return ENDED
-        text = action if isinstance(action, str) else json.dumps(action, default=str)
-        observation, reward, terminated, truncated, info = self._env.step(text)
-        self._return += float(reward)
-        self._rewards.append(float(reward))
+            return self.ended_text
+        observation, reward, terminated, truncated, info = self._env.step(action_text(action))
+        self._turns.append(Turn(float(reward), info, bool(terminated), bool(truncated)))
         self._success = bool(info.get("success", False))
-        self._turns += 1
-        self._infos.append(info)
         if terminated or truncated:
             self._done = True
             return f"{observation}\n\n{end_note(self._success, bool(truncated))}"
         return observation
 
     def get_reward(self) -> float:
-        """The rollout's reward: the episode's return, or its success with ``reward="success"``."""
-        if self._reward_mode == "success":
-            return 1.0 if self._success else 0.0
-        if self._reward_mode == "process":
-            return self._return + self._step_weight * self.process_score
-        return self._return
+        """The rollout's reward: the episode's score under the configured reward."""
+        return self._reward.score(self.episode)
 
     # ------------------------------------------------------------------ inspection (no tools)
+    @property
+    def reward(self) -> Reward:
+        """The registry reward :meth:`get_reward` scores with."""
+        return self._reward
+
+    @property
+    def episode(self) -> Episode:
+        """The episode so far as rewards read it (reset ``info`` and each turn taken)."""
+        return Episode(self._start, tuple(self._turns))
+
     @property
     def env(self) -> gym.Env[str, str]:
         """The (possibly wrapped) env this instance steps."""
@@ -209,47 +268,51 @@ class TRLEnvironment:
     @property
     def infos(self) -> list[dict[str, Any]]:
         """The reset ``info`` and one ``info`` per turn taken (step scores, success, ...)."""
-        return list(self._infos)
+        return (
+            [self._start, *(cast(dict[str, Any], t.info) for t in self._turns)]
+            if self._start
+            else []
+        )
 
     @property
     def turns(self) -> int:
         """Turns taken in this episode (tool calls that reached the env)."""
-        return self._turns
+        return len(self._turns)
 
     @property
     def turn_rewards(self) -> list[float]:
         """The env's reward of each turn taken (their sum is the return)."""
-        return list(self._rewards)
+        return [t.reward for t in self._turns]
 
     @property
     def step_scores(self) -> list[float]:
         """The oracle's score of each turn taken (turns without a score left out)."""
-        return [float(i["step_score"]) for i in self._infos[1:] if i.get("step_score") is not None]
+        return [
+            float(t.info["step_score"]) for t in self._turns if t.info.get("step_score") is not None
+        ]
 
     @property
     def mean_step_score(self) -> float:
-        """The mean of :attr:`step_scores` (0.0 before the first scored turn)."""
-        scores = self.step_scores
-        return sum(scores) / len(scores) if scores else 0.0
+        """The mean of :attr:`step_scores` (0.0 before the first scored turn): the registry's
+        ``mean_step_score``."""
+        return MeanStepScore().score(self.episode)
 
     @property
     def step_credits(self) -> list[float]:
-        """:func:`step_credit` of each turn taken (turns without a score left out)."""
-        credits = (step_credit(i) for i in self._infos[1:])
+        """:func:`~multiturn_envs.rewards.step_credit` of each turn taken (turns without a score
+        left out)."""
+        credits = (step_credit(t.info) for t in self._turns)
         return [c for c in credits if c is not None]
 
     @property
     def process_score(self) -> float:
-        """The process part of ``reward="process"``: :attr:`step_credits` summed, over the turns
-        a solved episode took, and over the budget otherwise (a failure, a spent budget, a
-        rollout that stopped calling ``act``: the turns not played earn 0, so ending early by a
-        hole or by silence never pays more than playing on); in [0, 1]. Without a budget, the
-        mean over the turns taken (which pays a good move followed by silence: give the env a
-        budget for training)."""
-        credits = self.step_credits
-        budget = self._infos[0].get("max_turns") if self._infos else None
-        over = self._turns if self._success or not budget else int(budget)
-        return sum(credits) / over if over else 0.0
+        """The process part of the process reward (:func:`multiturn_envs.rewards.process_score`):
+        :attr:`step_credits` summed, over the turns a solved episode took, and over the budget
+        otherwise (a failure, a spent budget, a rollout that stopped calling ``act``: the turns
+        not played earn 0, so ending early by a hole or by silence never pays more than playing
+        on); in [0, 1]. Without a budget, the mean over the turns taken (which pays a good move
+        followed by silence: give the env a budget for training)."""
+        return process_score(self.episode)
 
     @property
     def calls(self) -> int:
@@ -268,38 +331,209 @@ class TRLEnvironment:
         self._env.close()
 
 
-def step_credit(info: dict[str, Any]) -> float | None:
-    """What one turn earns in a process reward: its oracle ``step_score``, except 0 for an
-    unparsable reply (not a move, whatever the oracle says of a wasted turn) and for a turn
-    taken from a state already lost (``info["state_value"] == 0`` where the env reports it,
-    FrozenLake does: there the oracle scores every move 1.0). ``None`` without a score."""
-    score = info.get("step_score")
-    if score is None:
-        return None
-    if info.get("parse_error") or info.get("state_value") == 0.0:
-        return 0.0
-    return float(score)
+class TRLEnvironment(TRLEnvironmentBase):
+    """The generic layout: one tool, ``act(action)``, whose text is the turn's action (any text
+    form the env reads, a ``<tool_call>`` text included). The study's recorded layout; new
+    runs get the env's typed tools (:func:`trl_environment_class`)."""
+
+    ended_text = ENDED
+
+    def act(self, action: str) -> str:
+        """Take one turn in the environment with the given action.
+
+        Args:
+            action: your move, as text in the format the environment asks for.
+
+        Returns:
+            The environment's observation after the move.
+        """
+        text = action if isinstance(action, str) else json.dumps(action, default=str)
+        return self._take(text)
+
+
+_JSON_HINTS: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+}
+
+
+def _hint(schema: Mapping[str, Any]) -> Any:
+    """The Python type hint ``transformers.utils.get_json_schema`` turns back into ``schema``
+    (as far as type hints go: an enum, the type, list items; other keywords are lost)."""
+    if schema.get("enum"):
+        return Literal[tuple(schema["enum"])]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        hints = [_hint({**schema, "type": k}) for k in kind if k != "null"]
+        base: Any = functools.reduce(operator.or_, hints) if hints else Any
+        return base | None if "null" in kind and hints else base
+    if kind == "array" and isinstance(schema.get("items"), Mapping):
+        return list[_hint(schema["items"])]  # type: ignore[misc]
+    return _JSON_HINTS.get(str(kind), Any)
+
+
+def _method(tool: Tool) -> Callable[..., str]:
+    """``tool`` as a typed method: its schema as type hints and a Google ``Args`` docstring (what
+    TRL renders, through ``get_json_schema``), any arguments accepted at call time (the env
+    reads the call and answers a wrong one, as it does for a model's malformed call)."""
+    properties = dict(tool.parameters.get("properties") or {})
+    required = set(tool.parameters.get("required") or [])
+    for name in properties:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(f"tool {tool.name!r}: argument {name!r} is not a Python identifier")
+
+    def call(self: TRLEnvironmentBase, **arguments: Any) -> str:
+        return self._take(ToolCall(tool.name, arguments))
+
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    lines = [" ".join(tool.description.split()) or tool.name]
+    if properties:
+        lines += ["", "Args:"]
+    for name, schema in properties.items():
+        hint = _hint(schema)
+        annotations[name] = hint
+        default = inspect.Parameter.empty if name in required else None
+        params.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint
+            )
+        )
+        text = " ".join(str(schema.get("description") or name).split())
+        lines.append(f"    {name}: {text}")
+    call.__name__ = tool.name
+    call.__qualname__ = tool.name
+    call.__doc__ = "\n".join(lines)
+    call.__annotations__ = annotations
+    call.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return call
+
+
+def tool_set_key(tools: Sequence[Tool]) -> str:
+    """A short stable id of a set of tools (TRL's environment name for it)."""
+    text = json.dumps([t.openai() for t in tools], sort_keys=True)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+
+
+RESERVED = frozenset({"reset", "get_reward"})
+
+
+def trl_environment_class(
+    tools: Sequence[Tool], name: str = "TRLEnvironment"
+) -> type[TRLEnvironmentBase]:
+    """A :class:`TRLEnvironmentBase` subclass with one typed method per tool (TRL's idiom).
+
+    ``name`` is the class name, which TRL logs the env's reward under
+    (``rewards/<name>/mean``). A tool named like a reserved method (``reset``, ``get_reward``)
+    or starting with ``_`` cannot be a TRL tool: ``ValueError``.
+    """
+    if not tools:
+        raise ValueError("the env declares no tools: use tools='act' (the generic act tool)")
+    methods: dict[str, Any] = {}
+    for tool in tools:
+        attr = tool.name.replace(".", "_").replace("-", "_")
+        if attr in RESERVED or attr.startswith("_") or attr in methods:
+            raise ValueError(f"tool {tool.name!r} cannot be a TRL tool method (name clash)")
+        methods[attr] = _method(tool)
+    doc = f"TRL environment with the tools {', '.join(t.name for t in tools)}."
+    return type(name, (TRLEnvironmentBase,), {"__doc__": doc, **methods})
+
+
+def _probe_tools(
+    env: str | Callable[[], gym.Env[str, str]], env_kwargs: dict[str, Any], task: str | None
+) -> tuple[list[Tool], list[str]]:
+    """The env's tools (after a reset on ``task`` when given) and its task ids."""
+    made = _build(env, env_kwargs)
+    try:
+        base = text_env_of(made)
+        tasks = [str(t) for t in base.task_ids()]
+        made.reset(seed=0, options={"task_id": task if task is not None else tasks[0]})
+        return list(base.tools()), tasks
+    finally:
+        made.close()
 
 
 def environment_factory(
     env: str | Callable[[], gym.Env[str, str]],
     *,
-    reward: RewardMode = "return",
-    step_weight: float = 0.0,
+    tools: str = "auto",
+    reward: RewardMode = "outcome",
+    step_weight: float | None = None,
     **env_kwargs: Any,
-) -> Callable[[], TRLEnvironment]:
+) -> Callable[[], TRLEnvironmentBase]:
     """The zero-argument callable for ``GRPOTrainer(environment_factory=...)``.
 
     ``env`` is an id (with ``env_kwargs`` for ``gym.make``) or a factory building a fresh
-    (wrapped) env; TRL calls the result once per concurrent rollout.
+    (wrapped) env; TRL calls the result once per concurrent rollout. ``tools``: ``"env"`` (the
+    env's typed tools, one method each), ``"act"`` (:class:`TRLEnvironment`'s generic tool) or
+    ``"auto"`` (the default: the env's tools when it declares any, else ``act``). An env whose
+    tools depend on the task (BFCL) needs :func:`environment_factories`.
+    """
+    if tools not in (*LAYOUTS, "auto"):
+        raise ValueError(f"tools must be one of {(*LAYOUTS, 'auto')}, got {tools!r}")
+    if not isinstance(env, str) and env_kwargs:
+        raise ValueError("env_kwargs only apply when env is an id")
+    trl_reward(reward, step_weight)  # a bad reward fails here, not in TRL's rollout
+    cls: type[TRLEnvironmentBase] = TRLEnvironment
+    declared, tasks = _probe_tools(env, env_kwargs, None) if tools != "act" else ([], [])
+    if tools == "auto":
+        tools = "env" if declared else "act"
+    if tools == "env":
+        if len(tasks) > 1:
+            other, _ = _probe_tools(env, env_kwargs, tasks[-1])
+            if tool_set_key(other) != tool_set_key(declared):
+                raise ValueError(
+                    "this env's tools depend on the task (BFCL's functions): use "
+                    "environment_factories(env, tasks) and grpo_rows(..., environments=...)"
+                )
+        cls = trl_environment_class(declared)
+
+    def make() -> TRLEnvironmentBase:
+        return cls(env, reward=reward, step_weight=step_weight, **env_kwargs)
+
+    return make
+
+
+def environment_factories(
+    env: str | Callable[[], gym.Env[str, str]],
+    tasks: Sequence[str],
+    *,
+    reward: RewardMode = "outcome",
+    step_weight: float | None = None,
+    **env_kwargs: Any,
+) -> tuple[dict[str, Callable[[], TRLEnvironmentBase]], dict[str, str]]:
+    """TRL's ``dict`` form for an env whose tools depend on the task (BFCL's functions).
+
+    Returns ``(factories, environment_of)``: one factory per distinct tool set (its class has
+    those tools as typed methods; TRL shows a row only its environment's tools) and, per task,
+    the name of its environment: give it to :func:`grpo_rows` (``environments=``), which
+    writes the ``environment`` column TRL routes each row by. Tasks whose tools change during
+    an episode (BFCL's ``miss_func`` entries release held-out functions) get the tools of
+    their first user turn.
     """
     if not isinstance(env, str) and env_kwargs:
         raise ValueError("env_kwargs only apply when env is an id")
+    trl_reward(reward, step_weight)
+    classes: dict[str, type[TRLEnvironmentBase]] = {}
+    environment_of: dict[str, str] = {}
+    for task in tasks:
+        declared, _ = _probe_tools(env, env_kwargs, str(task))
+        key = tool_set_key(declared)
+        if key not in classes:
+            classes[key] = trl_environment_class(declared, f"TRLEnvironment_{key}")
+        environment_of[str(task)] = key
+    factories: dict[str, Callable[[], TRLEnvironmentBase]] = {}
+    for key, cls in classes.items():
 
-    def make() -> TRLEnvironment:
-        return TRLEnvironment(env, reward=reward, step_weight=step_weight, **env_kwargs)
+        def make(cls: type[TRLEnvironmentBase] = cls) -> TRLEnvironmentBase:
+            return cls(env, reward=reward, step_weight=step_weight, **env_kwargs)
 
-    return make
+        factories[key] = make
+    return factories, environment_of
 
 
 def grpo_rows(
@@ -309,23 +543,36 @@ def grpo_rows(
     seeds: Sequence[int] | None = None,
     budgets: Sequence[int | None] | None = None,
     system_prompt: str | None = None,
+    tools: str = "act",
+    environments: Mapping[str, str] | None = None,
     **env_kwargs: Any,
 ) -> list[dict[str, Any]]:
     """Dataset rows for GRPO: one per task, each with a chat ``prompt`` and the reset columns.
 
-    The prompt is the env's system prompt plus :data:`TOOL_HINT` and an empty user message (TRL
-    appends the first observation, returned by ``reset``, to it). ``seeds`` default to
-    ``0..n-1``; ``budgets`` fills a per-row ``max_turns`` column (``None`` entries: the env's
-    default). ``env_kwargs`` go to ``gym.make`` when ``env`` is an id.
+    The prompt is a system message and an empty user message (TRL appends the first
+    observation, returned by ``reset``, to it). The system message: with ``tools="env"`` the
+    env's ``tool_system_prompt()`` (what the harness's tool-calling policies are told too, so
+    training and evaluation prompt alike), with ``tools="act"`` its ``system_prompt()`` plus
+    :data:`TOOL_HINT`; ``system_prompt`` overrides either. ``seeds`` default to ``0..n-1``;
+    ``budgets`` fills a per-row ``max_turns`` column (``None`` entries: the env's default);
+    ``environments`` (task -> name, from :func:`environment_factories`) fills TRL's
+    ``environment`` column. ``env_kwargs`` go to ``gym.make`` when ``env`` is an id.
     """
+    if tools not in LAYOUTS:
+        raise ValueError(f"tools must be one of {LAYOUTS}, got {tools!r}")
     made = gym.make(env, disable_env_checker=True, **env_kwargs) if isinstance(env, str) else env
     try:
         base = text_env_of(made)
-        system = system_prompt if system_prompt is not None else base.system_prompt()
+        if system_prompt is not None:
+            system = system_prompt
+        elif tools == "env":
+            system = base.tool_system_prompt()
+        else:
+            system = base.system_prompt()
+            system = f"{system}\n\n{TOOL_HINT}" if system else TOOL_HINT
     finally:
         if isinstance(env, str):
             made.close()
-    system = f"{system}\n\n{TOOL_HINT}" if system else TOOL_HINT
     seeds = list(range(len(tasks))) if seeds is None else list(seeds)
     per_row = [None] * len(tasks) if budgets is None else list(budgets)
     if len(seeds) != len(tasks) or len(per_row) != len(tasks):
@@ -342,6 +589,8 @@ def grpo_rows(
         }
         if budgets is not None:
             row["max_turns"] = None if budget is None else int(budget)
+        if environments is not None:
+            row["environment"] = environments[str(task_id)]
         rows.append(row)
     return rows
 

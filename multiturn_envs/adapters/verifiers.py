@@ -12,13 +12,30 @@ tasks), a ``Task`` (rubric functions: ``@vf.reward`` / ``@vf.metric``) and an ``
   turn, each reply is one ``env.step``, the next observation the next user turn, until the env
   ends the episode (success, terminal state, turn budget) or the agent's own cap stops it
   (``trace.info["mt"]["end"]`` says which: ``terminated``, ``truncated`` or ``agent_cap``).
-  Env calls run in a worker thread, so a slow sandbox step never blocks the event loop other
-  rollouts share.
-* Rubric (:class:`MTTask`): reward ``success`` (weight 1) and reward ``step_score``, the mean of
-  the oracle's step scores over the agent's turns (weight :data:`STEP_SCORE_WEIGHT`; subclass
-  to change it); metrics ``turns``, ``env_return`` and ``first_success_turn`` (-1: never).
-  verifiers keeps one scalar per trace (the weighted sum), so per-step credit is lost; the
-  per-turn step scores stay in ``trace.info["mt"]``.
+  Env calls that wait on I/O (containers) run in a worker thread, others inline
+  (:func:`multiturn_envs.core.astep_env`), so a slow sandbox step never blocks the event loop
+  other rollouts share.
+* Rubric (:class:`MTTask`): reward ``success`` (weight 1, the registry's ``success``) and
+  reward ``step_score``, the registry's ``mean_step_score`` over the agent's turns (weight
+  :data:`STEP_SCORE_WEIGHT`; subclass to change it); metrics ``turns``, ``env_return`` (the
+  registry's ``outcome``) and ``first_success_turn`` (-1: never). The trace's reward, success
+  + 0.1 x the mean raw step score, is *not* the study's process reward (registry
+  ``process``); with ``MTTasksetConfig.reward`` set (a registered name, e.g. ``"process"``)
+  the tasks are :class:`MTRewardTask`, whose one reward is that registered reward's score.
+  The rubric reads the episode :class:`MTEnv` stores in ``trace.info["mt"]`` (per-turn
+  rewards, step scores, and the ``info`` keys rewards read: ``start``, ``infos``), so any
+  registered reward can be computed from a trace (:func:`episode_of`).
+* Per-step credit (verifiers keeps one scalar per trace): ``trace.info["turn_rewards"]``,
+  one entry per sampled turn, is the score of the episode so far under the configured reward
+  (default ``outcome``) after that turn (``None`` for a reply that took no turn), which is the
+  state-of-the-world score prime-rl's ``turn_credit`` algorithm reads (it takes per-turn
+  deltas: a turn earns what it added); ``trace.info["turn_credits"]`` are the registry's
+  per-turn credits themselves (they sum to the score).
+* Tools (``MTTasksetConfig.tools``): the env's typed tools in the task's system prompt (the
+  Hermes wording: verifiers' harnesses do not forward an env's tools), each reply's tool
+  calls (an assistant message's ``tool_calls``, else Hermes ``<tool_call>`` blocks) are the
+  action, observations come back as ``<tool_response>`` blocks, and a reply without a call
+  ends the episode where the env says so (the harness's and TRL's rule).
 
 ``vf-eval`` loads a taskset by id from a top-level module whose ``__all__`` exports one
 ``Taskset`` and optionally one ``Env`` subclass, e.g. a file ``mt_envs_vf.py``::
@@ -40,6 +57,18 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
+from multiturn_envs.core import areset_env, astep_env
+from multiturn_envs.policies.tool_layout import hermes_system, parse_hermes, replies_stop
+from multiturn_envs.rewards import (
+    Episode,
+    MeanStepScore,
+    Outcome,
+    Success,
+    Turn,
+    make_reward,
+    slim_info,
+)
+from multiturn_envs.tools import ToolCall, call_from_openai
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 STEP_SCORE_WEIGHT = 0.1
@@ -58,6 +87,11 @@ class MTTasksetConfig(vf.TasksetConfig):
     """Each task runs once per seed (the reset seed)."""
     max_turns: int = 8
     budget_mode: str = "hidden"
+    reward: str | None = None
+    """A registered reward (``"process"``, ...): the tasks' one reward; ``None``: the default
+    rubric (success + 0.1 x mean step score). ``turn_rewards`` use it (default ``outcome``)."""
+    tools: bool = False
+    """Offer the env's typed tools and read tool calls as the actions."""
 
 
 class MTTaskData(vf.TaskData):
@@ -67,6 +101,8 @@ class MTTaskData(vf.TaskData):
     seed: int
     max_turns: int
     budget_mode: str
+    reward: str | None = None
+    tools: bool = False
 
 
 class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):
@@ -74,12 +110,11 @@ class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):
 
     @vf.reward(weight=1.0)
     async def success(self, trace: Any) -> float:
-        return 1.0 if _episode(trace).get("success") else 0.0
+        return Success().score(episode_of(trace))
 
     @vf.reward(weight=STEP_SCORE_WEIGHT)
     async def step_score(self, trace: Any) -> float:
-        scores = [s for s in _episode(trace).get("step_scores", []) if s is not None]
-        return float(sum(scores) / len(scores)) if scores else 0.0
+        return MeanStepScore().score(episode_of(trace))
 
     @vf.metric
     async def turns(self, trace: Any) -> float:
@@ -87,7 +122,7 @@ class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):
 
     @vf.metric
     async def env_return(self, trace: Any) -> float:
-        return float(sum(_episode(trace).get("rewards", [])))
+        return Outcome().score(episode_of(trace))
 
     @vf.metric
     async def first_success_turn(self, trace: Any) -> float:
@@ -95,8 +130,40 @@ class MTTask(vf.Task[MTTaskData, vf.State, vf.TaskConfig]):
         return -1.0 if first is None else float(first)
 
 
+class MTRewardTask(MTTask):
+    """One episode whose one reward is a registered reward's score (``MTTasksetConfig.reward``)."""
+
+    async def success(self, trace: Any) -> float:  # undecorated: no longer a reward
+        return Success().score(episode_of(trace))
+
+    async def step_score(self, trace: Any) -> float:  # undecorated: no longer a reward
+        return MeanStepScore().score(episode_of(trace))
+
+    @vf.reward(weight=1.0)
+    async def registered(self, trace: Any) -> float:
+        return make_reward(self.data.reward or "outcome").score(episode_of(trace))
+
+
 def _episode(trace: Any) -> dict[str, Any]:
     return dict(trace.info.get("mt") or {})
+
+
+def episode_of(trace: Any) -> Episode:
+    """The episode :class:`MTEnv` stored in a trace, as rewards read it
+    (:mod:`multiturn_envs.rewards`). A record without ``infos`` (an older trace) is rebuilt
+    from its per-turn rewards and step scores and its final success."""
+    stored = _episode(trace)
+    rewards = [float(r) for r in stored.get("rewards", [])]
+    infos = stored.get("infos")
+    if infos is None:
+        scores = list(stored.get("step_scores", []))
+        success = bool(stored.get("success"))
+        infos = [
+            {"step_score": s, "success": success and t == len(scores) - 1}
+            for t, s in enumerate(scores)
+        ]
+    done = stored.get("end") in ("terminated", "truncated")
+    return Episode.of(dict(stored.get("start") or {}), rewards, infos, done=done)
 
 
 class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):
@@ -108,11 +175,16 @@ class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):
         try:
             base = text_env_of(env)
             tasks = config.tasks or [str(t) for t in base.task_ids()[: config.num_tasks]]
+            task_cls = MTTask if config.reward is None else MTRewardTask
+            if config.reward is not None:
+                make_reward(config.reward)  # a bad name fails at load, not mid-rollout
             for task_id in tasks:
                 env.reset(seed=0, options={"task_id": task_id})
                 system = base.system_prompt() or None
+                if config.tools:
+                    system = hermes_system(base.tool_system_prompt(), base.tools())
                 for seed in config.seeds:
-                    yield MTTask(
+                    yield task_cls(
                         MTTaskData(
                             name=f"{config.env_id}:{task_id}#{seed}",
                             prompt=None,  # the env opens the conversation (first observation)
@@ -123,6 +195,8 @@ class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):
                             seed=int(seed),
                             max_turns=config.max_turns,
                             budget_mode=config.budget_mode,
+                            reward=config.reward,
+                            tools=config.tools,
                         ),
                         config.task,
                     )
@@ -151,28 +225,52 @@ class MTEnv(vf.Env[MTEnvConfig]):
             "success": False,
             "first_success_turn": None,
             "end": None,
+            "start": {},
+            "infos": [],
         }
+        credit = make_reward(data.reward or "outcome")
+        turn_rewards: list[float | None] = []
+        turn_credits: list[float] = []
         try:
             base = text_env_of(env)
-            base.set_turn_budget(data.max_turns, data.budget_mode)
-            observation, _ = await asyncio.to_thread(
-                env.reset, seed=data.seed, options={"task_id": data.task_id}
+            observation, start = await areset_env(
+                env,
+                seed=data.seed,
+                options={
+                    "task_id": data.task_id,
+                    "max_turns": data.max_turns,
+                    "budget_mode": data.budget_mode,
+                },
             )
+            episode["start"] = slim_info(start)
+            tally = credit.tally(start)
             async with agents.player.interaction(task) as interaction:
                 # the rubric scores when the interaction closes: the record must be there
-                interaction.trace.info["mt"] = episode
+                info_of = interaction.trace.info
+                info_of["mt"] = episode
+                info_of["turn_rewards"] = turn_rewards
+                info_of["turn_credits"] = turn_credits
                 segment = await interaction.turn(observation)
                 while True:
                     if segment.terminated:
                         episode["end"] = "agent_cap"
                         break
-                    observation, reward, terminated, truncated, info = await asyncio.to_thread(
-                        env.step, segment.last_reply or ""
-                    )
+                    action, calls = _action_of(segment, data.tools)
+                    if replies_stop(calls, action, base.reply_without_call):
+                        episode["end"] = "agent_stopped"
+                        turn_rewards.append(None)  # a sampled reply that took no turn
+                        break
+                    observation, reward, terminated, truncated, info = await astep_env(env, action)
+                    turn = Turn(float(reward), info, bool(terminated), bool(truncated))
+                    turn_credits.append(float(tally.add(turn)))
+                    turn_rewards.append(float(tally.score))
+                    if data.tools:
+                        observation = f"<tool_response>\n{observation}\n</tool_response>"
                     episode["turns"] += 1
                     episode["rewards"].append(float(reward))
                     score = info.get("step_score")
                     episode["step_scores"].append(None if score is None else float(score))
+                    episode["infos"].append(slim_info(info))
                     if info.get("success") and episode["first_success_turn"] is None:
                         episode["first_success_turn"] = episode["turns"]
                     episode["success"] = bool(info.get("success"))
@@ -184,4 +282,30 @@ class MTEnv(vf.Env[MTEnvConfig]):
             await asyncio.to_thread(env.close)
 
 
-__all__ = ["MTEnv", "MTEnvConfig", "MTTask", "MTTaskData", "MTTaskset", "MTTasksetConfig"]
+def _action_of(segment: Any, tools: bool) -> tuple[str, list[ToolCall] | None]:
+    """The action of a segment's reply and, with tools, its calls: an assistant message's
+    ``tool_calls`` (a harness that forwards tools), else the Hermes blocks of the reply."""
+    reply = segment.last_reply or ""
+    if not tools:
+        return reply, None
+    for message in reversed(list(getattr(segment, "messages", []) or [])):
+        entries = getattr(message, "tool_calls", None)
+        if entries:
+            read = [call_from_openai(e if isinstance(e, dict) else e.model_dump()) for e in entries]
+            calls = [c for c in read if isinstance(c, ToolCall)]
+            return "\n".join(c.text() if isinstance(c, ToolCall) else c for c in read), calls
+        if getattr(message, "role", None) == "assistant":
+            break
+    action, found = parse_hermes(reply)
+    return (reply, []) if found is None else (action, found)
+
+
+__all__ = [
+    "MTEnv",
+    "MTEnvConfig",
+    "MTRewardTask",
+    "MTTask",
+    "MTTaskData",
+    "MTTaskset",
+    "MTTasksetConfig",
+]

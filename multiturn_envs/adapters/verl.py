@@ -24,14 +24,35 @@ Two layers:
   ``extra_info``), plus ``agent_name: "mt_env"``.
 
 The env's turn budget and verl's caps are applied together: the episode ends at the first of
-success/terminal state, the env's budget, ``max_assistant_turns`` (or ``max_user_turns``, env
-observations being the user turns) and ``response_length`` tokens. ``extra_fields`` report
-which (``stop_reason``) plus ``success``, ``turns``, ``first_success_turn`` and ``step_scores``.
+success/terminal state, the env's budget (a row's ``max_turns`` is passed as a reset option:
+it wins over the env's wrappers and defaults, for that episode only), ``max_assistant_turns``
+(or ``max_user_turns``, env observations being the user turns), ``response_length`` tokens,
+or (with tools) a reply without a tool call. ``extra_fields`` report which (``stop_reason``)
+plus ``success``, ``turns``, ``first_success_turn`` and ``step_scores`` (the oracle's).
+
+Per-step credit: ``reward_score`` is the episode's score under a registered reward
+(:mod:`multiturn_envs.rewards`; a row's ``reward``, default ``"outcome"``, the episode's return)
+and ``extra_fields["turn_scores"]`` its per-turn credits (they sum to ``reward_score``), the
+field verl's own tool agent loop fills and its ``AgentLoopWorker`` carries into the batch
+(``non_tensor_batch["turn_scores"]``); ``tool_rewards`` are the env's own rewards per turn.
+
+Tools (a row's ``tools: true``): the env's typed tools are rendered through the model's chat
+template, and each response is read by **verl's own tool parser** (``ToolParser`` of
+``actor_rollout_ref.rollout.multi_turn.format``, e.g. ``hermes``): its calls are the action
+(in the env's canonical ``<tool_call>`` text); a response the parser finds no call in is a
+stop (the one rule, :func:`multiturn_envs.policies.tool_layout.replies_stop`), unless it still
+holds the parser's call marker (a malformed call: the env reads it and says what is wrong).
+
+Async: the env is made, reset, stepped and closed without blocking verl's event loop: envs that
+wait on I/O (DeepCoder's and Terminal's containers) in a worker thread, others inline
+(:func:`multiturn_envs.core.astep_env`), so a Docker step never stalls the other agent loops
+of the worker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
@@ -39,12 +60,21 @@ from uuid import uuid4
 import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
+from multiturn_envs.core import areset_env, astep_env
 from multiturn_envs.policies.base import TurnRequest
 from multiturn_envs.policies.prompting import ActionExtractor, ChatPrompter, Completion
+from multiturn_envs.policies.tool_layout import parse_hermes, replies_stop
+from multiturn_envs.rewards import Episode, Turn, make_reward
+from multiturn_envs.rewards.registry import RewardSpec
+from multiturn_envs.tools import Tool, ToolCall, call_from_openai
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 Generate = Callable[[list[int], int], Awaitable[tuple[list[int], list[float] | None]]]
 """``generate(prompt_ids, seed) -> (generated ids, their log-probs or None)``."""
+
+ParseCalls = Callable[[list[int], Sequence[Tool]], Awaitable[tuple[str, list[ToolCall] | None]]]
+"""``parse(response_ids, tools) -> (action text, calls)``: a response's tool calls (``None``:
+the response holds no call at all). :func:`verl_tool_parser` wraps verl's parsers."""
 
 
 @dataclass
@@ -84,6 +114,9 @@ async def run_episode(
     system_prompt: str | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
     extractor: Callable[[str], str] | None = None,
+    reward: RewardSpec = "outcome",
+    tools: bool = False,
+    parse_calls: ParseCalls | None = None,
 ) -> EpisodeTokens:
     """Play one episode of ``env`` with ``generate``; return its tokens, mask and reward.
 
@@ -95,33 +128,53 @@ async def run_episode(
         max_turns: this episode's turn budget (default: the env's own).
         max_assistant_turns, max_user_turns, response_length: verl's caps (``None``: none).
         system_prompt, chat_template_kwargs, extractor: see :class:`ChatPrompter`.
+        reward: the registered reward ``reward_score`` is the score of (default: the return);
+            ``turn_scores`` are its per-turn credits.
+        tools: render the env's tools and read calls (module docstring); ``parse_calls``
+            reads them (default: the Hermes/Qwen parser; the agent loop gives verl's own).
     """
     base = text_env_of(env)
+    scorer = make_reward(reward)
+    options: dict[str, Any] = {}
+    if task_id is not None:
+        options["task_id"] = str(task_id)
     if max_turns is not None:
-        base.set_turn_budget(int(max_turns), base.budget_mode)
-    options = {"task_id": str(task_id)} if task_id is not None else None
-    env.reset(seed=seed, options=options)
+        options["max_turns"] = int(max_turns)
+    _, start = await areset_env(env, seed=seed, options=options or None)
+    turns: list[Turn] = []
     prompter = ChatPrompter(
         tokenizer,
         system_prompt=system_prompt,
         chat_template_kwargs=chat_template_kwargs,
         extractor=extractor or ActionExtractor(),
+        tools=tools,
     )
     episode_id = uuid4().hex
-    request = TurnRequest(base.messages(), base, 0, episode_id)
+
+    def request_at(turn: int) -> TurnRequest:
+        return TurnRequest(
+            base.messages(),
+            base,
+            turn,
+            episode_id,
+            base.system_prompt(),
+            tuple(base.tools()),
+            base.tool_system_prompt(),
+        )
+
+    request = request_at(0)
     first = prompter.prompt(request)
     tokens = EpisodeTokens(prompt_ids=list(first.token_ids))
     full = list(first.token_ids)
     step_scores: list[float] = []
     first_success: int | None = None
-    total = 0.0
     stop = "env"
     assistant_turns = user_turns = 0
     while True:
         if max_assistant_turns and assistant_turns >= max_assistant_turns:
             stop = "max_assistant_turns"
             break
-        request = TurnRequest(base.messages(), base, assistant_turns, episode_id)
+        request = request_at(assistant_turns)
         prompt = prompter.prompt(request)
         if assistant_turns:
             if not prompt.continued or prompt.token_ids[: len(full)] != full:
@@ -149,11 +202,18 @@ async def run_episode(
             ids, lps = ids[:room], None if lps is None else lps[:room]
         _extend(tokens, list(ids), 1, None if lps is None else list(lps))
         full += list(ids)
-        text = tokenizer.decode(ids, skip_special_tokens=True)
-        reply = prompter.finish(request, prompt, Completion(list(ids), lps, text, "stop"))
+        text = tokenizer.decode(ids, skip_special_tokens=not tools)
+        read = None
+        if tools and parse_calls is not None:
+            read = await parse_calls(list(ids), request.tools)
+        completion = Completion(list(ids), lps, text, "stop")
+        reply = prompter.finish(request, prompt, completion, read=read)
         assistant_turns += 1
-        _, reward, terminated, truncated, info = env.step(reply.text)
-        total += float(reward)
+        if replies_stop(reply.tool_calls, reply.text, base.reply_without_call):
+            stop = "no_call"
+            break
+        _, env_reward, terminated, truncated, info = await astep_env(env, reply.text)
+        turns.append(Turn(float(env_reward), info, bool(terminated), bool(truncated)))
         step_scores.append(float(info["step_score"]))
         if first_success is None and info.get("success"):
             first_success = assistant_turns
@@ -164,18 +224,52 @@ async def run_episode(
             stop = "response_length"
             break
     prompter.forget(episode_id)
-    tokens.reward_score = total
+    episode = Episode(start, tuple(turns))
+    tokens.reward_score = scorer.score(episode)
     tokens.num_turns = 1 + assistant_turns + user_turns
     tokens.extra_fields = {
         "task_id": base.task_id,
         "success": bool(base.current_info()["success"]),
-        "turns": assistant_turns,
+        "turns": len(turns),
         "first_success_turn": first_success,
         "max_turns": base.max_turns,
         "step_scores": step_scores,
+        "turn_scores": [float(c) for c in scorer.credits(episode)],
+        "tool_rewards": [float(t.reward) for t in turns],
         "stop_reason": stop,
     }
     return tokens
+
+
+def verl_tool_parser(parser: Any, marker: str = "<tool_call>") -> ParseCalls:
+    """``parse_calls`` through one of verl's ``ToolParser`` instances (its
+    ``extract_tool_calls(ids, tools)`` with the env's tools as verl's
+    ``OpenAIFunctionToolSchema``). Its calls become the action; with none, a response that
+    still holds ``marker`` (the parser refused a malformed call) is read by the Hermes reader,
+    so the env answers the call as written, and any other response has no call."""
+    from verl.tools.schemas import OpenAIFunctionToolSchema
+
+    async def parse(ids: list[int], tools: Sequence[Tool]) -> tuple[str, list[ToolCall] | None]:
+        try:
+            schemas = [OpenAIFunctionToolSchema.model_validate(t.openai()) for t in tools]
+        except Exception:  # a schema verl's model cannot hold (an untyped argument): none
+            schemas = None
+        content, found = await parser.extract_tool_calls(ids, schemas)
+        if found:
+            read = [
+                call_from_openai({"function": {"name": c.name, "arguments": c.arguments}})
+                for c in found
+            ]
+            calls = [c for c in read if isinstance(c, ToolCall)]
+            text = "\n".join(c.text() if isinstance(c, ToolCall) else c for c in read)
+            return text, calls
+        decoded = await asyncio.to_thread(parser.tokenizer.decode, ids)
+        if marker in decoded:
+            action, attempted = parse_hermes(decoded)
+            return action, attempted if attempted is not None else []
+        return str(content), None
+
+    return parse
 
 
 def _row_field(row: Mapping[str, Any], name: str, default: Any = None) -> Any:
@@ -202,15 +296,25 @@ else:
         """verl agent loop playing an MT/* env; rows name it with ``agent_name: "mt_env"``.
 
         Row fields (top level or in ``extra_info``): ``env_id`` (required), ``env_kwargs``
-        (for ``gym.make``), ``task_id``, ``seed``, ``max_turns``.
+        (for ``gym.make``), ``task_id``, ``seed``, ``max_turns``, ``reward`` (a registered
+        reward's name or ``{"name": ..., **params}``; default ``"outcome"``), ``tools``
+        (true: the env's typed tools, read by verl's parser of ``multi_turn.format``).
         """
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
             env_id = _row_field(kwargs, "env_id")
             if not env_id:
                 raise ValueError("an mt_env row needs an env_id (top level or in extra_info)")
-            env = gym.make(str(env_id), **dict(_row_field(kwargs, "env_kwargs", {}) or {}))
+            env_kwargs = dict(_row_field(kwargs, "env_kwargs", {}) or {})
+            env = await asyncio.to_thread(gym.make, str(env_id), **env_kwargs)
             multi_turn = self.rollout_config.multi_turn
+            tools = bool(_row_field(kwargs, "tools", False))
+            parse_calls = None
+            if tools:
+                from verl.experimental.agent_loop.tool_parser import ToolParser
+
+                name = str(getattr(multi_turn, "format", None) or "hermes")
+                parse_calls = verl_tool_parser(ToolParser.get_tool_parser(name, self.tokenizer))
             request_id = uuid4().hex
 
             async def generate(prompt_ids: list[int], seed: int) -> tuple[list[int], Any]:
@@ -233,9 +337,12 @@ else:
                     max_user_turns=multi_turn.max_user_turns,
                     response_length=self.rollout_config.response_length,
                     chat_template_kwargs=self.apply_chat_template_kwargs,
+                    reward=_row_field(kwargs, "reward", "outcome"),
+                    tools=tools,
+                    parse_calls=parse_calls,
                 )
             finally:
-                env.close()
+                await asyncio.to_thread(env.close)
             return verl_output(tokens)
 
     def verl_output(tokens: EpisodeTokens) -> AgentLoopOutput:

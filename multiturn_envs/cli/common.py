@@ -1,10 +1,12 @@
-"""What the commands share: the usage-error convention, argument helpers, env and executor setup.
+"""What the commands share: the usage-error convention, flag ranges, env and executor setup.
 
 The CLI's one promise of its own: a user mistake (a bad argument, an unknown env id, a record
-file of another run, a replay that does not reproduce its record) prints ONE line on stderr and
-exits with status 2, never a traceback. :func:`user_errors` turns the library's exceptions for
-such mistakes (:mod:`multiturn_envs.errors`, ``ValueError``, a missing file) into
-:class:`UsageError`; failures inside a run (a bug in an env or a policy) keep their traceback.
+file of another run or a broken one, a replay that does not reproduce its record) prints ONE
+line on stderr and exits with status 2, never a traceback. Each numeric flag's range is its
+``type=`` (the named ranges below: ``--in-flight 1000000000`` stops while parsing, before
+anything is allocated); :func:`user_errors` turns the library's exceptions for such mistakes
+(:mod:`multiturn_envs.errors`, ``ValueError``, a missing file) into :class:`UsageError`;
+failures inside a run (a bug in an env or a policy) keep their traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import gymnasium as gym
 
 from multiturn_envs import env_args
+from multiturn_envs.argtypes import FloatRange, IntRange
 from multiturn_envs.errors import RecordFileError, SpecError
+from multiturn_envs.harness.config import MAX_IN_FLIGHT, MAX_WORKERS
+from multiturn_envs.wrappers.error_injection import MAX_PREFIX_STEPS
 
 if TYPE_CHECKING:
     from multiturn_envs.harness.executors import RayExecutor
@@ -30,6 +35,34 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what `head` leaves a shell pipeline of coreutils
+
+# ------------------------------------------------------------------------------ flag ranges
+# Each numeric flag's bounds, one definition per kind of flag (``type=`` of add_argument).
+# Upper bounds stop a typo or a hostile script before it allocates: the library's own limits
+# where it has one, else far above any real run.
+SAMPLES = IntRange(1, 100_000)
+"""K, trajectories per task (a schedule entry each)."""
+MAX_TURNS = IntRange(1, 100_000)
+"""T, a turn budget (records keep a list per turn)."""
+ERROR_AFTER = IntRange(0, MAX_PREFIX_STEPS)
+"""Expert steps before an injected error (each is played and kept in the history)."""
+SEED = IntRange(0, 2**64 - 1)
+"""A run or bootstrap seed (numpy's seeds; JSON keeps it exact)."""
+IN_FLIGHT = IntRange(1, MAX_IN_FLIGHT)
+"""Env instances held at once."""
+WORKERS = IntRange(1, MAX_WORKERS)
+"""Threads stepping envs."""
+RAY_WORKERS = IntRange(1, 4096)
+POLICY_ACTORS = IntRange(1, 1024)
+ACTIONS = IntRange(1, 10_000)
+"""Actions sampled per policy and state (same-state comparison)."""
+BOOTSTRAP = IntRange(0, 100_000)
+"""Bootstrap resamples (2,000 is the default; 10,000 is plenty)."""
+ALPHA = FloatRange(0.0, 1.0, low_open=True, high_open=True)
+"""1 - the confidence level."""
+TRAIN_STEPS = IntRange(1, 10_000_000)
+STEP_WEIGHT = FloatRange(0.0, 1_000_000.0)
 
 
 class UsageError(Exception):
@@ -168,9 +201,11 @@ def load_policy(spec: str) -> Policy | AsyncPolicy:
 
 def add_ci_args(p: argparse.ArgumentParser) -> None:
     """Bootstrap interval options shared by the analyses."""
-    p.add_argument("--bootstrap", type=int, default=2000, help="resamples over tasks (0: none)")
-    p.add_argument("--alpha", type=float, default=0.05, help="1 - confidence level")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument(
+        "--bootstrap", type=BOOTSTRAP, default=2000, help="resamples over tasks (0: none)"
+    )
+    p.add_argument("--alpha", type=ALPHA, default=0.05, help="1 - confidence level")
+    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed")
     p.add_argument("--out", default=None, help="also write the numbers as JSON here")
 
 
@@ -199,7 +234,7 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--ray-workers",
-        type=int,
+        type=RAY_WORKERS,
         default=None,
         help="rollout workers (default: cluster CPUs); --in-flight/--workers are per worker",
     )
@@ -209,7 +244,9 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="worker: a policy per rollout worker (default); actor-pool: shared policy actors",
     )
-    p.add_argument("--policy-actors", type=int, default=None, help="actor-pool size (default 1)")
+    p.add_argument(
+        "--policy-actors", type=POLICY_ACTORS, default=None, help="actor-pool size (default 1)"
+    )
 
 
 def executor_of(args: argparse.Namespace, policy_spec: str) -> RayExecutor | None:
@@ -222,10 +259,6 @@ def executor_of(args: argparse.Namespace, policy_spec: str) -> RayExecutor | Non
         return None
     if importlib.util.find_spec("ray") is None:
         raise UsageError("--executor ray needs Ray: pip install 'multiturn-envs[ray]'")
-    for flag in ("ray_workers", "policy_actors"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise UsageError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
     from multiturn_envs.harness.executors import RayExecutor
     from multiturn_envs.policies import load_policy as load
 

@@ -16,6 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from multiturn_envs.cli.common import (
+    ACTIONS,
+    ERROR_AFTER,
+    MAX_TURNS,
+    SAMPLES,
+    SEED,
     add_env_args,
     add_executor_args,
     env_factory,
@@ -48,17 +53,17 @@ def add_parser(sub: Any) -> None:
         metavar="RECORDS.jsonl",
         help="take states from the trajectories of a record file",
     )
-    p.add_argument("--actions", type=int, default=16, help="actions per policy and state")
-    p.add_argument("--samples", "-k", type=int, default=8, help="continuations per task")
-    p.add_argument("--max-turns", "-t", type=int, default=8, help="turn budget")
+    p.add_argument("--actions", type=ACTIONS, default=16, help="actions per policy and state")
+    p.add_argument("--samples", "-k", type=SAMPLES, default=8, help="continuations per task")
+    p.add_argument("--max-turns", "-t", type=MAX_TURNS, default=8, help="turn budget")
     p.add_argument(
         "--error-after",
-        type=int,
+        type=ERROR_AFTER,
         default=1,
         metavar="k",
         help="expert steps before the injected error",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--out", default=None, help="write the comparison as JSON here")
     add_executor_args(p)  # the episodes compare runs (states, continuations)
     p.set_defaults(func=run)

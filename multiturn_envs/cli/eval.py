@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from multiturn_envs.cli.common import (
+    ERROR_AFTER,
+    IN_FLIGHT,
+    MAX_TURNS,
+    SAMPLES,
+    SEED,
+    WORKERS,
     UsageError,
     add_env_args,
     add_executor_args,
@@ -41,8 +47,8 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="N (the first N task ids) or comma-separated task ids (default: all)",
     )
-    p.add_argument("--samples", "-k", type=int, default=8, help="K trajectories per task")
-    p.add_argument("--max-turns", "-t", type=int, default=8, help="T_max, the turn budget")
+    p.add_argument("--samples", "-k", type=SAMPLES, default=8, help="K trajectories per task")
+    p.add_argument("--max-turns", "-t", type=MAX_TURNS, default=8, help="T_max, the turn budget")
     p.add_argument("--budget-mode", choices=("hidden", "announced"), default="hidden")
     p.add_argument(
         "--turn-grid",
@@ -51,12 +57,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--error-after",
-        type=int,
+        type=ERROR_AFTER,
         default=None,
         metavar="k",
         help="inject an error after k expert steps (ErrorInjection)",
     )
-    p.add_argument("--seed", type=int, default=0, help="run seed (non-negative)")
+    p.add_argument("--seed", type=SEED, default=0, help="run seed (non-negative)")
     p.add_argument(
         "--out", default=None, help="record file (default runs/<env>_<policy>_....jsonl)"
     )
@@ -69,13 +75,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument(
         "--in-flight",
-        type=int,
+        type=IN_FLIGHT,
         default=64,
         help="episodes in flight = env instances = largest policy batch",
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=WORKERS,
         default=1,
         help="threads stepping envs (raise for slow envs: sandboxes, databases)",
     )

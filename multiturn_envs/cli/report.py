@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from multiturn_envs.cli.common import int_list, user_errors
+from multiturn_envs.cli.common import ALPHA, BOOTSTRAP, SEED, int_list, user_errors
 
 
 def add_parser(sub: Any) -> None:
@@ -16,12 +16,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ts", default=None, help="comma-separated T values (default 1..T_max)")
     p.add_argument(
         "--bootstrap",
-        type=int,
+        type=BOOTSTRAP,
         default=2000,
         help="bootstrap resamples over tasks for CIs (0: none)",
     )
-    p.add_argument("--alpha", type=float, default=0.05, help="1 - confidence level")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--alpha", type=ALPHA, default=0.05, help="1 - confidence level")
+    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed")
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.set_defaults(func=run)
 

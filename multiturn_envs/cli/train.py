@@ -6,13 +6,22 @@ import argparse
 import json
 from typing import Any
 
-from multiturn_envs.cli.common import parse_env_args, user_errors
+from multiturn_envs.cli.common import (
+    MAX_TURNS,
+    SEED,
+    STEP_WEIGHT,
+    TRAIN_STEPS,
+    parse_env_args,
+    user_errors,
+)
+from multiturn_envs.rewards import reward_names
+from multiturn_envs.rl.config import ADVANTAGES
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "train",
-        help="GRPO (outcome, process reward or GiGPO; fixed T or BudgetMix) through TRL",
+        help="GRPO through TRL: a reward (outcome, process, ...) x an advantage (GRPO, GiGPO)",
         description=(
             "Train a model on an MT/* env with TRL's GRPOTrainer. Fields come from --config "
             "(JSON; docs/training.md lists them), then the flags below, then --set key=value."
@@ -24,14 +33,23 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--tasks", default=None, help="comma-separated training task ids")
     p.add_argument("--model", default=None, help="'tiny', 'smollm2' or a local HF folder")
     p.add_argument("--warm-start", choices=("none", "format", "sft"), default=None)
-    p.add_argument("--reward", choices=("outcome", "process", "gigpo"), default=None)
-    p.add_argument("--step-weight", type=float, default=None, help="process reward weight")
-    p.add_argument("--max-turns", type=int, default=None, help="the fixed budget T")
+    p.add_argument(
+        "--reward",
+        default=None,
+        help=f"a registered reward, one of {', '.join(reward_names())} (docs/rewards.md)",
+    )
+    p.add_argument("--step-weight", type=STEP_WEIGHT, default=None, help="process reward weight")
+    p.add_argument(
+        "--advantage",
+        default=None,
+        help=f"the advantage estimator, one of {', '.join(ADVANTAGES)} (any reward works with any)",
+    )
+    p.add_argument("--max-turns", type=MAX_TURNS, default=None, help="the fixed budget T")
     p.add_argument("--budget-mix", default=None, help="comma-separated budgets (BudgetMix)")
-    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--steps", type=TRAIN_STEPS, default=None)
     p.add_argument("--out", dest="output_dir", default=None, help="the run's folder")
-    p.add_argument("--save-steps", type=int, default=None, help="checkpoint every N steps")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--save-steps", type=TRAIN_STEPS, default=None, help="checkpoint every N steps")
+    p.add_argument("--seed", type=SEED, default=None)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any field")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -43,7 +61,7 @@ def config_of(args: argparse.Namespace) -> Any:
     from multiturn_envs.rl.config import TrainConfig
 
     data: dict[str, Any] = TrainConfig.from_file(args.config).to_dict() if args.config else {}
-    for name in ("env_id", "model", "reward", "step_weight", "max_turns", "steps"):
+    for name in ("env_id", "model", "reward", "step_weight", "advantage", "max_turns", "steps"):
         if getattr(args, name) is not None:
             data[name] = getattr(args, name)
     for name in ("output_dir", "save_steps", "seed"):

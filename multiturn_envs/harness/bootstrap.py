@@ -26,7 +26,8 @@ from multiturn_envs.harness.passk import PassSurface, json_ready
 
 DEFAULT_N_BOOT = 2_000
 MAX_INDEX_CELLS = 200_000_000
-"""The most resample x unit indices one bootstrap draws (800 MB as int32): beyond, a clear error."""
+"""The most resample x unit indices one bootstrap draws (800 MB as int32), and the most
+replicate values it keeps: beyond, a clear error."""
 _CHUNK_CELLS = 4_000_000  # replicate-rows x units per chunk: bounds the weight matrix's memory
 
 
@@ -107,6 +108,11 @@ def _replicate_means(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
     filled = np.where(present, flat, 0.0)
     present_f = present.astype(np.float64)
     n_boot = indices.shape[0]
+    if n_boot * flat.shape[1] > MAX_INDEX_CELLS:
+        raise ValueError(
+            f"{n_boot} resamples x {flat.shape[1]} cells is over {MAX_INDEX_CELLS:,} replicate "
+            "values: use fewer resamples (2,000 is the default; 10,000 is plenty)"
+        )
     out = np.empty((n_boot, flat.shape[1]))
     chunk = max(1, _CHUNK_CELLS // max(n_units, 1))
     for start in range(0, n_boot, chunk):

@@ -37,7 +37,8 @@ Design (what a study at scale needs, and why it is built this way):
   clients. ``"actor-pool"``: ``policy_actors`` Ray actors (e.g. one per GPU, see
   ``policy_actor_options``) hold the policy; each worker sends its per-tick batch to one of
   them. Requests then carry the conversation, seed and episode id but no env (it lives in the
-  worker), so oracle baselines need ``"worker"``.
+  worker) but the env's system prompt and tools, so an LLM policy is prompted exactly as in
+  the worker; oracle baselines need ``"worker"``.
 * **Resume after a driver crash** is the local resume: the driver reads the keys already in
   ``out``, shards only the rest; the actors of a dead driver die with its Ray job.
 """
@@ -183,7 +184,10 @@ class _PooledPolicy:
     def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
         import ray
 
-        payload = [(list(r.messages), r.seed, r.episode_id) for r in requests]
+        payload = [
+            (list(r.messages), r.seed, r.episode_id, r.system_prompt, r.tools, r.tool_system_prompt)
+            for r in requests
+        ]
         return list(ray.get(self._server.act.remote(payload)))
 
 
@@ -199,8 +203,21 @@ class PolicyServer:
         self._caller = PolicyCaller(self.policy)
         self._lock = threading.Lock()  # one caller (one event loop), even with max_concurrency
 
-    def act(self, payload: list[tuple[list[dict[str, str]], int, str]]) -> list[Reply]:
-        requests = [TurnRequest(messages=m, env=None, seed=s, episode_id=e) for m, s, e in payload]
+    def act(self, payload: list[tuple[Any, ...]]) -> list[Reply]:
+        """One batch; each request arrives as (messages, seed, episode id, the env's system
+        prompt, its tools, its tool-mode prompt): everything a policy reads but the env."""
+        requests = [
+            TurnRequest(
+                messages=m,
+                env=None,
+                seed=s,
+                episode_id=e,
+                system_prompt=p,
+                tools=t,
+                tool_system_prompt=tp,
+            )
+            for m, s, e, p, t, tp in payload
+        ]
         with self._lock:
             return self._caller(requests)
 

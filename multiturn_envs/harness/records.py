@@ -16,6 +16,12 @@ own: a file cut short by a machine crash before the first flush is empty or torn
 treats both as a fresh start. On resume the torn tail (anything after the last newline) is cut
 off, and the keys of the finished trajectories are skipped, so nothing is lost and nothing is
 duplicated.
+
+Reading is bounded, since anyone may hand ``report`` a file: a line longer than
+:data:`MAX_LINE_BYTES` or nested deeper than :data:`MAX_RECORD_DEPTH` is a
+:class:`RecordFileError` naming the file and the line, found before the line is parsed (and
+without reading more than the bound into memory); so are a line that is not JSON, a header
+whose config has fields of the wrong type, and a trajectory whose key or outcome fields do.
 """
 
 from __future__ import annotations
@@ -33,9 +39,16 @@ from typing import Any, TypedDict, cast
 
 from multiturn_envs.errors import RecordFileError, RunMismatch
 from multiturn_envs.policies.base import TurnTokens
+from multiturn_envs.safejson import JSONLimitError, loads_bounded
 from multiturn_envs.version import __version__
 
 SCHEMA_VERSION = 1
+
+MAX_LINE_BYTES = 64 << 20
+"""The longest line a record file may hold. A trajectory of 40,000-token replies over 50 turns,
+with their token ids, is ~10 MB; a longer line is refused without being read whole."""
+MAX_RECORD_DEPTH = 64
+"""The deepest JSON nesting of a record line (a record nests 4 deep; ``env_kwargs`` a few more)."""
 
 RecordKey = tuple[str, int, int]
 """(task_id, sample index, max_turns): what identifies a trajectory within a run."""
@@ -113,8 +126,8 @@ class Timings(TypedDict):
 
 
 # ``return`` is a keyword, hence the functional form.
-TrajectoryRecord = TypedDict(
-    "TrajectoryRecord",
+_TrajectoryFields = TypedDict(
+    "_TrajectoryFields",
     {
         "schema": int,
         "kind": str,  # "trajectory"
@@ -144,12 +157,60 @@ TrajectoryRecord = TypedDict(
         "timings": Timings,
     },
 )
-"""One finished trajectory (docs/harness.md describes every field)."""
+
+
+class TrajectoryRecord(_TrajectoryFields, total=False):
+    """One finished trajectory (docs/harness.md describes every field)."""
+
+    agent_stopped: bool
+    """The policy answered without a tool call where that ends the episode (not a turn); files
+    written before tool-calling policies lack it (read it as False)."""
+
 
 # What every trajectory line must hold: its key (files of schema 1, from any version of this
 # package, have every field of TrajectoryRecord; the analyses check what they read, so that a
 # hand-made file of keys and outcomes still reports).
 _REQUIRED: dict[str, type] = {"task_id": str, "sample": int, "max_turns": int}
+# Fields the analyses read, checked when present: name -> (types, what to say).
+_OPTIONAL: dict[str, tuple[tuple[type, ...], str]] = {
+    "first_success_turn": ((int, type(None)), "an int or null"),
+    "success": ((bool,), "a bool"),
+    "turns": ((int,), "an int"),
+    "seed": ((int,), "an int"),
+    "return": ((int, float), "a number"),
+    "rewards": ((list,), "a list"),
+    "actions": ((list,), "a list"),
+    "step_scores": ((list,), "a list"),
+    "parse_errors": ((list,), "a list"),
+    "action_logprobs": ((list, type(None)), "a list or null"),
+    "turn_tokens": ((list, type(None)), "a list or null"),
+}
+# The header's config fields the readers use: name -> (types, what to say).
+_CONFIG: dict[str, tuple[tuple[type, ...], str]] = {
+    "env_id": ((str,), "a string"),
+    "policy": ((str,), "a string"),
+    "tasks": ((list,), "a list of task ids"),
+    "samples": ((int,), "an int"),
+    "max_turns": ((int,), "an int"),
+    "budget_mode": ((str,), "a string"),
+    "turn_grid": ((list, type(None)), "a list or null"),
+    "error_after": ((int, type(None)), "an int or null"),
+    "seed": ((int,), "an int"),
+    "env_kwargs": ((dict,), "an object"),
+}
+
+
+_ABSENT = object()
+
+
+def _check_fields(
+    obj: Mapping[str, Any], fields: Mapping[str, tuple[tuple[type, ...], str]], where: str
+) -> None:
+    # exact types (what json gives: a bool is not an int here), one dict lookup per field
+    for name, (kinds, wanted) in fields.items():
+        value = obj.get(name, _ABSENT)
+        if value is not _ABSENT and type(value) not in kinds:
+            raise RecordFileError(f"{where}: {name!r} is {type(value).__name__}, expected {wanted}")
 
 
 def check_trajectory(obj: Mapping[str, Any], where: str) -> TrajectoryRecord:
@@ -163,6 +224,7 @@ def check_trajectory(obj: Mapping[str, Any], where: str) -> TrajectoryRecord:
             raise RecordFileError(
                 f"{where}: {name!r} is {type(value).__name__}, expected {kind.__name__}"
             )
+    _check_fields(obj, _OPTIONAL, where)
     actions, rewards = obj.get("actions"), obj.get("rewards")
     if isinstance(actions, list) and isinstance(rewards, list) and len(actions) != len(rewards):
         raise RecordFileError(f"{where}: {len(actions)} actions but {len(rewards)} rewards")
@@ -241,16 +303,30 @@ def iter_lines(
     path: str | os.PathLike[str], *, tolerate_torn_tail: bool = True
 ) -> Iterator[dict[str, Any]]:
     """Parsed lines of a record file, streamed. A torn last line is skipped (a run killed or
-    still writing); a bad line elsewhere is a :class:`RecordFileError` naming the line."""
+    still writing); a bad line elsewhere is a :class:`RecordFileError` naming the line: not
+    JSON, not an object, longer than :data:`MAX_LINE_BYTES` (not read further) or nested
+    deeper than :data:`MAX_RECORD_DEPTH` (not parsed)."""
     with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        lineno = 0
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise RecordFileError(
+                    f"{path}: line {lineno} is over {MAX_LINE_BYTES:,} bytes, longer than any "
+                    "record line (not a record file, or a damaged one)"
+                )
             if not raw.endswith(b"\n"):
                 if tolerate_torn_tail:
                     return
                 raise RecordFileError(f"{path}: line {lineno} is truncated")
             try:
-                obj = json.loads(raw)
-            except ValueError:
+                obj = loads_bounded(raw, max_bytes=MAX_LINE_BYTES, max_depth=MAX_RECORD_DEPTH)
+            except JSONLimitError as exc:
+                raise RecordFileError(f"{path}: line {lineno} is refused: {exc}") from None
+            except (ValueError, RecursionError):
                 raise RecordFileError(f"{path}: line {lineno} is not valid JSON") from None
             if not isinstance(obj, dict):
                 raise RecordFileError(f"{path}: line {lineno} is not a JSON object")
@@ -268,6 +344,10 @@ def read_header(path: str | os.PathLike[str]) -> RunHeader:
             )
         if not isinstance(obj.get("config"), dict):
             raise RecordFileError(f"{path}: the header line has no 'config' object")
+        _check_fields(obj["config"], _CONFIG, f"{path}: the header's config")
+        tasks = obj["config"].get("tasks", [])
+        if not all(isinstance(t, str) for t in tasks):
+            raise RecordFileError(f"{path}: the header's config lists a task id that is no string")
         return cast(RunHeader, obj)
     raise RecordFileError(f"{path}: not a multiturn-envs record file (no header line)")
 

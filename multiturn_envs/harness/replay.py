@@ -40,12 +40,12 @@ StackKey = tuple[int | None, str, int | None]
 __all__ = ["EnvFactory", "EpisodeReplay", "Replay", "StackKey", "budget_stack", "stack_key"]
 
 
-def _wraps(env: gym.Env[Any, Any], kind: type) -> bool:
+def _injector(env: gym.Env[Any, Any]) -> ErrorInjection | None:
     while isinstance(env, gym.Wrapper):
-        if isinstance(env, kind):
-            return True
+        if isinstance(env, ErrorInjection):
+            return env
         env = env.env
-    return False
+    return None
 
 
 def budget_stack(
@@ -56,12 +56,27 @@ def budget_stack(
 ) -> gym.Env[str, str]:
     """``raw`` wrapped as the runner runs an episode: ``TurnBudget`` (when ``max_turns`` is
     set), then ``ErrorInjection(after_expert_steps=error_after)`` unless ``raw`` already
-    injects errors itself."""
+    injects errors itself.
+
+    Precedence (docs/wrappers.md): the run's budget is the outermost ``TurnBudget``, so it wins
+    over any budget ``raw``'s own wrappers or constructor name, and the record's ``max_turns``
+    is the budget the episode ran with. A stack injects errors once: when ``raw`` has its own
+    ``ErrorInjection``, a run's ``error_after`` must equal its ``after_expert_steps`` (the
+    record says what was played), else a ``ValueError``; with ``error_after=None`` it is left
+    as it is. Building the stack changes nothing in ``raw``.
+    """
     env: gym.Env[str, str] = raw
     if max_turns is not None:
         env = TurnBudget(env, int(max_turns), budget_mode)
-    if error_after is not None and not _wraps(raw, ErrorInjection):
-        env = ErrorInjection(env, after_expert_steps=int(error_after))
+    if error_after is not None:
+        own = _injector(raw)
+        if own is None:
+            env = ErrorInjection(env, after_expert_steps=int(error_after))
+        elif own.k_range != (int(error_after), int(error_after)):
+            raise ValueError(
+                f"the env injects errors itself (after_expert_steps={own.k_range}) and the run "
+                f"asks for error_after={error_after}: a stack injects once, so name one"
+            )
     return env
 
 

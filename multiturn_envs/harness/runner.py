@@ -9,11 +9,15 @@ Design:
   every env with its reply. A finished episode writes its record and its slot takes the next
   pending episode, so the batch stays full; the batch mixes episodes at different turns,
   which a batched backend does not care about.
-* **Async policies** (HTTP backends) run their ``aact`` on the caller's one event loop; the
-  tick barrier stays, because the protocol wants the whole batch in one call.
-* **Slow envs** (Docker sandboxes, databases) are stepped and reset concurrently by a thread
-  pool of ``workers`` threads; with ``workers=1`` (the default, right for pure-Python envs such
-  as FrozenLake) they are stepped inline, since a thread hop costs more than such a step.
+* **The async path.** An async policy (HTTP backends) runs its ``aact`` on the caller's one
+  event loop, and so do the envs' steps of that tick (:func:`~multiturn_envs.core.astep_env`):
+  envs that wait on I/O (Docker sandboxes: ``blocking_io``) run concurrently in worker
+  threads, the others inline. The tick barrier stays, because the protocol wants the whole
+  batch in one call.
+* **Slow envs with a sync policy** (Docker sandboxes, databases) are stepped and reset
+  concurrently by a thread pool of ``workers`` threads; with ``workers=1`` (the default, right
+  for pure-Python envs such as FrozenLake) they are stepped inline, since a thread hop costs
+  more than such a step.
 * **Hidden vs announced budget.** Hidden (default): one run at ``max_turns`` gives the whole
   Pass@(K,T) surface, because the first T turns of a T_max rollout are distributed like a
   budget-T rollout. Announced: the policy is told its budget, so every T of ``turn_grid`` gets
@@ -28,6 +32,7 @@ Design:
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections import deque
@@ -38,7 +43,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from multiturn_envs.core import TextEnv
+from multiturn_envs.core import TextEnv, astep_env
 from multiturn_envs.harness.config import EpisodeSeeds, EvalConfig, RunOptions, RunSummary
 from multiturn_envs.harness.progress import Progress
 from multiturn_envs.harness.records import (
@@ -58,6 +63,8 @@ from multiturn_envs.policies.base import (
     TurnTokens,
 )
 from multiturn_envs.policies.prompting import reply_tokens
+from multiturn_envs.policies.tool_layout import replies_stop
+from multiturn_envs.tools import ToolCall
 from multiturn_envs.wrappers import text_env_of
 
 __all__ = ["EnvFactory", "run_local"]
@@ -145,13 +152,18 @@ class _Episode:
     truncated: bool = False
     truncation_reason: str | None = None
     success: bool = False
+    agent_stopped: bool = False
 
     def request(self) -> TurnRequest:
+        base = self.base
         return TurnRequest(
-            self.base.message_view(),
-            self.base,
+            base.message_view(),
+            base,
             self.seeds.policy_seed(len(self.actions)),
             self.episode_id,
+            base.system_prompt(),
+            tuple(base.tools()),
+            base.tool_system_prompt(),
         )
 
 
@@ -207,11 +219,12 @@ class _Turn:
     text: str
     logprob: float | None
     tokens: TurnTokens | None
+    tool_calls: list[ToolCall] | None = None  # None: a text-mode reply
 
     @staticmethod
     def of(reply: Reply) -> _Turn:
         logprob = None if reply.logprobs is None else float(sum(reply.logprobs))
-        return _Turn(reply.text, logprob, reply_tokens(reply))
+        return _Turn(reply.text, logprob, reply_tokens(reply), reply.tool_calls)
 
 
 class _LocalRun:
@@ -278,13 +291,48 @@ class _LocalRun:
         )
 
     @staticmethod
-    def _step(ep: _Episode, turn: _Turn, policy_s: float) -> None:
+    def _stops(ep: _Episode, turn: _Turn) -> bool:
+        """The one rule: a tool-mode reply without a call ends the episode, not a turn."""
+        if replies_stop(turn.tool_calls, turn.text, ep.base.reply_without_call):
+            ep.done = ep.agent_stopped = True
+            ep.success = ep.first_success is not None
+            return True
+        return False
+
+    @classmethod
+    def _step(cls, ep: _Episode, turn: _Turn, policy_s: float) -> None:
         # Runs once per live episode per turn: every line here is paid ~10^5 times a run.
+        if turn.tool_calls is not None and cls._stops(ep, turn):
+            return
         clock = time.perf_counter
         t0 = clock()
         text = turn.text
         _, reward, terminated, truncated, info = ep.env.step(text)
-        ep.env_s.append(round(clock() - t0, 6))  # microseconds: what the record keeps
+        cls._took(ep, turn, policy_s, round(clock() - t0, 6), reward, terminated, truncated, info)
+
+    @classmethod
+    async def _astep(cls, ep: _Episode, turn: _Turn, policy_s: float) -> None:
+        """:meth:`_step` on the async path: the env steps without holding the loop."""
+        if turn.tool_calls is not None and cls._stops(ep, turn):
+            return
+        t0 = time.perf_counter()
+        _, reward, terminated, truncated, info = await astep_env(ep.env, turn.text)
+        elapsed = round(time.perf_counter() - t0, 6)
+        cls._took(ep, turn, policy_s, elapsed, reward, terminated, truncated, info)
+
+    @staticmethod
+    def _took(
+        ep: _Episode,
+        turn: _Turn,
+        policy_s: float,
+        env_s: float,
+        reward: Any,
+        terminated: bool,
+        truncated: bool,
+        info: dict[str, Any],
+    ) -> None:
+        text = turn.text
+        ep.env_s.append(env_s)  # microseconds: what the record keeps
         ep.policy_s.append(policy_s)
         ep.actions.append(text)
         ep.rewards.append(float(reward))
@@ -329,6 +377,7 @@ class _LocalRun:
             "action_logprobs": ep.logprobs if any(x is not None for x in ep.logprobs) else None,
             "turn_tokens": ep.tokens if any(x is not None for x in ep.tokens) else None,
             "error_injection": ep.injection,
+            "agent_stopped": ep.agent_stopped,
             "timings": {  # microsecond resolution: smaller lines, cheaper to encode
                 "reset_s": round(ep.reset_s, 6),
                 "env_step_s": ep.env_s,  # rounded as they were taken (policy_s: per tick)
@@ -337,9 +386,23 @@ class _LocalRun:
             },
         }
 
+    async def _aturn(self, episodes: list[_Episode]) -> None:
+        """The async path's tick: the policy awaited, then every env stepped concurrently."""
+        requests = [ep.request() for ep in episodes]
+        t0 = time.perf_counter()
+        replies = await self.caller.acall(requests)
+        policy_s = round(time.perf_counter() - t0, 6)
+        turns = [_Turn.of(r) for r in replies]
+        await asyncio.gather(*(self._astep(e, t, policy_s) for e, t in zip(episodes, turns)))
+
     def _tick(self, live: list[_Slot]) -> list[_Slot]:
         """One batched policy call for every live episode, each env stepped; the unfinished."""
         episodes = [slot.episode for slot in live if slot.episode is not None]
+        if self.caller.is_async:
+            self.caller.run(self._aturn(episodes))
+            self.calls += 1
+            self.steps += len(episodes)
+            return self._finish(live)
         requests = [ep.request() for ep in episodes]
         t0 = time.perf_counter()
         replies = self.caller(requests)
@@ -353,6 +416,10 @@ class _LocalRun:
             for episode, turn in zip(episodes, turns):
                 step(episode, turn, policy_s)
         self.steps += len(episodes)
+        return self._finish(live)
+
+    def _finish(self, live: list[_Slot]) -> list[_Slot]:
+        """Write the records of the episodes that ended; the slots still running."""
         still: list[_Slot] = []
         finished = 0
         for slot in live:

@@ -2,10 +2,11 @@
 
 The harness makes ONE call per turn for all episodes in flight, so batched backends (vLLM,
 transformers, an HTTP server with many requests in flight) see the whole batch. A
-:class:`TurnRequest` carries the conversation (what an LLM sees), a seed for sampling that is
-unique per (run, task, sample, turn), and the live env, which only oracle baselines (expert,
-noisy expert) and env-aware baselines (random over valid actions) may read. A policy must never
-step or reset the env it is given.
+:class:`TurnRequest` carries the conversation (what an LLM sees), the env's system prompt and
+tools at this turn (so an LLM is prompted the same wherever it runs: in this process or on a
+Ray actor that has no env), a seed for sampling that is unique per (run, task, sample, turn),
+and the live env, which only oracle baselines (expert, noisy expert) and env-aware baselines
+(random over valid actions) may read. A policy must never step or reset the env it is given.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from multiturn_envs.core import TextEnv
 from multiturn_envs.errors import PolicyError
+from multiturn_envs.tools import Tool, ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,12 @@ class TurnRequest:
     env: TextEnv | None
     seed: int
     episode_id: str = ""
+    system_prompt: str | None = None
+    """The env's ``system_prompt()`` (``None``: not given; read from ``env`` if there is one)."""
+    tools: tuple[Tool, ...] = ()
+    """The env's tools at this turn (``TextEnv.tools()``); a tool-calling policy offers them."""
+    tool_system_prompt: str | None = None
+    """The env's ``tool_system_prompt()``: what a tool-calling policy is told instead."""
 
     @property
     def observation(self) -> str:
@@ -53,12 +61,19 @@ class TurnRequest:
 
 @dataclass
 class Reply:
-    """A policy's reply: the text sent to the env, plus what LLM backends know about it."""
+    """A policy's reply: the text sent to the env, plus what LLM backends know about it.
+
+    ``tool_calls``: ``None`` for a text-mode policy; for a policy given the env's tools, the
+    well-formed calls it made (``text`` is then their canonical text, malformed blocks verbatim,
+    or, with no call at all, the reply's text: see
+    :func:`~multiturn_envs.policies.tool_layout.replies_stop` for what such a reply means).
+    """
 
     text: str
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    tool_calls: list[ToolCall] | None = None
 
 
 class TurnTokens(TypedDict, total=False):
@@ -146,14 +161,34 @@ class PolicyCaller:
     def name(self) -> str:
         return self.policy.name
 
+    @property
+    def is_async(self) -> bool:
+        """Whether the policy is async (its calls run on this caller's event loop)."""
+        return self._async is not None
+
+    def run(self, coro: Awaitable[Any]) -> Any:
+        """Run ``coro`` on this caller's event loop (the one its async policy's clients live
+        on): the harness's async path awaits the policy and the envs' steps there."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    async def acall(self, requests: Sequence[TurnRequest]) -> list[Reply]:
+        """:meth:`__call__` from inside this caller's loop (an async policy is awaited)."""
+        if self._async is not None:
+            return self._checked(requests, await self._async.aact(requests))
+        assert self._sync is not None
+        return self._checked(requests, self._sync.act(requests))
+
     def __call__(self, requests: Sequence[TurnRequest]) -> list[Reply]:
         if self._sync is not None:
             raw: Sequence[Reply | str] = self._sync.act(requests)
         else:
             assert self._async is not None
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            raw = self._loop.run_until_complete(self._async.aact(requests))
+            raw = self.run(self._async.aact(requests))
+        return self._checked(requests, raw)
+
+    def _checked(self, requests: Sequence[TurnRequest], raw: Sequence[Reply | str]) -> list[Reply]:
         if len(raw) != len(requests):
             raise PolicyError(
                 f"policy {self.name!r} returned {len(raw)} replies for {len(requests)} requests"

@@ -16,6 +16,14 @@ Two modes:
   ids to ``/v1/completions``, so what is generated, kept and later scored is token-identical,
   as with the offline backends.
 
+With ``tools=True`` the env's tools go along: in chat mode as the request's ``tools`` (the
+server's template renders them; ``tool_choice`` passes through) with the history in OpenAI's
+tool-call layout, and the reply's ``tool_calls`` are read back (a reply whose ``content``
+holds ``<tool_call>`` blocks, from a server without a tool parser, is read with the Hermes
+parser); in completions mode the local prompter renders and parses them as the offline
+backends do. ``tool_prompt="hermes"`` (chat mode) writes the tools into the system message
+instead, for served templates that ignore ``tools``.
+
 ``server="vllm"`` sends vLLM's extra sampling fields (``top_k``, ``return_token_ids``,
 ``chat_template_kwargs``); ``server="generic"`` sends only standard fields and, by default,
 asks for no log-probs and makes ``n`` separate requests (some servers reject ``n`` and
@@ -43,6 +51,8 @@ from multiturn_envs.policies.prompting import (
     sample_seed_base,
     system_prompt_for,
 )
+from multiturn_envs.policies.tool_layout import parse_hermes, tool_conversation
+from multiturn_envs.tools import ToolCall, call_from_openai
 
 T = TypeVar("T")
 
@@ -225,6 +235,11 @@ class OpenAIPolicy:
         system_prompt, chat_template_kwargs, fold_system, extractor: as for the other backends.
         max_concurrency, timeout_s, max_retries, api_key: transport (see :class:`OpenAIClient`).
         extra_body: more fields merged into every request body.
+        tools: offer each request's env tools and read the calls (module docstring).
+        tool_choice: OpenAI's ``tool_choice`` (``"auto"``, ``"required"``, a named function);
+            ``None``: not sent (the server's default).
+        tool_prompt: ``"native"`` (send ``tools=``) or ``"hermes"`` (tools in the system
+            message, calls read from the text), chat mode only.
     """
 
     def __init__(
@@ -248,6 +263,9 @@ class OpenAIPolicy:
         max_retries: int = 4,
         api_key: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        tools: bool = False,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        tool_prompt: Literal["native", "hermes"] = "native",
     ) -> None:
         if mode not in ("chat", "completions"):
             raise ValueError(f"mode must be 'chat' or 'completions', got {mode!r}")
@@ -255,6 +273,11 @@ class OpenAIPolicy:
             raise ValueError(f"server must be 'vllm' or 'generic', got {server!r}")
         if mode == "completions" and tokenizer is None:
             raise ValueError("mode='completions' builds token-id prompts locally: pass tokenizer=")
+        if tool_prompt not in ("native", "hermes"):
+            raise ValueError(f"tool_prompt must be 'native' or 'hermes', got {tool_prompt!r}")
+        self.tools = tools
+        self.tool_choice = tool_choice
+        self.tool_prompt = tool_prompt
         self.sampling = sampling or Sampling()
         self.name = name or model
         self.mode = mode
@@ -273,6 +296,7 @@ class OpenAIPolicy:
                 chat_template_kwargs=chat_template_kwargs,
                 extractor=self.extractor,
                 fold_system=fold_system,
+                tools=tools,
             )
             if tokenizer is not None
             else None
@@ -351,14 +375,71 @@ class OpenAIPolicy:
         )
         return [(d, d["choices"][0]) for d in datas]
 
+    def _chat_messages(self, request: TurnRequest) -> list[dict[str, Any]]:
+        """The request's conversation in OpenAI's chat format (the tool layout with tools)."""
+        system = system_prompt_for(request, self.system_prompt, self.tools)
+        if not self.tools:
+            return list(build_conversation(request.messages, system, self.fold_system))
+        native = self.tool_prompt == "native"
+        layout = tool_conversation(
+            request.messages, system, request.tools, native=native, fold_system=self.fold_system
+        )
+        wire: list[dict[str, Any]] = []
+        last_ids: list[str] = []
+        for index, message in enumerate(layout):
+            if message.get("tool_calls"):
+                calls = message["tool_calls"]
+                last_ids = [f"call_{index}_{i}" for i in range(len(calls))]
+                wire.append(
+                    {
+                        "role": "assistant",
+                        "content": message.get("content") or None,
+                        "tool_calls": [
+                            ToolCall(c["function"]["name"], c["function"]["arguments"]).openai_wire(
+                                call_id
+                            )
+                            for c, call_id in zip(calls, last_ids)
+                        ],
+                    }
+                )
+            elif message["role"] == "tool":
+                wire.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": last_ids[0] if last_ids else "call_0",
+                        "content": message["content"],
+                    }
+                )
+            else:
+                wire.append(dict(message))
+        return wire
+
+    def _read_message(self, message: Mapping[str, Any]) -> tuple[str, list[ToolCall] | None]:
+        """The action of a chat reply and, with tools on, its well-formed calls."""
+        raw = str(message.get("content") or "")
+        if not self.tools:
+            return self.extractor(raw), None
+        entries = message.get("tool_calls") or []
+        if entries:
+            read = [call_from_openai(e) for e in entries]
+            calls = [c for c in read if isinstance(c, ToolCall)]
+            text = "\n".join(c.text() if isinstance(c, ToolCall) else c for c in read)
+            return text, calls
+        action, parsed = parse_hermes(ActionExtractor()(raw))
+        if parsed is None:
+            return self.extractor(raw), []
+        return action, parsed
+
     async def _chat(self, request: TurnRequest, n: int, keep: bool) -> list[Reply]:
-        system = system_prompt_for(request, self.system_prompt)
-        conversation = build_conversation(request.messages, system, self.fold_system)
         body: dict[str, Any] = {
             "model": self.client.model,
-            "messages": conversation,
+            "messages": self._chat_messages(request),
             **self._sampling_fields(),
         }
+        if self.tools and request.tools and self.tool_prompt == "native":
+            body["tools"] = [t.openai() for t in request.tools]
+            if self.tool_choice is not None:
+                body["tool_choice"] = self.tool_choice
         if self.logprobs:
             body["logprobs"] = True
         if self.server == "vllm":
@@ -370,13 +451,15 @@ class OpenAIPolicy:
         for data, choice in await self._fan_out(
             "/chat/completions", body, sample_seed_base(request.seed), n
         ):
-            raw = (choice.get("message") or {}).get("content") or ""
+            message = choice.get("message") or {}
+            raw = message.get("content") or ""
+            action, calls = self._read_message(message)
             lp = choice.get("logprobs") or {}
             content = lp.get("content") if isinstance(lp, dict) else None
             prompt_ids = data.get("prompt_token_ids")
             replies.append(
                 Reply(
-                    text=self.extractor(raw),
+                    text=action,
                     token_ids=[int(t) for t in choice["token_ids"]]
                     if choice.get("token_ids") is not None
                     else None,
@@ -387,7 +470,13 @@ class OpenAIPolicy:
                         "prompt_len": None if prompt_ids is None else len(prompt_ids),
                         "prompt_continued": False,
                         "server_rendered": True,
+                        **(
+                            {"tool_calls_raw": message["tool_calls"]}
+                            if message.get("tool_calls")
+                            else {}
+                        ),
                     },
+                    tool_calls=calls,
                 )
             )
         return replies

@@ -21,6 +21,10 @@ exactly what was *generated*:
 * **Action extraction.** The env parses actions itself; extraction only removes what is not
   meant for the env (``<think>`` blocks, surrounding whitespace, or everything but a regex
   group). Junk stays junk and the env answers it with a parse error.
+* **Tools** (``tools=True``): the env's tools (``TurnRequest.tools``) are rendered through the
+  model's chat template (or in the Hermes wording for templates that ignore tools), the
+  history in the tool layout, and the completion read with the Hermes/Qwen parser
+  (:mod:`multiturn_envs.policies.tool_layout`): the action is the canonical text of the calls.
 * **Sampling settings and seeds** (:class:`Sampling`, :func:`sample_seed_base`), the same for
   all backends.
 """
@@ -36,6 +40,12 @@ from typing import Any, Literal, Protocol, cast
 import numpy as np
 
 from multiturn_envs.policies.base import Reply, TurnRequest, TurnTokens
+from multiturn_envs.policies.tool_layout import (
+    parse_hermes,
+    renders_tools_natively,
+    tool_conversation,
+)
+from multiturn_envs.tools import Tool, ToolCall
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent acting in a multi-turn text environment. Each user message is the "
@@ -135,12 +145,21 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
 
 
 # ---------------------------------------------------------------------------------- conversation
-def system_prompt_for(request: TurnRequest, override: str | None = None) -> str:
-    """``override`` if given, else the env's ``system_prompt()``, else the default."""
+def system_prompt_for(
+    request: TurnRequest, override: str | None = None, tools: bool = False
+) -> str:
+    """``override`` if given, else the env's system prompt (carried by the request, or read
+    from its env; with ``tools``, its ``tool_system_prompt``), else the default. The harness
+    fills the request's prompts, so a policy on a Ray actor (no env) is prompted exactly as a
+    local one."""
     if override is not None:
         return override
+    carried = request.tool_system_prompt if tools else request.system_prompt
+    if carried is not None:
+        return carried or DEFAULT_SYSTEM_PROMPT
     env: Any = getattr(request.env, "unwrapped", request.env)  # None on a remote policy actor
-    own = env.system_prompt() if hasattr(env, "system_prompt") else ""
+    method = "tool_system_prompt" if tools else "system_prompt"
+    own = getattr(env, method)() if hasattr(env, method) else ""
     return own or DEFAULT_SYSTEM_PROMPT
 
 
@@ -198,18 +217,20 @@ class Prompt:
     """
 
     token_ids: list[int]
-    conversation: list[dict[str, str]]
+    conversation: list[dict[str, Any]]
     delta_start: int = 0
     continued: bool = False
+    tools: tuple[Tool, ...] = ()
 
 
 @dataclass
 class _Ledger:
     """What an episode's next prompt continues: the conversation and ids up to the last action."""
 
-    conversation: list[dict[str, str]]
+    conversation: list[dict[str, Any]]
     token_ids: list[int]
     closed_by_eos: bool
+    tools: tuple[Tool, ...] = ()
 
 
 @dataclass
@@ -236,6 +257,8 @@ class ChatPrompter:
             without a system role.
         max_episodes: episodes whose ids are kept (least recently used are dropped; a dropped
             episode is re-rendered once and continues incrementally from there).
+        tools: offer each request's env tools and read tool calls (module docstring);
+            ``tool_parser`` names the parser (``"hermes"``: Hermes/Qwen ``<tool_call>`` JSON).
     """
 
     def __init__(
@@ -246,7 +269,11 @@ class ChatPrompter:
         extractor: Callable[[str], str] | None = None,
         fold_system: bool = False,
         max_episodes: int = 65536,
+        tools: bool = False,
+        tool_parser: str = "hermes",
     ) -> None:
+        if tool_parser != "hermes":
+            raise ValueError(f"tool_parser must be 'hermes', got {tool_parser!r}")
         if getattr(tokenizer, "chat_template", "") is None:
             raise ValueError("the tokenizer has no chat template; set tokenizer.chat_template")
         self.tokenizer = tokenizer
@@ -255,28 +282,82 @@ class ChatPrompter:
         self.extractor = extractor or ActionExtractor()
         self.fold_system = fold_system
         self.max_episodes = max_episodes
+        self.tools = tools
+        self.tool_parser = tool_parser
+        self._native: bool | None = None
+        self._replies: dict[str, str] = {}
         self._ledgers: OrderedDict[str, _Ledger] = OrderedDict()
 
     # -------------------------------------------------------------- conversation and template
     def system_for(self, request: TurnRequest) -> str:
         """The system prompt of ``request``'s episode."""
-        return system_prompt_for(request, self.system_prompt)
+        return system_prompt_for(request, self.system_prompt, self.tools)
 
-    def conversation(self, request: TurnRequest) -> list[dict[str, str]]:
+    @property
+    def native_tools(self) -> bool:
+        """Whether the chat template renders tools itself (else the Hermes text layout)."""
+        if self._native is None:
+            self._native = renders_tools_natively(self.tokenizer, **self.chat_template_kwargs)
+        return self._native
+
+    def conversation(self, request: TurnRequest) -> list[dict[str, Any]]:
         """The chat messages a model sees for ``request`` (system message first)."""
-        return build_conversation(request.messages, self.system_for(request), self.fold_system)
+        return self.layout(request.messages, self.system_for(request), request.tools)
 
-    def render(self, conversation: Sequence[Mapping[str, str]], generation_prompt: bool) -> str:
-        """The template's text for ``conversation``."""
+    def layout(
+        self, messages: Sequence[Mapping[str, str]], system: str, tools: Sequence[Tool] = ()
+    ) -> list[dict[str, Any]]:
+        """An env's history as this model's chat: the tool layout when tools are on."""
+        if self.tools:
+            return tool_conversation(
+                messages, system, tools, native=self.native_tools, fold_system=self.fold_system
+            )
+        return build_conversation(messages, system, self.fold_system)
+
+    def render(
+        self,
+        conversation: Sequence[Mapping[str, Any]],
+        generation_prompt: bool,
+        tools: Sequence[Tool] = (),
+    ) -> str:
+        """The template's text for ``conversation`` (with ``tools`` when the template renders
+        them: with the Hermes layout they are already in the system message)."""
+        extra: dict[str, Any] = dict(self.chat_template_kwargs)
+        if self.tools and tools and self.native_tools:
+            extra["tools"] = [t.openai() for t in tools]
         text = self.tokenizer.apply_chat_template(
             [dict(m) for m in conversation],
             tokenize=False,
             add_generation_prompt=generation_prompt,
-            **self.chat_template_kwargs,
+            **extra,
         )
         if not isinstance(text, str):
             raise TypeError(f"apply_chat_template returned {type(text).__name__}, not str")
         return text
+
+    def _reply_text(self, message: Mapping[str, Any], tools: Sequence[Tool]) -> str:
+        """The template's text of an assistant ``message`` (up to its EOS): the action itself,
+        or, for a ``tool_calls`` message, how the template renders the call."""
+        if "tool_calls" not in message:
+            return reply_text_of(
+                self.tokenizer, str(message["content"]), **self.chat_template_kwargs
+            )
+        key = repr((message, tools))
+        known = self._replies.get(key)
+        if known is not None:
+            return known
+        context = [{"role": "user", "content": "x"}]
+        prompt = self.render(context, True, tools)
+        full = self.render([*context, dict(message)], False, tools)
+        if not full.startswith(prompt):
+            raise ValueError("the chat template does not render the context as a prefix")
+        reply = full[len(prompt) :]
+        eos = self.eos_text()
+        if eos and eos in reply:
+            reply = reply[: reply.index(eos)]
+        if len(self._replies) < 65536:
+            self._replies[key] = reply
+        return reply
 
     def encode(self, text: str) -> list[int]:
         """Ids of template text (special tokens are in the text, so none are added)."""
@@ -292,15 +373,19 @@ class ChatPrompter:
     def prompt(self, request: TurnRequest) -> Prompt:
         """The prompt of ``request``, continuing its episode's kept ids when it can."""
         conversation = self.conversation(request)
+        tools = tuple(request.tools) if self.tools else ()
         ledger = self._ledgers.get(request.episode_id) if request.episode_id else None
-        if ledger is not None:
+        if ledger is not None and ledger.tools == tools:
             delta = self._continuation(ledger, conversation)
             if delta is not None:
                 start = len(ledger.token_ids)
-                return Prompt(ledger.token_ids + self.encode(delta), conversation, start, True)
-        return Prompt(self.encode(self.render(conversation, True)), conversation)
+                ids = ledger.token_ids + self.encode(delta)
+                return Prompt(ids, conversation, start, True, tools)
+        return Prompt(
+            self.encode(self.render(conversation, True, tools)), conversation, tools=tools
+        )
 
-    def _continuation(self, ledger: _Ledger, conversation: list[dict[str, str]]) -> str | None:
+    def _continuation(self, ledger: _Ledger, conversation: list[dict[str, Any]]) -> str | None:
         """The text that follows the kept ids, or ``None`` when the episode cannot continue them.
 
         It is the template's close of the last assistant turn (minus the EOS the model already
@@ -313,10 +398,11 @@ class ChatPrompter:
             return None
         if any(m["role"] == "assistant" for m in conversation[len(old) :]):
             return None
-        before = self.render(old[:-1], True)
-        closed = self.render(old, False)
-        after = self.render(conversation, True)
-        content = reply_text_of(self.tokenizer, old[-1]["content"], **self.chat_template_kwargs)
+        tools = ledger.tools
+        before = self.render(old[:-1], True, tools)
+        closed = self.render(old, False, tools)
+        after = self.render(conversation, True, tools)
+        content = self._reply_text(old[-1], tools)
         if not closed.startswith(before + content) or not after.startswith(closed):
             return None
         tail = closed[len(before) + len(content) :]
@@ -327,25 +413,42 @@ class ChatPrompter:
 
     # -------------------------------------------------------------- replies
     def finish(
-        self, request: TurnRequest, prompt: Prompt, completion: Completion, keep: bool = True
+        self,
+        request: TurnRequest,
+        prompt: Prompt,
+        completion: Completion,
+        keep: bool = True,
+        read: tuple[str, list[ToolCall] | None] | None = None,
     ) -> Reply:
         """The :class:`Reply` for ``completion``; with ``keep`` its ids continue the episode.
 
-        ``Reply.text`` is the extracted action, ``Reply.token_ids``/``logprobs`` are the generated
-        ids and their raw log-probs, and ``meta`` holds what rebuilds the exact token sequence:
+        ``Reply.text`` is the extracted action (``read``: an action and its calls already read
+        by another tool parser), ``Reply.token_ids``/``logprobs`` are the generated ids and
+        their raw log-probs, and ``meta`` holds what rebuilds the exact token sequence:
         ``prompt_delta_ids`` (the prompt ids new to this turn: all of them when
         ``prompt_continued`` is false), ``prompt_len``, ``raw_text`` and ``finish_reason``.
         """
-        action = self.extractor(completion.text)
+        if read is not None:  # the calls were read by another parser (verl's)
+            action, calls = read
+            if calls is None:
+                action, calls = self.extractor(action), []
+        else:
+            action, calls = self.read_completion(completion.text)
         eos = self.tokenizer.eos_token_id
         closed_by_eos = (
             bool(completion.token_ids) and eos is not None and (completion.token_ids[-1] == eos)
         )
         if keep and request.episode_id:
+            if self.tools:  # the layout of the history as the env will hold it next turn
+                played = [*request.messages, {"role": "assistant", "content": action}]
+                conversation = self.layout(played, self.system_for(request), prompt.tools)
+            else:
+                conversation = [*prompt.conversation, {"role": "assistant", "content": action}]
             self._ledgers[request.episode_id] = _Ledger(
-                conversation=[*prompt.conversation, {"role": "assistant", "content": action}],
+                conversation=conversation,
                 token_ids=prompt.token_ids + list(completion.token_ids),
                 closed_by_eos=closed_by_eos,
+                tools=prompt.tools,
             )
             self._ledgers.move_to_end(request.episode_id)
             while len(self._ledgers) > self.max_episodes:
@@ -365,7 +468,20 @@ class ChatPrompter:
             if completion.logprobs is None
             else [float(x) for x in completion.logprobs],
             meta=meta,
+            tool_calls=calls,
         )
+
+    def read_completion(self, text: str) -> tuple[str, list[ToolCall] | None]:
+        """The action of a completion and, with tools on, its well-formed calls (``[]`` or more;
+        ``None`` in text mode): ``<think>`` removed, then the Hermes parser; a reply without a
+        call goes through the extractor like any text reply."""
+        if not self.tools:
+            return self.extractor(text), None
+        thought_out = ActionExtractor(strip_thinking=True)(text)
+        action, calls = parse_hermes(thought_out)
+        if calls is None:
+            return self.extractor(text), []
+        return action, calls
 
     def forget(self, episode_id: str) -> None:
         """Drop an episode's kept ids (it is over)."""
@@ -373,7 +489,10 @@ class ChatPrompter:
 
     # -------------------------------------------------------------- scoring sequences
     def sequence_of(
-        self, conversation: Sequence[Mapping[str, str]], last_only: bool = False
+        self,
+        conversation: Sequence[Mapping[str, Any]],
+        last_only: bool = False,
+        tools: Sequence[Tool] = (),
     ) -> ScoringSequence:
         """A conversation's token sequence and assistant spans, built turn by turn like prompts.
 
@@ -383,7 +502,9 @@ class ChatPrompter:
         had generated it, and the rest is rendered incrementally as in :meth:`prompt`.
         ``last_only``: one span, the last assistant message, after its whole context rendered
         at once (for templates that rewrite earlier turns, where one growing sequence fails).
+        ``tools``: the env's tools, for a conversation in the tool layout (:meth:`layout`).
         """
+        tools = tuple(tools) if self.tools else ()
         ids: list[int] = []
         spans: list[tuple[int, int]] = []
         ledger: _Ledger | None = None
@@ -398,9 +519,9 @@ class ChatPrompter:
             ids = (
                 ids + self.encode(delta)
                 if delta is not None
-                else self.encode(self.render(context, True))
+                else self.encode(self.render(context, True, tools))
             )
-            reply = reply_text_of(self.tokenizer, message["content"], **self.chat_template_kwargs)
+            reply = self._reply_text(message, tools)
             action_ids = self.encode(reply) + ([] if eos is None else [int(eos)])
             if delta is None and spans:
                 raise ValueError(
@@ -409,7 +530,7 @@ class ChatPrompter:
                 )
             spans.append((len(ids), len(ids) + len(action_ids)))
             ids = ids + action_ids
-            ledger = _Ledger(conv[: k + 1], ids, eos is not None)
+            ledger = _Ledger(conv[: k + 1], ids, eos is not None, tools)
         return ScoringSequence(ids, spans)
 
 

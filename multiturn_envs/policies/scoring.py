@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from multiturn_envs.policies.prompting import ChatPrompter, ScoringSequence, build_conversation
+from multiturn_envs.tools import Tool
 
 SpanLogprobs = list[list[float]]
 """Per span, the log-prob of each of its tokens."""
@@ -255,6 +256,8 @@ class ScoringModel:
         dtype: the weights' dtype as the engine runs them (``"float32"``, ``"bfloat16"``, ...).
         prompter: renders conversations with the model's chat template.
         scorer: :class:`~multiturn_envs.policies.scoring.Scorer` of the same model.
+        tools: the env's tools, for a prompter with ``tools=True`` (a model trained with the
+            env's typed tools scores the calls in the tool layout it was trained in).
     """
 
     name: str
@@ -262,6 +265,7 @@ class ScoringModel:
     dtype: str
     prompter: ChatPrompter
     scorer: Scorer
+    tools: tuple[Tool, ...] = ()
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -280,14 +284,18 @@ class ScoringModel:
         if n == 0:
             return []
 
-        def conversation(upto: int, system: str) -> list[dict[str, str]]:
+        tools = self.tools
+
+        def conversation(upto: int, system: str) -> list[dict[str, Any]]:
             msgs = trajectory.messages[: trajectory.action_index[upto] + 1]
             chosen = system if override is None else override
+            if prompter.tools:
+                return prompter.layout(msgs, chosen, tools)
             return build_conversation(msgs, chosen, prompter.fold_system)
 
         if len(set(trajectory.systems)) == 1:
             try:
-                seq = prompter.sequence_of(conversation(n - 1, trajectory.systems[0]))
+                seq = prompter.sequence_of(conversation(n - 1, trajectory.systems[0]), tools=tools)
             except ValueError:
                 pass
             else:
@@ -297,7 +305,9 @@ class ScoringModel:
                 return [(seq, list(range(n)))]
         out = []
         for k in range(n):
-            seq = prompter.sequence_of(conversation(k, trajectory.systems[k]), last_only=True)
+            seq = prompter.sequence_of(
+                conversation(k, trajectory.systems[k]), last_only=True, tools=tools
+            )
             out.append((seq, [k]))
         return out
 

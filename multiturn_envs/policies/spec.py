@@ -11,9 +11,11 @@ backends, so that ``eval`` and ``compare`` run a real model without a line of Py
   -- any OpenAI-compatible server.
 
 Every LLM spec also takes the sampling keys ``temperature``, ``top_p``, ``top_k``,
-``max_tokens`` and ``max_batch_size`` (transformers only). The same strings name the *scoring*
-models of the likelihood analyses (:mod:`multiturn_envs.harness.likelihood`). One table,
-:data:`ENGINES`, says per engine which keys it takes and how it builds the policy AND the
+``max_tokens`` and ``max_batch_size`` (transformers only), and ``tools=true`` (offer the env's
+typed tools and read the model's tool calls, docs/policies.md; ``openai:`` also takes
+``tool_choice=auto|required|none`` and ``tool_prompt=native|hermes``). The same strings name
+the *scoring* models of the likelihood analyses (:mod:`multiturn_envs.harness.likelihood`).
+One table, :data:`ENGINES`, says per engine which keys it takes and how it builds the policy AND the
 scoring model of a spec, from the same engine arguments (adding a backend is one entry). A
 spec is split on commas; the first field is the model (path, name or URL) and the others are
 ``key=value``.
@@ -131,11 +133,24 @@ def _hf_policy(spec: LLMSpec) -> Policy:
         sampling=sampling_of(spec),
         name=spec.name,
         max_batch_size=spec.number("max_batch_size", int, 32),
+        tools=bool(spec.flag("tools")),
     )
+
+
+def _no_tool_scoring(spec: LLMSpec) -> None:
+    """Scoring models from specs score the text layout: refuse ``tools=true`` rather than
+    score a tool-calling run's actions in a layout its policy never saw."""
+    if spec.flag("tools"):
+        raise SpecError(
+            f"{spec.text!r}: tools=true is a policy option; a scoring model from a spec scores "
+            "the text layout (a TRL-trained model: rl.evaluate.tool_layout_scorer)"
+        )
 
 
 def _hf_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
     from multiturn_envs.policies.prompting import ChatPrompter
+
+    _no_tool_scoring(spec)
     from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
     from multiturn_envs.policies.transformers_backend import load_model_and_tokenizer
 
@@ -168,13 +183,20 @@ def _vllm_engine_args(spec: LLMSpec) -> dict[str, Any]:
 def _vllm_policy(spec: LLMSpec) -> Policy:
     from multiturn_envs.policies.vllm_backend import VLLMPolicy
 
-    return VLLMPolicy(spec.model, sampling_of(spec), name=spec.name, **_vllm_engine_args(spec))
+    return VLLMPolicy(
+        spec.model,
+        sampling_of(spec),
+        name=spec.name,
+        tools=bool(spec.flag("tools")),
+        **_vllm_engine_args(spec),
+    )
 
 
 def _vllm_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
     from multiturn_envs.policies.prompting import ChatPrompter
     from multiturn_envs.policies.scoring import ScoringModel, VLLMScorer
 
+    _no_tool_scoring(spec)
     args = _vllm_engine_args(spec)
     scorer = VLLMScorer.from_model(spec.model, **args)
     tokenizer = scorer.llm.get_tokenizer()
@@ -202,6 +224,12 @@ def _openai_policy(spec: LLMSpec) -> AsyncPolicy:
         raise SpecError(f"{spec.text!r}: mode must be chat or completions, got {mode!r}")
     if server not in ("vllm", "generic"):
         raise SpecError(f"{spec.text!r}: server must be vllm or generic, got {server!r}")
+    tool_choice = spec.get("tool_choice")
+    if tool_choice not in (None, "auto", "required", "none"):
+        raise SpecError(f"{spec.text!r}: tool_choice must be auto, required or none")
+    tool_prompt = spec.get("tool_prompt") or "native"
+    if tool_prompt not in ("native", "hermes"):
+        raise SpecError(f"{spec.text!r}: tool_prompt must be native or hermes")
     return OpenAIPolicy(
         spec.model,
         str(spec.get("model")),
@@ -212,6 +240,9 @@ def _openai_policy(spec: LLMSpec) -> AsyncPolicy:
         tokenizer=_tokenizer_of(spec),
         max_concurrency=spec.number("max_concurrency", int, 32),
         api_key=spec.get("api_key"),
+        tools=bool(spec.flag("tools")),
+        tool_choice=tool_choice,
+        tool_prompt=cast(Literal["native", "hermes"], tool_prompt),
     )
 
 
@@ -219,6 +250,7 @@ def _openai_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
     from multiturn_envs.policies.prompting import ChatPrompter
     from multiturn_envs.policies.scoring import CompletionsScorer, ScoringModel
 
+    _no_tool_scoring(spec)
     tokenizer = _tokenizer_of(spec)
     if tokenizer is None:
         raise SpecError(f"{spec.text!r}: scoring over HTTP needs tokenizer=<folder>")
@@ -234,7 +266,7 @@ def _openai_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
 ENGINES: Mapping[str, Engine] = MappingProxyType(
     {
         "hf": Engine(
-            (*_SAMPLING_KEYS, "gguf", "dtype", "device", "max_batch_size", "name"),
+            (*_SAMPLING_KEYS, "gguf", "dtype", "device", "max_batch_size", "name", "tools"),
             _hf_policy,
             _hf_scorer,
         ),
@@ -247,6 +279,7 @@ ENGINES: Mapping[str, Engine] = MappingProxyType(
                 "max_num_seqs",
                 "enforce_eager",
                 "name",
+                "tools",
             ),
             _vllm_policy,
             _vllm_scorer,
@@ -262,6 +295,9 @@ ENGINES: Mapping[str, Engine] = MappingProxyType(
                 "api_key",
                 "dtype",
                 "name",
+                "tools",
+                "tool_choice",
+                "tool_prompt",
             ),
             _openai_policy,
             _openai_scorer,

@@ -100,6 +100,8 @@ class TransformersPolicy:
         sampling: temperature, top-p, top-k, max tokens and stop strings.
         name: the policy's name in records (default: the model's ``name_or_path``).
         system_prompt, chat_template_kwargs, fold_system: see :class:`ChatPrompter`.
+        tools, tool_parser: offer the env's tools through the chat template and read the calls
+            (:class:`ChatPrompter`; the parser is ``"hermes"``, Hermes/Qwen ``<tool_call>``).
         extractor: raw completion -> action (default :class:`ActionExtractor`).
         max_batch_size: rows per forward pass (bounds memory; more requests are chunked).
     """
@@ -116,6 +118,8 @@ class TransformersPolicy:
         extractor: ActionExtractor | None = None,
         fold_system: bool = False,
         max_batch_size: int = 32,
+        tools: bool = False,
+        tool_parser: str = "hermes",
     ) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
@@ -129,6 +133,8 @@ class TransformersPolicy:
             chat_template_kwargs=chat_template_kwargs,
             extractor=extractor,
             fold_system=fold_system,
+            tools=tools,
+            tool_parser=tool_parser,
         )
         self.max_batch_size = max_batch_size
         self.stop_ids = stop_token_ids(model, tokenizer)

@@ -72,6 +72,8 @@ class VLLMPolicy:
         sampling: temperature, top-p, top-k, max tokens, stop strings.
         name: the policy's name in records (default: the model).
         system_prompt, chat_template_kwargs, fold_system, extractor: see :class:`ChatPrompter`.
+        tools, tool_parser: offer the env's tools through the chat template and read the calls
+            (:class:`ChatPrompter`; the parser is ``"hermes"``, Hermes/Qwen ``<tool_call>``).
         tokenizer: defaults to ``llm.get_tokenizer()``.
         engine_args: passed to ``vllm.LLM`` when ``llm`` is a path; ``enable_prefix_caching``
             defaults to True and ``seed`` to 0.
@@ -88,6 +90,8 @@ class VLLMPolicy:
         fold_system: bool = False,
         extractor: Callable[[str], str] | None = None,
         tokenizer: Any = None,
+        tools: bool = False,
+        tool_parser: str = "hermes",
         **engine_args: Any,
     ) -> None:
         self.vllm = import_vllm()
@@ -110,6 +114,8 @@ class VLLMPolicy:
             chat_template_kwargs=chat_template_kwargs,
             extractor=extractor,
             fold_system=fold_system,
+            tools=tools,
+            tool_parser=tool_parser,
         )
 
     # ------------------------------------------------------------------ policy protocol

@@ -13,7 +13,19 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-REWARDS: tuple[str, ...] = ("outcome", "process", "gigpo")
+from multiturn_envs.adapters.trl import LAYOUTS
+from multiturn_envs.rewards import Reward, make_reward, reward_names
+
+ADVANTAGES: tuple[str, ...] = ("grpo", "gigpo")
+"""The advantage estimators: TRL's GRPO (one advantage per rollout) or GiGPO (per turn)."""
+
+OLD_REWARDS: dict[str, tuple[str, str]] = {"gigpo": ("outcome", "gigpo")}
+"""``reward`` values of configs written before the estimator was its own field: old value ->
+(reward, advantage). ``"reward": "gigpo"`` was the outcome reward with GiGPO advantages."""
+
+OLD_STEP_REWARDS: dict[str, str] = {"env": "outcome", "step_score": "step_credit"}
+"""``gigpo_step_reward`` values of older configs -> the registry reward they computed."""
+
 WARM_STARTS: tuple[str, ...] = ("none", "format", "sft")
 CHAT_TEMPLATES: tuple[str, ...] = ("auto", "keep", "qwen2.5")
 
@@ -32,6 +44,10 @@ class TrainConfig:
             Qwen2.5 one otherwise; ``"keep"``; ``"qwen2.5"``.
         warm_start: ``"none"``, ``"format"`` (tool-call format on random actions) or ``"sft"``
             (TRL's ``SFTTrainer`` on the env expert's moves, :mod:`multiturn_envs.rl.warm_start`).
+        tools: how turns map onto TRL's tools: ``"act"`` (the generic ``act(action)``, the
+            study's recorded layout; the default, so old configs run as they ran) or ``"env"``
+            (the env's typed tools, one method each, :mod:`multiturn_envs.adapters.trl`; the
+            harness's tool-calling policies prompt the trained model in the same layout).
 
     Env and budget:
         env_id, env_kwargs: what ``gym.make`` builds (``max_turns`` is set from the budget).
@@ -40,13 +56,18 @@ class TrainConfig:
         budget_mix: budgets drawn per row seed by ``BudgetMix`` (``None``: fixed T).
         budget_mix_weights: their weights (``None``: uniform).
 
-    Reward:
-        reward: ``"outcome"`` (the env's return), ``"process"`` (outcome + ``step_weight`` x
-            the oracle's step credits per turn, ``TRLEnvironment.process_score``), or
-            ``"gigpo"`` (outcome reward, GiGPO step advantages).
-        step_weight: the process reward weight.
-        gigpo_step_weight, gigpo_gamma, gigpo_step_reward: GiGPO's omega, gamma and the per-turn
-            reward of its return-to-go (``"env"`` or ``"step_score"``).
+    Reward and advantage (two independent choices; every reward works with every estimator):
+        reward: a registered reward (docs/rewards.md): ``"outcome"`` (the env's return),
+            ``"process"`` (outcome + ``step_weight`` x the process score), ``"success"``, ...
+            An old config's ``"gigpo"`` loads as ``reward="outcome", advantage="gigpo"``
+            (:data:`OLD_REWARDS`; it wins over an ``advantage`` given beside it).
+        step_weight: the process reward's weight.
+        advantage: ``"grpo"`` (TRL's: one advantage per rollout) or ``"gigpo"`` (per turn).
+        gigpo_step_weight, gigpo_gamma, gigpo_step_reward: GiGPO's omega, gamma and the
+            registered reward whose per-turn credits its return-to-go sums (``"outcome"``: the
+            env's reward, the paper's; ``"step_credit"``: the process reward's step credits;
+            ``"process"``: the process reward's own credits). Old values ``"env"`` and
+            ``"step_score"`` load as ``"outcome"`` and ``"step_credit"``.
 
     GRPO (TRL's ``GRPOConfig``; anything else goes in ``trl``):
         steps, num_generations (G), batch_size (rollouts per step, a multiple of G),
@@ -80,14 +101,16 @@ class TrainConfig:
     tiny: dict[str, int] = field(default_factory=dict)
     chat_template: str = "auto"
     warm_start: str = "none"
+    tools: str = "act"
     max_turns: int = 6
     budget_mix: list[int] | None = None
     budget_mix_weights: list[float] | None = None
     reward: str = "outcome"
     step_weight: float = 0.5
+    advantage: str = "grpo"
     gigpo_step_weight: float = 1.0
     gigpo_gamma: float = 0.95
-    gigpo_step_reward: str = "env"
+    gigpo_step_reward: str = "outcome"
     steps: int = 20
     num_generations: int = 8
     batch_size: int = 16
@@ -111,7 +134,32 @@ class TrainConfig:
     sft_trl: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.upgrade()
         self.check()
+
+    def upgrade(self) -> None:
+        """Rewrite an older config's vocabulary to today's, in place: the run it describes is
+        the same (so a saved ``train_config.json`` and today's config of that run compare
+        equal, which resume and :func:`~multiturn_envs.rl.train.ran_with` rely on)."""
+        if isinstance(self.reward, str) and self.reward in OLD_REWARDS:
+            self.reward, self.advantage = OLD_REWARDS[self.reward]
+        if isinstance(self.gigpo_step_reward, str):
+            self.gigpo_step_reward = OLD_STEP_REWARDS.get(
+                self.gigpo_step_reward, self.gigpo_step_reward
+            )
+
+    def make_reward(self) -> Reward:
+        """The run's reward (``step_weight`` is the process reward's weight)."""
+        if self.reward == "process":
+            return make_reward(self.reward, weight=self.step_weight)
+        return make_reward(self.reward)
+
+    def make_step_reward(self) -> Reward:
+        """The reward whose per-turn credits GiGPO's return-to-go sums (``step_weight`` weighs
+        a process step reward too)."""
+        if self.gigpo_step_reward == "process":
+            return make_reward("process", weight=self.step_weight)
+        return make_reward(self.gigpo_step_reward)
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -119,14 +167,18 @@ class TrainConfig:
         def bad(name: str, why: str) -> ValueError:
             return ValueError(f"train config: {name} {why} (got {getattr(self, name)!r})")
 
-        if self.reward not in REWARDS:
-            raise bad("reward", f"must be one of {REWARDS}")
+        if self.reward not in reward_names():
+            raise bad("reward", f"must be one of {reward_names()} (or the old 'gigpo')")
+        if self.advantage not in ADVANTAGES:
+            raise bad("advantage", f"must be one of {ADVANTAGES}")
+        if self.gigpo_step_reward not in reward_names():
+            raise bad("gigpo_step_reward", f"must be one of {reward_names()}")
         if self.warm_start not in WARM_STARTS:
             raise bad("warm_start", f"must be one of {WARM_STARTS}")
         if self.chat_template not in CHAT_TEMPLATES:
             raise bad("chat_template", f"must be one of {CHAT_TEMPLATES}")
-        if self.gigpo_step_reward not in ("env", "step_score"):
-            raise bad("gigpo_step_reward", "must be 'env' or 'step_score'")
+        if self.tools not in LAYOUTS:
+            raise bad("tools", f"must be one of {LAYOUTS}")
         for name in ("max_turns", "steps", "num_generations", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

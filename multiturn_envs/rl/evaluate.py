@@ -1,11 +1,15 @@
 """A model trained through TRL's tool interface, as the harness's policy and scoring model.
 
-GRPO through :mod:`multiturn_envs.adapters.trl` trains a model to take each turn as a call of
-the ``act`` tool, with observations coming back as tool results. Evaluated in the plain chat
-layout it would see a conversation it was never trained on, so here it is wrapped in the layout
-it was trained in (:class:`~multiturn_envs.rl.tool_format.ToolLayoutTokenizer`): the run's
-system prompt and tool schema, actions as tool calls, and the action pulled out of the call.
-The same view makes the scoring model, so action NLL and LLR score the calls the model emits.
+GRPO through :mod:`multiturn_envs.adapters.trl` trains a model to take each turn as a tool
+call, with observations coming back as tool results. Evaluated in the plain chat layout it
+would see a conversation it was never trained on, so here it is prompted in the layout it was
+trained in. The generic layout (``TrainConfig.tools="act"``) wraps the tokenizer
+(:class:`~multiturn_envs.rl.tool_format.ToolLayoutTokenizer`): the run's system prompt and tool
+schema, actions as ``act`` calls, the action pulled out of the call. The typed layout
+(``"env"``) is the harness's own tool-calling mode (``tools=True``): the env's tools through
+the chat template, calls as actions, and a reply without a call ends the episode, as it ends
+the rollout in TRL. The same view makes the scoring model, so action NLL and LLR score the
+calls the model emits.
 
 :func:`expert_agreement` asks whether a model reads its observations: on given states (the
 warm start's examples, e.g. of held-out tasks), how often its greedy reply is the expert's move
@@ -24,7 +28,7 @@ from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
 from multiturn_envs.rl.config import TrainConfig
 from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer, split_reply
-from multiturn_envs.rl.train import act_tool, load_model, system_prompt
+from multiturn_envs.rl.train import act_tool, env_tools, load_model, system_prompt
 
 
 def template_kwargs(config: TrainConfig) -> dict[str, Any]:
@@ -46,6 +50,16 @@ def tool_layout_policy(
     ``max_tokens`` must hold one whole tool call; a cut call is an unparsable action.
     """
     model, tokenizer = load_model(str(folder))
+    if config.tools == "env":
+        return TransformersPolicy(
+            model,
+            tokenizer,
+            Sampling(temperature=temperature, max_tokens=max_tokens),
+            name=name or Path(folder).name,
+            system_prompt=system_prompt(config),
+            chat_template_kwargs=template_kwargs(config),
+            tools=True,
+        )
     return TransformersPolicy(
         model,
         ToolLayoutTokenizer(tokenizer, [act_tool(config)]),
@@ -61,6 +75,16 @@ def tool_layout_scorer(folder: str | Path, config: TrainConfig, name: str) -> Sc
     """The model at ``folder`` as a teacher-forcing scoring model in its tool layout: each
     action is scored as the whole call the model would emit for it, EOS included."""
     model, tokenizer = load_model(str(folder))
+    if config.tools == "env":
+        typed = ChatPrompter(
+            tokenizer,
+            system_prompt=system_prompt(config),
+            chat_template_kwargs=template_kwargs(config),
+            tools=True,
+        )
+        return ScoringModel(
+            name, "transformers", "float32", typed, TransformersScorer(model), env_tools(config)
+        )
     prompter = ChatPrompter(
         ToolLayoutTokenizer(tokenizer, [act_tool(config)]),
         system_prompt=system_prompt(config),

@@ -25,11 +25,17 @@ def tool_chat_template() -> str:
 
 
 def tool_frames(
-    tokenizer: Any, tools: Sequence[Any], system: str, tool_name: str = "act"
+    tokenizer: Any,
+    tools: Sequence[Any],
+    system: str,
+    tool_name: str = "act",
+    layout: Any = None,
 ) -> list[str]:
     """The fixed strings of a tool chat: the system block with the tool schema, and the text
-    before and after the action inside a tool call (what the template renders around it)."""
-    from multiturn_envs.rl.tool_format import tool_call_message
+    before and after the action inside a tool call (what the template renders around it).
+    ``layout``: a :class:`~multiturn_envs.rl.tool_format.ToolLayout` (default: the generic
+    ``tool_name`` tool)."""
+    from multiturn_envs.rl.tool_format import ToolLayout
 
     sentinel = "Qz7SENTINELQz7"  # survives tojson unescaped
     head = tokenizer.apply_chat_template(
@@ -39,8 +45,9 @@ def tool_frames(
     )
     context = [{"role": "user", "content": "x"}]
     opened = tokenizer.apply_chat_template(context, add_generation_prompt=True, tokenize=False)
+    layout = layout or ToolLayout(tool_name=tool_name)
     call = tokenizer.apply_chat_template(
-        [*context, tool_call_message(sentinel, tool_name)], tokenize=False
+        [*context, layout.sentinel_message(sentinel)], tokenize=False
     )
     before, after = call[len(opened) :].split(sentinel)
     eos = tokenizer.eos_token or ""
@@ -61,6 +68,7 @@ def build_tiny_tool_model(
     extra_texts: Iterable[str] = (),
     vocab_size: int = 2048,
     seed: int = 0,
+    layout: Any = None,
     **model_kwargs: Any,
 ) -> Path:
     """Write a tiny random chat model whose tokenizer fits the given chats; return the folder.
@@ -76,6 +84,8 @@ def build_tiny_tool_model(
         extra_texts: more sample text (replies, messages).
         vocab_size: the re-fitted tokenizer's size (special tokens and all 256 bytes included).
         seed: the weights' seed.
+        layout: the chats' :class:`~multiturn_envs.rl.tool_format.ToolLayout` (default: the
+            generic ``act`` tool), for the frames.
         **model_kwargs: passed to :func:`~multiturn_envs.rl.tiny_lm.build_tiny_chat_model`.
     """
     import torch
@@ -92,7 +102,7 @@ def build_tiny_tool_model(
     corpus += list(extra_texts)
     if not corpus:
         raise ValueError("no sample text: the tokenizer needs some to fit")
-    frames = tool_frames(tokenizer, tools, system) if tools else []
+    frames = tool_frames(tokenizer, tools, system, layout=layout) if tools else []
     fitted = tokenizer.train_new_from_iterator(corpus + frames, vocab_size=vocab_size)
     fitted.add_tokens(frames)
     fitted.chat_template = tool_chat_template()

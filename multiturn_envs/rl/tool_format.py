@@ -11,6 +11,13 @@ a short closing message after the episode ended).
 Also here: :func:`tool_chat_messages` turns the env's plain chat (user observations, assistant
 actions) into the tool-call chat TRL trains on, so a TRL-trained model can be evaluated by the
 harness under the conversation layout it was trained with.
+
+Two layouts (:class:`ToolLayout`): TRL's generic ``act(action)`` tool (``tools=()``, the
+study's recorded layout) and the env's typed tools (FrozenLake's ``move(direction)``, ...),
+in which an action is the env's own tool call (:meth:`~multiturn_envs.core.TextEnv.as_tool_call`)
+and the chat is the harness's tool layout (:func:`multiturn_envs.policies.tool_layout.
+tool_conversation`), so a model trained so is evaluated by any tool-calling policy as it was
+trained.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from multiturn_envs.core import TextEnv
+from multiturn_envs.policies.tool_layout import tool_conversation
+from multiturn_envs.tools import Tool, ToolCall, is_tool_call_text, read_tool_calls
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 CLOSING_REPLY = "Done."
@@ -61,6 +71,77 @@ def tool_chat_messages(
     return out
 
 
+@dataclass(frozen=True)
+class ToolLayout:
+    """How a TRL-trained model sees an episode: TRL's generic tool (``tools=()``: the tool
+    ``tool_name(action)``) or the env's typed tools (``tools``: the env's declarations)."""
+
+    tools: tuple[Tool, ...] = ()
+    tool_name: str = "act"
+
+    @property
+    def typed(self) -> bool:
+        return bool(self.tools)
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        system: str | None = None,
+        env: TextEnv | None = None,
+    ) -> list[dict[str, Any]]:
+        """The env's history in this layout (a system message first when ``system``). Typed:
+        text actions in the history (a replayed record's) become ``env``'s tool calls."""
+        if not self.typed:
+            return tool_chat_messages(messages, system, self.tool_name)
+        history = [dict(m) for m in messages]
+        if env is not None:
+            for m in history:
+                if m["role"] == "assistant" and not is_tool_call_text(m["content"]):
+                    call = env.as_tool_call(m["content"])
+                    if call is not None:
+                        m["content"] = call.text()
+        return tool_conversation(history, system or "", self.tools, native=True)
+
+    def action(self, action: str, env: TextEnv) -> str:
+        """What to step ``env`` with for the text ``action``: itself (generic layout), or the
+        env's tool call for it (typed: the env's history then holds calls, as in training)."""
+        if not self.typed or is_tool_call_text(action):
+            return action
+        call = env.as_tool_call(action)
+        if call is None:
+            raise ValueError(f"{type(env).__name__} has no tool call for the action {action!r:.60}")
+        return call.text()
+
+    def call_message(self, action: str, env: TextEnv | None = None) -> dict[str, Any]:
+        """The assistant message that takes ``action`` in this layout."""
+        if not self.typed:
+            return tool_call_message(action, self.tool_name)
+        if is_tool_call_text(action):
+            calls = read_tool_calls(action, self.tools, max_calls=64, strict=False)
+        else:
+            call = None if env is None else env.as_tool_call(action)
+            if call is None:
+                raise ValueError(f"no tool call for the action {action!r:.60}")
+            calls = [call]
+        return {"role": "assistant", "content": "", "tool_calls": [c.openai() for c in calls]}
+
+    def sentinel_message(self, sentinel: str) -> dict[str, Any]:
+        """A call whose first string argument is ``sentinel`` (for :func:`tool_frames`)."""
+        if not self.typed:
+            return tool_call_message(sentinel, self.tool_name)
+        tool = self.tools[0]
+        name = tool.argument_names[0] if tool.argument_names else "x"
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [ToolCall(tool.name, {name: sentinel}).openai()],
+        }
+
+
+ACT_LAYOUT = ToolLayout()
+"""TRL's generic ``act(action)`` tool (the study's recorded layout)."""
+
+
 def random_tool_chats(
     env: gym.Env[str, str],
     tasks: Sequence[str],
@@ -69,12 +150,15 @@ def random_tool_chats(
     system: str = "",
     seed: int = 0,
     tool_name: str = "act",
+    layout: ToolLayout | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Whole episodes of uniformly random actions, each in TRL's tool layout.
 
     Sample text for :func:`~multiturn_envs.testing.tiny_agent.build_tiny_tool_model` to fit its
     tokenizer to. Episode ``i`` plays ``tasks[i % len(tasks)]`` from reset seed ``i``.
+    ``layout``: the generic ``tool_name`` tool (default) or the env's typed tools.
     """
+    layout = layout or ToolLayout(tool_name=tool_name)
     rng = np.random.default_rng(seed)
     base = text_env_of(env)
     chats: list[list[dict[str, Any]]] = []
@@ -82,9 +166,10 @@ def random_tool_chats(
         env.reset(seed=i, options={"task_id": tasks[i % len(tasks)]})
         done = False
         while not done:
-            _, _, terminated, truncated, _ = env.step(base.random_action(rng))
+            action = layout.action(base.random_action(rng), base)
+            _, _, terminated, truncated, _ = env.step(action)
             done = terminated or truncated
-        chats.append(tool_chat_messages(base.messages(), system, tool_name))
+        chats.append(layout.chat(base.messages(), system))
     return chats
 
 
@@ -133,7 +218,7 @@ def _examples(
     system: str,
     episodes: int,
     rng: np.random.Generator,
-    tool_name: str,
+    layout: ToolLayout,
 ) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """(context, target message) pairs from uniformly random episodes."""
     env = make_env()
@@ -149,11 +234,11 @@ def _examples(
             done = False
             while not done:
                 action = actions[int(rng.integers(len(actions)))]
-                context = tool_chat_messages(base.messages(), system, tool_name)
-                pairs.append((context, tool_call_message(action, tool_name)))
-                _, _, terminated, truncated, _ = env.step(action)
+                context = layout.chat(base.messages(), system)
+                pairs.append((context, layout.call_message(action, base)))
+                _, _, terminated, truncated, _ = env.step(layout.action(action, base))
                 done = terminated or truncated
-            context = tool_chat_messages(base.messages(), system, tool_name)
+            context = layout.chat(base.messages(), system)
             pairs.append((context, {"role": "assistant", "content": CLOSING_REPLY}))
     finally:
         env.close()
@@ -174,6 +259,7 @@ def warm_start_tool_calls(
     lr: float = 3e-3,
     seed: int = 0,
     tool_name: str = "act",
+    layout: ToolLayout | None = None,
 ) -> WarmStartReport:
     """Supervised steps on random-action episodes in the tool-call layout (in place).
 
@@ -186,11 +272,13 @@ def warm_start_tool_calls(
         tasks: task ids to draw episodes from (cycled).
         system: the system prompt of the training rows.
         episodes, steps, batch_size, lr, seed: size and optimiser settings.
+        layout: the generic ``tool_name`` tool (default) or the env's typed tools.
     """
     import torch
 
     rng = np.random.default_rng(seed)
-    pairs = _examples(make_env, tasks, system, episodes, rng, tool_name)
+    layout = layout or ToolLayout(tool_name=tool_name)
+    pairs = _examples(make_env, tasks, system, episodes, rng, layout)
     rows: list[tuple[list[int], int]] = []
     for context, target in pairs:
         prompt, reply = split_reply(tokenizer, tools, context, target)

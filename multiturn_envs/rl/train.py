@@ -17,6 +17,7 @@ generation or PEFT is the same code with other settings.
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -32,9 +33,16 @@ import gymnasium as gym
 import numpy as np
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-from multiturn_envs.adapters.trl import ENDED, TRLEnvironment, grpo_rows
+from multiturn_envs.adapters.trl import (
+    ENDED,
+    ENDED_TOOLS,
+    TRLEnvironment,
+    TRLEnvironmentBase,
+    grpo_rows,
+    trl_environment_class,
+)
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.rl.tool_format import CLOSING_REPLY, random_tool_chats
+from multiturn_envs.rl.tool_format import ACT_LAYOUT, CLOSING_REPLY, ToolLayout, random_tool_chats
 from multiturn_envs.wrappers import BudgetMix
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
@@ -52,13 +60,33 @@ def make_train_env(config: TrainConfig, *, mix: bool = True) -> gym.Env[str, str
     return env
 
 
-def environment(config: TrainConfig) -> TRLEnvironment:
-    """One TRL environment of the run (the reward as configured)."""
-    if config.reward == "process":
-        return TRLEnvironment(
-            make_train_env(config), reward="process", step_weight=config.step_weight
-        )
-    return TRLEnvironment(make_train_env(config), reward="return")
+def env_tools(config: TrainConfig) -> tuple[Any, ...]:
+    """The env's typed tools (after a reset on its first training task)."""
+    env = make_train_env(config, mix=False)
+    try:
+        base = text_env_of(env)
+        env.reset(seed=0, options={"task_id": train_tasks(config)[0]})
+        return tuple(base.tools())
+    finally:
+        env.close()
+
+
+def layout(config: TrainConfig) -> ToolLayout:
+    """The run's tool layout: the generic ``act`` tool or the env's typed tools."""
+    return ACT_LAYOUT if config.tools == "act" else ToolLayout(tools=env_tools(config))
+
+
+def environment_class(config: TrainConfig) -> type[TRLEnvironmentBase]:
+    """The TRL environment class of the run (``TRLEnvironment`` or the typed-tools one)."""
+    if config.tools == "act":
+        return TRLEnvironment
+    return trl_environment_class(env_tools(config))
+
+
+def environment(config: TrainConfig, cls: type[TRLEnvironmentBase] | None = None) -> Any:
+    """One TRL environment of the run, scoring rollouts with the run's reward."""
+    cls = cls or environment_class(config)
+    return cls(make_train_env(config), reward=config.make_reward())
 
 
 def train_tasks(config: TrainConfig) -> list[str]:
@@ -72,10 +100,11 @@ def train_tasks(config: TrainConfig) -> list[str]:
 
 
 def system_prompt(config: TrainConfig) -> str:
-    """The system message of the run's rows (the env's prompt plus the tool hint)."""
+    """The system message of the run's rows (generic layout: the env's prompt plus the tool
+    hint; typed: the env's ``tool_system_prompt``)."""
     env = make_train_env(config, mix=False)
     try:
-        return str(grpo_rows(env, ["x"])[0]["prompt"][0]["content"])
+        return str(grpo_rows(env, ["x"], tools=config.tools)[0]["prompt"][0]["content"])
     finally:
         env.close()
 
@@ -83,6 +112,24 @@ def system_prompt(config: TrainConfig) -> str:
 def act_tool(config: TrainConfig) -> Any:
     """The ``act`` tool as TRL renders it (for templates, SFT schemas, evaluation)."""
     return TRLEnvironment(make_train_env(config, mix=False)).act
+
+
+def tool_callables(config: TrainConfig) -> list[Any]:
+    """The tools TRL renders for the run, as callables (``act``, or the typed methods)."""
+    if config.tools == "act":
+        return [act_tool(config)]
+    instance = environment(config)
+    return [getattr(instance, name) for name in _tool_names(type(instance))]
+
+
+def _tool_names(cls: type) -> list[str]:
+    import inspect
+
+    return [
+        name
+        for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    ]
 
 
 def install_tool_template(tokenizer: Any, choice: str) -> None:
@@ -118,18 +165,22 @@ def build_tiny(config: TrainConfig, folder: Path) -> Path:
     vocab = int(tiny.pop("vocab_size", 1024))
     system = system_prompt(config)
     env = make_train_env(config, mix=False)
+    shape = layout(config)
     try:
-        chats = random_tool_chats(env, train_tasks(config), episodes=48, system=system)
+        chats = random_tool_chats(
+            env, train_tasks(config), episodes=48, system=system, layout=shape
+        )
     finally:
         env.close()
     return build_tiny_tool_model(
         folder,
         chats,
-        tools=[act_tool(config)],
+        tools=tool_callables(config),
         system=system,
-        extra_texts=[ENDED, CLOSING_REPLY],
+        extra_texts=[ENDED if config.tools == "act" else ENDED_TOOLS, CLOSING_REPLY],
         vocab_size=vocab,
         seed=config.seed,
+        layout=shape,
         **tiny,
     )
 
@@ -143,14 +194,15 @@ def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
     model, tokenizer = load_model(source)
     install_tool_template(tokenizer, config.chat_template)
     system = system_prompt(config)
-    tool = act_tool(config)
+    tools = tool_callables(config)
+    shape = layout(config)
     tasks = train_tasks(config)
     if config.warm_start == "format":
         report: Any = warm_start_tool_calls(
             model,
             tokenizer,
             lambda: make_train_env(config, mix=False),
-            [tool],
+            tools,
             tasks=tasks,
             system=system,
             episodes=config.sft_episodes,
@@ -158,6 +210,7 @@ def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
             batch_size=config.sft_batch_size,
             lr=config.sft_learning_rate,
             seed=config.seed,
+            layout=shape,
         )
         say(f"warm start (format): {report}")
     elif config.warm_start == "sft":
@@ -174,12 +227,13 @@ def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
             seed=config.seed,
             closing=config.sft_closing,
             make_env=lambda: make_train_env(config, mix=False),
+            layout=shape,
         )
         report = sft_warm_start(
             model,
             tokenizer,
             examples,
-            [tool],
+            tools,
             output_dir=folder / "sft",
             steps=config.sft_steps,
             batch_size=config.sft_batch_size,
@@ -212,7 +266,10 @@ def train_rows(config: TrainConfig) -> list[dict[str, Any]]:
     env = make_train_env(config, mix=False)
     try:
         return grpo_rows(
-            env, order[:groups], seeds=[config.seed * 100_003 + i for i in range(groups)]
+            env,
+            order[:groups],
+            seeds=[config.seed * 100_003 + i for i in range(groups)],
+            tools=config.tools,
         )
     finally:
         env.close()
@@ -411,11 +468,11 @@ def train(
         processing_class=tokenizer,
         args=GRPOConfig(**settings),
         train_dataset=Dataset.from_list(train_rows(config)),
-        environment_factory=lambda: environment(config),
-        advantage="gigpo" if config.reward == "gigpo" else "grpo",
+        environment_factory=functools.partial(environment, config, environment_class(config)),
+        advantage=config.advantage,
         gigpo_step_weight=config.gigpo_step_weight,
         gigpo_gamma=config.gigpo_gamma,
-        step_reward=config.gigpo_step_reward,
+        step_reward=config.make_step_reward(),
         callbacks=[_progress_callback(config.steps, log_path, sys.stderr if progress else None)],
     )
     from transformers import PrinterCallback

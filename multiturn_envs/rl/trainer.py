@@ -2,7 +2,9 @@
 
 TRL (1.16) scores a multi-turn rollout with one reward and gives every token of it the same
 advantage. :class:`MultiTurnGRPOTrainer` keeps TRL's trainer as it is (generation, vLLM, PEFT,
-DeepSpeed, the loss) and overrides one hook, ``_generate_and_score_completions``:
+DeepSpeed, the loss) and overrides one private hook, ``_generate_and_score_completions``
+(:mod:`multiturn_envs.rl.trl_coupling` states what of TRL's internals that relies on, the
+versions it works with, and checks both when the trainer is built):
 
 * it calls TRL's own (environments reset and stepped, rewards, TRL's advantages);
 * it logs, per step, what the finished episodes say: ``env/trajectory_reward`` (the rollouts'
@@ -25,9 +27,12 @@ whole rollout gets its episode advantage and ``gigpo/misaligned`` counts it.
 The anchor of turn ``t`` is the state it was taken from: ``info["state_key"]`` of the info before
 it, joined with ``turns_left`` there, because the oracle's value of a state depends on the turns
 left (FrozenLake's ``Q_h``): two visits of one cell with different budgets left are different
-states. The step reward of GiGPO's return-to-go is the env's reward of the turn (the outcome,
-critic-free as in the paper) or, with ``step_reward="step_score"``, the oracle's score as the
-process reward credits it (:func:`~multiturn_envs.adapters.trl.step_credit`).
+states. The step rewards of GiGPO's return-to-go are the per-turn credits of a registered reward
+(``step_reward``, :mod:`multiturn_envs.rewards`): ``"outcome"``, the env's reward of the turn
+(critic-free as in the paper), by default; ``"step_credit"``, the oracle's score as the process
+reward credits it; or any other. The episode part normalises each rollout's own reward
+(``get_reward()``), whichever reward the run trains with: the estimator and the reward are
+independent choices.
 """
 
 from __future__ import annotations
@@ -39,11 +44,10 @@ from typing import Any
 import numpy as np
 from trl import GRPOTrainer
 
-from multiturn_envs.adapters.trl import step_credit
-from multiturn_envs.rl.gigpo import Trajectory, gigpo_advantages
-
-ADVANTAGES: tuple[str, ...] = ("grpo", "gigpo")
-STEP_REWARDS: tuple[str, ...] = ("env", "step_score")
+from multiturn_envs.rewards import Reward, make_reward
+from multiturn_envs.rl.config import ADVANTAGES, OLD_STEP_REWARDS
+from multiturn_envs.rl.gigpo import StepAdvantages, Trajectory, gigpo_advantages
+from multiturn_envs.rl.trl_coupling import check_trl
 
 
 def anchor_of(info: Mapping[str, Any]) -> str:
@@ -89,16 +93,43 @@ def cut_by_length(length: int, spans: int, calls: int, done: bool, limit: int) -
     return length >= limit or (calls > 0 and spans <= calls)
 
 
-def trajectory_of(env: Any, step_reward: str = "env") -> Trajectory:
+def step_reward_of(step_reward: str | Reward) -> Reward:
+    """A registered reward for GiGPO's step returns (old names ``"env"``/``"step_score"`` too)."""
+    if isinstance(step_reward, Reward):
+        return step_reward
+    return make_reward(OLD_STEP_REWARDS.get(step_reward, step_reward))
+
+
+def trajectory_of(env: Any, step_reward: str | Reward = "outcome") -> Trajectory:
     """One finished rollout of a :class:`~multiturn_envs.adapters.trl.TRLEnvironment` as a
-    GiGPO trajectory: anchors before each turn, the turn's reward, the rollout's reward."""
+    GiGPO trajectory: anchors before each turn, the step reward's credit of each turn, and the
+    rollout's own reward (``get_reward()``) as the episode's return."""
     infos = env.infos
     anchors = [anchor_of(infos[t]) for t in range(len(infos) - 1)]
-    if step_reward == "step_score":
-        rewards = [step_credit(i) or 0.0 for i in infos[1:]]
-    else:
-        rewards = [float(r) for r in env.turn_rewards]
+    rewards = step_reward_of(step_reward).credits(env.episode)
     return Trajectory(anchors=anchors, rewards=rewards, episode_return=float(env.get_reward()))
+
+
+def group_advantages(
+    envs: Sequence[Any],
+    group_size: int,
+    *,
+    step_reward: str | Reward = "outcome",
+    gamma: float = 0.95,
+    step_weight: float = 1.0,
+) -> list[StepAdvantages]:
+    """GiGPO advantages of finished rollouts, ``group_size`` consecutive ones per GRPO group
+    (TRL's order: the G rollouts of a row are adjacent); one :class:`StepAdvantages` a group."""
+    if group_size < 1 or len(envs) % group_size:
+        raise ValueError(f"{len(envs)} rollouts do not split into groups of {group_size}")
+    reward = step_reward_of(step_reward)
+    trajectories = [trajectory_of(e, reward) for e in envs]
+    return [
+        gigpo_advantages(
+            trajectories[start : start + group_size], gamma=gamma, step_weight=step_weight
+        )
+        for start in range(0, len(envs), group_size)
+    ]
 
 
 def token_advantages(
@@ -130,7 +161,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     Args (beyond ``GRPOTrainer``'s, which pass through unchanged):
         advantage: ``"grpo"`` (TRL's own) or ``"gigpo"``.
         gigpo_step_weight, gigpo_gamma: GiGPO's omega and discount (paper: 1.0 and 0.95).
-        step_reward: the per-turn reward of GiGPO's return-to-go (``"env"`` or ``"step_score"``).
+        step_reward: the registered reward whose per-turn credits GiGPO's return-to-go sums
+            (a name or object; default ``"outcome"``, the env's reward).
         on_step: called after each generation batch with the logged episode figures.
     """
 
@@ -140,14 +172,14 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         advantage: str = "grpo",
         gigpo_step_weight: float = 1.0,
         gigpo_gamma: float = 0.95,
-        step_reward: str = "env",
+        step_reward: str | Reward = "outcome",
         on_step: Callable[[dict[str, float]], None] | None = None,
         **kwargs: Any,
     ) -> None:
         if advantage not in ADVANTAGES:
             raise ValueError(f"advantage must be one of {ADVANTAGES}, got {advantage!r}")
-        if step_reward not in STEP_REWARDS:
-            raise ValueError(f"step_reward must be one of {STEP_REWARDS}, got {step_reward!r}")
+        check_trl()  # the private surface below: fail clearly if TRL moved it
+        step = step_reward_of(step_reward)
         super().__init__(*args, **kwargs)
         if advantage == "gigpo" and self.accelerator.num_processes > 1:
             raise NotImplementedError(
@@ -157,7 +189,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self.advantage = advantage
         self.gigpo_step_weight = float(gigpo_step_weight)
         self.gigpo_gamma = float(gigpo_gamma)
-        self.step_reward = step_reward
+        self.step_reward = step
         self.on_step = on_step
         self._warned_cut = False
         self.last_token_advantages: Any = None
@@ -221,15 +253,15 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 f"{len(envs)} environments for {out['completion_ids'].shape[0]} rollouts in "
                 f"groups of {g}: cannot align GiGPO groups"
             )
-        trajectories = [trajectory_of(e, self.step_reward) for e in envs]
         per_turn: list[np.ndarray] = []
         episode: list[float] = []
-        for start in range(0, len(envs), g):
-            adv = gigpo_advantages(
-                trajectories[start : start + g],
-                gamma=self.gigpo_gamma,
-                step_weight=self.gigpo_step_weight,
-            )
+        for adv in group_advantages(
+            envs,
+            g,
+            step_reward=self.step_reward,
+            gamma=self.gigpo_gamma,
+            step_weight=self.gigpo_step_weight,
+        ):
             per_turn += adv.combined
             episode += adv.episode
         tokens, misaligned = token_advantages(

@@ -34,9 +34,9 @@ import gymnasium as gym
 from multiturn_envs.adapters.trl import end_note
 from multiturn_envs.rl.tool_format import (
     CLOSING_REPLY,
+    ToolLayout,
     split_reply,
     tool_call_message,
-    tool_chat_messages,
 )
 
 
@@ -64,13 +64,16 @@ def expert_examples(
     make_env: Callable[[], gym.Env[str, str]] | None = None,
     tool_name: str = "act",
     closing: bool = True,
+    layout: ToolLayout | None = None,
 ) -> list[dict[str, Any]]:
     """Prompt-completion examples (TRL's conversational format) from harness-played episodes.
 
     ``episodes`` are spread over ``tasks`` (at least one sample each); the harness writes them to
     a temporary record file with ``NoisyExpertPolicy(error_share)`` and a hidden budget.
-    ``closing``: add the closing reply after each episode's end.
+    ``closing``: add the closing reply after each episode's end. ``layout``: the generic
+    ``tool_name`` tool (default) or the env's typed tools.
     """
+    layout = layout or ToolLayout(tool_name=tool_name)
     from multiturn_envs.harness import EvalConfig, Replay, read_run, run_eval
     from multiturn_envs.policies import NoisyExpertPolicy
 
@@ -97,11 +100,12 @@ def expert_examples(
         with Replay(factory) as replay:
             for record, episode in zip(records, replay.episodes(records)):
                 for _ in episode.turns():
-                    context = tool_chat_messages(episode.base.messages(), system, tool_name)
-                    target = tool_call_message(episode.base.expert_action(), tool_name)
+                    context = layout.chat(episode.base.messages(), system, episode.base)
+                    expert = episode.base.expert_action()
+                    target = layout.call_message(expert, episode.base)
                     examples.append({"prompt": context, "completion": [target]})
                 if closing:
-                    context = tool_chat_messages(episode.base.messages(), system, tool_name)
+                    context = layout.chat(episode.base.messages(), system, episode.base)
                     note = end_note(bool(record["success"]), bool(record["truncated"]))
                     context[-1] = {**context[-1], "content": f"{context[-1]['content']}\n\n{note}"}
                     reply = {"role": "assistant", "content": CLOSING_REPLY}

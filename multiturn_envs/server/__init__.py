@@ -7,6 +7,11 @@
 * :class:`~multiturn_envs.server.process.ServerProcess`: a server in a child process on
   loopback (tests and benchmarks).
 
+Each session's env runs in a worker process of its own (:mod:`~multiturn_envs.server.worker`),
+so no env step can stall the event loop, and one that overruns its timeout is stopped;
+:mod:`~multiturn_envs.server.connections` bounds connections before they are sessions.
+
 Import the submodules directly; this package imports nothing heavy on its own. Wire format:
-:mod:`~multiturn_envs.server.protocol`; docs/ecosystem.md has the whole picture.
+:mod:`~multiturn_envs.server.protocol`; docs/ecosystem.md has the whole picture,
+docs/security.md every limit.
 """

@@ -3,8 +3,12 @@
 Routes (OpenEnv 0.10's, ``openenv/core/env_server/http_server.py``):
 
 * ``WS /ws``: one session (one env) per connection. Client frames ``{"type": "reset", "data":
-  {...}}``, ``{"type": "step", "data": {"text": ...}}``, ``{"type": "state"}``, ``{"type":
-  "close"}``; server frames ``{"type": "observation" | "state" | "error", "data": ...}``. A
+  {...}}``, ``{"type": "step", "data": {"text": ...}}`` (or an MCP action, ``{"type":
+  "call_tool", ...}``: an env tool call is a turn), ``{"type": "state"}``, ``{"type":
+  "close"}``, and current OpenEnv's ``{"type": "mcp", "data": <JSON-RPC 2.0 request>}``
+  (``tools/list``, ``tools/call``; answered by a ``{"type": "mcp", "data": <JSON-RPC
+  response>}`` frame); server frames ``{"type": "observation" | "state" | "mcp" | "error",
+  "data": ...}``. A
   per-message error leaves the socket open (as in OpenEnv), except when the session itself was
   closed (a crash or a timeout). ``/ws?session_id=ID`` attaches to a session made over HTTP, as
   OpenEnv's ``session_id`` query does.
@@ -14,7 +18,9 @@ Routes (OpenEnv 0.10's, ``openenv/core/env_server/http_server.py``):
   instead of OpenEnv's bare 500.
 
 ``POST /mcp``: OpenEnv's JSON-RPC (``openenv/session/create``/``close``, ``tools/list``,
-``tools/call`` with ``session_id``), what OpenEnv's ``MCPToolClient`` speaks.
+``tools/call`` with ``session_id``), what OpenEnv's ``MCPToolClient`` speaks in production
+mode. ``tools/list`` lists the env's own tools (without a ``session_id``: those of a fresh
+env); calling one is an env turn (:mod:`.session` has the two kinds of tools).
 
 Ours: ``POST /sessions`` (a session without a socket), ``POST /sessions/{id}/reset``, ``POST
 /sessions/{id}/step`` (body: OpenEnv's ``StepRequest``, ``{"action": {...}}``), ``GET
@@ -24,10 +30,11 @@ Ours: ``POST /sessions`` (a session without a socket), ``POST /sessions/{id}/res
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import hmac
 from collections.abc import AsyncIterator, Callable
-from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -40,7 +47,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from multiturn_envs.server import protocol as p
 from multiturn_envs.server.manager import Session, SessionManager
-from multiturn_envs.server.session import EnvSession, tool_specs
+from multiturn_envs.server.worker import Isolation, make_registered, prepare
 
 OPEN_PATHS = frozenset({"/health"})
 """Paths answered without the token (liveness probes)."""
@@ -54,6 +61,17 @@ class JSONText(Response):
 
     def render(self, content: Any) -> bytes:
         return p.dumps(content).encode("utf-8")
+
+
+class RawJSON(Response):
+    """A body that is JSON text already (an env's reply, passed through unparsed)."""
+
+    media_type = "application/json"
+
+
+def _client(conn: Request | WebSocket) -> str:
+    """The client's address (the socket's peer: forwarded headers are not trusted)."""
+    return conn.client.host if conn.client is not None else ""
 
 
 def _error(exc: p.ProtocolError) -> Response:
@@ -82,18 +100,31 @@ class BearerAuth:
         await response(scope, receive, send)
 
 
-async def _read_json(request: Request, limit: int, *, empty_ok: bool = False) -> dict[str, Any]:
+async def _read_json(
+    request: Request, limits: p.Limits, *, empty_ok: bool = False
+) -> dict[str, Any]:
+    """The request's JSON object, read within the size, depth and time limits."""
+    limit = limits.max_request_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise p.ProtocolError(p.TOO_LARGE, f"the body is over {limit} bytes")
     body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > limit:
-            raise p.ProtocolError(p.TOO_LARGE, f"the body is over {limit} bytes")
+
+    async def read() -> None:
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > limit:
+                raise p.ProtocolError(p.TOO_LARGE, f"the body is over {limit} bytes")
+
+    try:
+        await asyncio.wait_for(read(), limits.handshake_timeout_s)
+    except asyncio.TimeoutError:
+        raise p.ProtocolError(
+            p.TIMEOUT, f"the body did not arrive within {limits.handshake_timeout_s:g} s"
+        ) from None
     if not body.strip() and empty_ok:
         return {}
-    return p.loads_object(bytes(body))
+    return p.loads_object(bytes(body), limits.max_json_depth)
 
 
 def create_app(
@@ -103,6 +134,8 @@ def create_app(
     limits: p.Limits | None = None,
     token: str | None = None,
     make_env: Callable[[], gym.Env[str, str]] | None = None,
+    isolation: Isolation = "process",
+    connection_stats: Callable[[], dict[str, int]] | None = None,
 ) -> ASGIApp:
     """The app serving ``env_id`` (each session: ``gym.make(env_id, **env_kwargs)``).
 
@@ -111,17 +144,20 @@ def create_app(
         env_kwargs: ``gym.make`` keyword arguments for every session's env.
         limits: sessions, sizes and timeouts (:class:`~multiturn_envs.server.protocol.Limits`).
         token: when set, every request but ``/health`` needs ``Authorization: Bearer <token>``.
-        make_env: builds one env instead of ``gym.make`` (tests, custom wrappers).
+        make_env: builds one env instead of ``gym.make`` (custom wrappers); with
+            ``isolation="process"`` it must pickle (a module-level function or class, or a
+            ``functools.partial`` of one).
+        isolation: ``"process"``: each session's env in a worker process of its own, stopped
+            when a call overruns its timeout; ``"thread"``: on a thread of this process
+            (:mod:`~multiturn_envs.server.worker`).
+        connection_stats: more numbers for ``GET /stats`` (the connection guard's).
     """
     import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 
     kwargs = dict(env_kwargs or {})
     limits = limits or p.Limits()
-
-    def default_make() -> gym.Env[str, str]:
-        return gym.make(env_id, disable_env_checker=True, **kwargs)
-
-    manager = SessionManager(make_env or default_make, env_id, limits)
+    factory = make_env or functools.partial(make_registered, env_id, kwargs)
+    manager = SessionManager(factory, env_id, limits, isolation)
 
     async def health(request: Request) -> Response:
         return JSONText({"status": "healthy"})
@@ -134,8 +170,9 @@ def create_app(
                 "name": env_id,
                 "description": (
                     f"{env_id} from multiturn-envs: a multi-turn text env with a turn budget and "
-                    "an exact step-level oracle (step_score in metadata; oracle hooks and "
-                    "snapshots as tools: list_tools / call_tool)"
+                    "an exact step-level oracle (step_score in metadata); the env's actions as "
+                    "MCP tools (list_tools / call_tool: a call is a turn); oracle hooks and "
+                    "snapshots callable as tools by name (describe)"
                 ),
                 "readme_content": None,
                 "version": __version__,
@@ -154,22 +191,23 @@ def create_app(
         )
 
     async def stats(request: Request) -> Response:
-        return JSONText({"env_id": env_id, **manager.stats()})
+        extra = connection_stats() if connection_stats is not None else {}
+        return JSONText({"env_id": env_id, **manager.stats(), **extra})
 
     async def stateless_state(request: Request) -> Response:
         return JSONText({"episode_id": None, "step_count": 0})
 
     async def stateless_reset(request: Request) -> Response:
         try:
-            data = await _read_json(request, limits.max_request_bytes, empty_ok=True)
-            session = await manager.create()
+            data = await _read_json(request, limits, empty_ok=True)
+            session = await manager.create(_client(request))
             try:
-                payload = await manager.run(session, lambda env: env.reset(data))
+                payload = await manager.run(session, "reset", data)
             finally:
                 await manager.close(session, "stateless /reset")
         except p.ProtocolError as exc:
             return _error(exc)
-        return JSONText(payload)
+        return RawJSON(payload)
 
     async def stateless_step(request: Request) -> Response:
         return _error(
@@ -182,8 +220,8 @@ def create_app(
 
     async def new_session(request: Request) -> Response:
         try:
-            await _read_json(request, limits.max_request_bytes, empty_ok=True)
-            session = await manager.create()
+            await _read_json(request, limits, empty_ok=True)
+            session = await manager.create(_client(request))
         except p.ProtocolError as exc:
             return _error(exc)
         return JSONText({"session_id": session.id}, status_code=201)
@@ -193,20 +231,19 @@ def create_app(
         try:
             session = manager.get(request.path_params["session_id"])
             if op == "state" and request.method == "GET":
-                return JSONText(await manager.run(session, lambda env: env.state()))
+                return RawJSON(await manager.run(session, "state"))
             if request.method != "POST" or op not in ("reset", "step"):
                 raise p.ProtocolError(p.UNKNOWN_TYPE, f"no operation {request.method} {op[:50]!r}")
-            body = await _read_json(request, limits.max_request_bytes, empty_ok=op == "reset")
+            body = await _read_json(request, limits, empty_ok=op == "reset")
             if op == "reset":
-                payload = await manager.run(session, lambda env: env.reset(body))
+                payload = await manager.run(session, "reset", body)
             else:
                 if "action" not in body:
                     raise p.ProtocolError(p.VALIDATION_ERROR, "the body is {'action': {...}}")
-                action = body["action"]
-                payload = await manager.run(session, lambda env: env.step(action))
+                payload = await manager.run(session, "step", body["action"])
         except p.ProtocolError as exc:
             return _error(exc)
-        return JSONText(payload)
+        return RawJSON(payload)
 
     async def delete_session(request: Request) -> Response:
         try:
@@ -220,37 +257,36 @@ def create_app(
         """OpenEnv's HTTP MCP endpoint (what ``MCPToolClient`` uses): JSON-RPC 2.0."""
         request_id: Any = None
         try:
-            body = await _read_json(request, limits.max_request_bytes)
+            body = await _read_json(request, limits)
             request_id = body.get("id")
             method, params = body.get("method"), body.get("params", {})
             if not isinstance(params, dict):
                 return _rpc_error(request_id, -32602, "params must be an object")
             if method == "openenv/session/create":
-                return _rpc(request_id, {"session_id": (await manager.create()).id})
-            if method == "tools/list":
-                return _rpc(request_id, {"tools": tool_specs()})
-            if method not in ("tools/call", "openenv/session/close"):
+                session = await manager.create(_client(request))
+                return _rpc(request_id, {"session_id": session.id})
+            if method == "tools/list" and not params.get("session_id"):
+                fresh = await manager.create(_client(request))  # OpenEnv lists a fresh env's
+                try:  # tools too
+                    return RawJSON(await manager.run(fresh, "rpc", body))
+                finally:
+                    await manager.close(fresh, "tools/list without a session")
+            if method not in ("tools/list", "tools/call", "openenv/session/close"):
                 return _rpc_error(request_id, -32601, f"method not found: {str(method)[:80]}")
             session = manager.get(str(params.get("session_id", "")))
             if method == "openenv/session/close":
                 await manager.close(session, "closed by the client")
                 return _rpc(request_id, {"session_id": session.id, "closed": True})
-            name, arguments = params.get("name"), params.get("arguments", {})
-            if not isinstance(name, str) or not isinstance(arguments, dict):
-                return _rpc_error(request_id, -32602, "tools/call takes name and arguments")
-            result = await manager.run(session, lambda env: env.call_tool(name, arguments))
-            return _rpc(request_id, {"data": result})
-        except p.ProtocolError as exc:
+            return RawJSON(await manager.run(session, "rpc", body))
+        except p.ProtocolError as exc:  # an oracle hook refusing comes as EXECUTION_ERROR
             code = -32700 if exc.code == p.INVALID_JSON else -32000
             return _rpc_error(request_id, code, exc.message, exc.code)
-        except Exception as exc:  # an oracle hook raising (reset needed, episode over, ...)
-            return _rpc_error(request_id, -32000, f"{type(exc).__name__}: {exc}"[:2000])
 
     async def websocket(ws: WebSocket) -> None:
         await ws.accept()
         attach = ws.query_params.get("session_id")
         try:
-            session = manager.get(attach) if attach else await manager.create()
+            session = manager.get(attach) if attach else await manager.create(_client(ws))
             if attach and session.on_close is not None:
                 raise p.ProtocolError(p.SESSION_ERROR, "the session already has a WebSocket")
         except p.ProtocolError as exc:
@@ -286,7 +322,7 @@ def create_app(
                     raise p.ProtocolError(
                         p.TOO_LARGE, f"the message is over {limits.max_request_bytes} bytes"
                     )
-                frame = p.loads_object(raw)
+                frame = p.loads_object(raw, limits.max_json_depth)
                 kind = frame.get("type")
                 data = frame.get("data", {})
                 if kind == "close":
@@ -294,15 +330,15 @@ def create_app(
                 if kind == "reset":
                     if not isinstance(data, dict):
                         raise p.ProtocolError(p.VALIDATION_ERROR, "reset data must be an object")
-                    payload = await manager.run(session, partial(EnvSession.reset, data=data))
-                    reply: dict[str, Any] = {"type": "observation", "data": payload}
+                    reply = _frame("observation", await manager.run(session, "reset", data))
                 elif kind == "step":
                     if "data" not in frame:
                         raise p.ProtocolError(p.VALIDATION_ERROR, "a step message needs data")
-                    payload = await manager.run(session, partial(EnvSession.step, data=data))
-                    reply = {"type": "observation", "data": payload}
+                    reply = _frame("observation", await manager.run(session, "step", data))
                 elif kind == "state":
-                    reply = {"type": "state", "data": await manager.run(session, _state)}
+                    reply = _frame("state", await manager.run(session, "state"))
+                elif kind == "mcp":  # current OpenEnv: JSON-RPC over the session's socket
+                    reply = _frame("mcp", await manager.run(session, "rpc", data))
                 else:
                     raise p.ProtocolError(p.UNKNOWN_TYPE, f"Unknown message type: {str(kind)[:50]}")
             except p.ProtocolError as exc:
@@ -310,10 +346,12 @@ def create_app(
                 if exc.code in _FATAL:
                     return
                 continue
-            await ws.send_text(p.dumps(reply))
+            await ws.send_text(reply)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if isolation == "process":  # the fork server (serve() has started it already)
+            await asyncio.get_running_loop().run_in_executor(None, prepare, env_id)
         manager.start_reaper()
         try:
             yield
@@ -351,5 +389,6 @@ def _rpc_error(request_id: Any, code: int, message: str, kind: str | None = None
     return JSONText({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
-def _state(env: Any) -> dict[str, Any]:
-    return dict(env.state())
+def _frame(kind: str, data: str) -> str:
+    """A server frame around a payload that is JSON text already."""
+    return f'{{"type": "{kind}", "data": {data}}}'

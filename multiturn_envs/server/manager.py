@@ -1,48 +1,63 @@
-"""Session lifecycle: capacity, one thread per session, per-request timeouts, idle reaping.
+"""Session lifecycle: capacity (whole server and per client), requests under a timeout, reaping.
 
-Each session owns one env instance and one single-thread executor, so sessions never share an
-env and one session's slow step (a sandbox run) never blocks another's. The event loop only
-routes requests. What can go wrong with one session stays with it:
+Each session owns one env, run by an :class:`~.worker.EnvRunner`: by default a worker process
+of its own (:class:`~.worker.ProcessRunner`), so the event loop only routes requests and
+nothing an env does can stall it. What can go wrong with one session stays with it:
 
-* **Crash** (the env raises where the contract says it never does): the session is closed and
-  its env's ``close()`` runs (sandbox containers released); other sessions are untouched.
-* **Timeout** (one call past ``request_timeout_s``): the client gets ``TIMEOUT`` and the session
-  is closed, because its env may be midway through that call. The close is queued on the
-  session's own thread, behind the stuck call; the slot stays counted until the close is done
-  so that ``max_sessions`` keeps bounding the threads and containers really alive.
+* **Crash** (the env raises where the contract says it never does, or its process dies: a
+  segfault, ``MemoryError`` under the address-space limit): the client gets
+  ``EXECUTION_ERROR`` naming the cause, the session is closed; other sessions are untouched.
+* **Timeout** (one call past ``request_timeout_s``): the client gets ``TIMEOUT`` and the
+  session is closed, since its env is midway through the call. The env process is stopped
+  at once: SIGTERM (the call is interrupted and the env closed, its sandbox containers
+  released), SIGKILL after ``close_timeout_s`` (a step that holds the GIL in C code never sees
+  the SIGTERM). The slot stays counted until the process is gone, so ``max_sessions`` bounds
+  the processes really alive, and is free within ``close_timeout_s`` plus a moment.
 * **Abandoned** (no request for ``idle_timeout_s``, e.g. a client that died without closing its
   socket): a reaper task closes it, and closes its WebSocket too.
+* **Greedy** (one client address opening session after session): past
+  ``max_sessions_per_client`` it gets ``CLIENT_LIMIT``; the other clients keep their share.
 
-Python threads cannot be killed; an env call that never returns keeps its thread. The envs
-bound their own work (sandbox and query timeouts), so this only delays a close.
+With ``isolation="thread"`` (:class:`~.worker.ThreadRunner`) a timed-out call cannot be
+stopped: its session is closed once the call returns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import pickle
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import gymnasium as gym
 
 from multiturn_envs.server import protocol as p
-from multiturn_envs.server.session import EnvCrashed, EnvSession
-
-T = TypeVar("T")
+from multiturn_envs.server.worker import (
+    CRASH,
+    OK,
+    EnvRunner,
+    FactoryFailed,
+    Isolation,
+    ProcessRunner,
+    ThreadRunner,
+    WorkerFailed,
+)
 
 
 @dataclass(eq=False)
 class Session:
-    """A live session: its env, its thread, and what the reaper needs."""
+    """A live session: its env's runner, its client, and what the reaper needs."""
 
     id: str
-    executor: ThreadPoolExecutor
-    env: EnvSession | None = None
+    client: str
+    runner: EnvRunner | None = None
+    ready: bool = False
     last_active: float = field(default_factory=time.monotonic)
     busy: int = 0
     closed_reason: str | None = None
@@ -53,67 +68,109 @@ class SessionManager:
     """Creates, finds, runs and closes sessions.
 
     Args:
-        make_env: builds one env (``gym.make(env_id, **env_kwargs)``); called on the new
-            session's thread.
+        make_env: builds one env (``gym.make(env_id, **env_kwargs)``); runs in the session's
+            worker process, so with ``isolation="process"`` it must pickle.
         env_id: the id every session serves.
         limits: the server's :class:`~multiturn_envs.server.protocol.Limits`.
+        isolation: ``"process"`` (a worker process per session) or ``"thread"``.
     """
 
     def __init__(
-        self, make_env: Callable[[], gym.Env[str, str]], env_id: str, limits: p.Limits
+        self,
+        make_env: Callable[[], gym.Env[str, str]],
+        env_id: str,
+        limits: p.Limits,
+        isolation: Isolation = "process",
     ) -> None:
+        if isolation == "process":
+            try:
+                pickle.dumps(make_env)
+            except Exception as exc:
+                raise ValueError(
+                    "with isolation='process' the env factory runs in a worker process and "
+                    "must pickle (a module-level function or class, or a functools.partial "
+                    f"of one): {type(exc).__name__}: {exc}; or use isolation='thread'"
+                ) from None
+        elif isolation != "thread":
+            raise ValueError(f"isolation is 'process' or 'thread', got {isolation!r}")
         self.make_env = make_env
         self.env_id = env_id
         self.limits = limits
+        self.isolation = isolation
         self.sessions: dict[str, Session] = {}
+        self.per_client: Counter[str] = Counter()  # live and closing sessions per client
         self.closing = 0
         self.created = 0
         self.crashed = 0
         self.reaped = 0
+        self.timed_out = 0
+        self.refused = 0
         self._lock = asyncio.Lock()
+        self._process_lock = threading.Lock()
         self._reaper: asyncio.Task[None] | None = None
         self._jobs: set[asyncio.Future[None]] = set()
 
+    def _runner(self) -> EnvRunner:
+        if self.isolation == "process":
+            return ProcessRunner(self.make_env, self.env_id, self.limits, self._process_lock)
+        return ThreadRunner(self.make_env, self.env_id, self.limits)
+
     # ------------------------------------------------------------------ lifecycle
-    async def create(self) -> Session:
-        """A new session with a fresh env; ``CAPACITY_REACHED`` or ``FACTORY_ERROR`` if not."""
+    async def create(self, client: str = "") -> Session:
+        """A new session with a fresh env for ``client`` (its address); ``CAPACITY_REACHED``,
+        ``CLIENT_LIMIT``, ``TIMEOUT`` or ``FACTORY_ERROR`` if not."""
+        limits = self.limits
         async with self._lock:
             live = len(self.sessions) + self.closing
-            if live >= self.limits.max_sessions:
+            if live >= limits.max_sessions:
+                self.refused += 1
                 raise p.ProtocolError(
                     p.CAPACITY_REACHED,
-                    f"the server is at its limit of {self.limits.max_sessions} sessions "
+                    f"the server is at its limit of {limits.max_sessions} sessions "
                     f"({live} live or closing); retry later or start another server",
                 )
-            session = Session(uuid.uuid4().hex, ThreadPoolExecutor(1, "mte-session"))
+            if self.per_client[client] >= limits.sessions_per_client:
+                self.refused += 1
+                raise p.ProtocolError(
+                    p.CLIENT_LIMIT,
+                    f"this client ({client or 'unknown address'}) holds "
+                    f"{self.per_client[client]} sessions, the limit per client "
+                    "(serve --max-sessions-per-client); close one first",
+                )
+            session = Session(uuid.uuid4().hex, client, self._runner())
             self.sessions[session.id] = session  # reserves the slot while the env is built
+            self.per_client[client] += 1
+        assert session.runner is not None
         session.busy += 1
         try:
-            loop = asyncio.get_running_loop()
-            env = await asyncio.wait_for(
-                loop.run_in_executor(session.executor, self._build),
-                self.limits.request_timeout_s,
-            )
-        except Exception as exc:
-            await self.close(session, "the env could not be built")
-            if isinstance(exc, asyncio.TimeoutError):
-                raise p.ProtocolError(p.TIMEOUT, "building the env timed out") from None
-            raise p.ProtocolError(
-                p.FACTORY_ERROR, f"building {self.env_id} failed: {type(exc).__name__}: {exc}"
-            ) from None
+            await asyncio.wait_for(session.runner.start(), limits.request_timeout_s)
+        except BaseException as exc:
+            # a timeout or a cancelled request leaves a half-started worker: stop it
+            graceful = isinstance(exc, FactoryFailed)
+            self._background(self.close(session, "the env could not be built", graceful))
+            if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+                raise p.ProtocolError(
+                    p.TIMEOUT, f"building the env took over {limits.request_timeout_s:g} s"
+                ) from None
+            if isinstance(exc, FactoryFailed):
+                raise p.ProtocolError(p.FACTORY_ERROR, str(exc)) from None
+            if isinstance(exc, WorkerFailed):
+                raise p.ProtocolError(p.FACTORY_ERROR, exc.message) from None
+            if isinstance(exc, Exception):
+                raise p.ProtocolError(
+                    p.FACTORY_ERROR, f"starting the env failed: {type(exc).__name__}: {exc}"
+                ) from None
+            raise
         finally:
             session.busy -= 1
-        session.env = env
         session.last_active = time.monotonic()
+        session.ready = True
         self.created += 1
         return session
 
-    def _build(self) -> EnvSession:
-        return EnvSession(self.make_env(), self.env_id, self.limits)
-
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
-        if session is None or session.env is None:
+        if session is None or not session.ready or session.closed_reason is not None:
             raise p.ProtocolError(
                 p.UNKNOWN_SESSION,
                 f"unknown session {session_id[:64]!r} (closed, reaped after "
@@ -121,69 +178,88 @@ class SessionManager:
             )
         return session
 
-    async def close(self, session: Session, reason: str) -> None:
-        """Forget the session now and close its env on its own thread (idempotent)."""
+    async def close(self, session: Session, reason: str, graceful: bool = True) -> None:
+        """Forget the session now and stop its env (idempotent). ``graceful``: the env is
+        asked to close; otherwise (a timeout, a crash) its process is stopped mid-call."""
         async with self._lock:
             if self.sessions.get(session.id) is not session:
                 return
             del self.sessions[session.id]
             session.closed_reason = reason
             self.closing += 1
-        if session.on_close is not None:
-            with contextlib.suppress(Exception):  # the socket may already be gone
-                await session.on_close(reason)
-        loop = asyncio.get_running_loop()
-
-        def close_env() -> None:
-            if session.env is not None:
-                session.env.close()
-
         try:
-            await loop.run_in_executor(session.executor, close_env)
-        except Exception:  # a failing close must not keep the slot or stop the server
-            pass
+            if session.on_close is not None:
+                with contextlib.suppress(Exception):  # the socket may already be gone
+                    await session.on_close(reason)
+            if session.runner is not None:
+                with contextlib.suppress(Exception):  # a failing stop must not keep the slot
+                    await session.runner.stop(graceful=graceful)
         finally:
-            session.executor.shutdown(wait=False)
             self.closing -= 1
+            self.per_client[session.client] -= 1
+            if self.per_client[session.client] <= 0:
+                del self.per_client[session.client]
 
     async def close_all(self) -> None:
         live = list(self.sessions.values())
         await asyncio.gather(*(self.close(s, "server shutdown") for s in live))
+        if self._jobs:  # closes already under way (timeouts, crashes)
+            await asyncio.gather(*self._jobs, return_exceptions=True)
 
     # ------------------------------------------------------------------ running requests
-    async def run(self, session: Session, fn: Callable[[EnvSession], T]) -> T:
-        """Run ``fn(env_session)`` on the session's thread, within the request timeout.
+    async def run(self, session: Session, op: str, *args: Any) -> str:
+        """Run ``op`` on the session's env within the request timeout; the result's JSON text.
 
-        ``ProtocolError`` passes through (the session lives on); a crash or a timeout closes
-        the session and becomes ``EXECUTION_ERROR`` / ``TIMEOUT``.
+        ``ProtocolError`` from the env passes through (the session lives on); a crash, a dead
+        env process or a timeout closes the session and becomes ``EXECUTION_ERROR`` /
+        ``TIMEOUT``.
         """
-        env = session.env
-        if env is None or session.closed_reason is not None:
+        runner = session.runner
+        if runner is None or session.closed_reason is not None:
             raise p.ProtocolError(
                 p.SESSION_ERROR, f"the session is closed ({session.closed_reason or 'starting'})"
             )
         session.busy += 1
         session.last_active = time.monotonic()
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(session.executor, fn, env)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), self.limits.request_timeout_s)
-        except asyncio.TimeoutError:
-            self._background(self.close(session, "a request timed out"))
+            reply = await runner.call(op, list(args), self.limits.request_timeout_s)
+        except (asyncio.TimeoutError, TimeoutError):  # one type from Python 3.11 on
+            self.timed_out += 1
+            self._background(self.close(session, "a request timed out", graceful=False))
+            stopped = (
+                "its env process is stopped"
+                if self.isolation == "process"
+                else "its env may be midway through the call"
+            )
             raise p.ProtocolError(
                 p.TIMEOUT,
-                f"the request took over {self.limits.request_timeout_s:g} s; "
-                "the session is closed (its env may be midway through the call)",
+                f"the request took over {self.limits.request_timeout_s:g} s; the session is "
+                f"closed and {stopped}",
             ) from None
-        except EnvCrashed as exc:
+        except WorkerFailed as exc:
             self.crashed += 1
-            self._background(self.close(session, f"the env crashed: {exc}"))
+            self._background(self.close(session, exc.message, graceful=False))
             raise p.ProtocolError(
-                p.EXECUTION_ERROR, f"{exc}; the session is closed, open a new one"
+                p.EXECUTION_ERROR, f"{exc.message}; the session is closed, open a new one"
             ) from None
+        except asyncio.CancelledError:  # the request went away midway: the env's state with it
+            self._background(self.close(session, "a request was cancelled", graceful=False))
+            raise
         finally:
             session.busy -= 1
             session.last_active = time.monotonic()
+        tag, body = reply[:1], reply[1:]
+        if tag == OK:
+            return body.decode("utf-8")
+        if tag == CRASH:
+            self.crashed += 1
+            message = body.decode("utf-8", "replace")
+            self._background(self.close(session, f"the env crashed: {message}", graceful=True))
+            raise p.ProtocolError(
+                p.EXECUTION_ERROR, f"{message}; the session is closed, open a new one"
+            )
+        error = p.loads_object(body)
+        raise p.ProtocolError(str(error.get("code")), str(error.get("message")))
 
     # ------------------------------------------------------------------ reaping
     def start_reaper(self) -> None:
@@ -204,11 +280,13 @@ class SessionManager:
             s
             for s in list(self.sessions.values())
             if s.busy == 0
-            and s.env is not None
+            and s.ready
+            and s.closed_reason is None
             and now - s.last_active > self.limits.idle_timeout_s
         ]
         for session in stale:
-            await self.close(session, f"idle for over {self.limits.idle_timeout_s:g} s")
+            session.closed_reason = "idle"  # refused from now on, and never reaped twice
+            self._background(self.close(session, f"idle for over {self.limits.idle_timeout_s:g} s"))
         self.reaped += len(stale)
         return len(stale)
 
@@ -229,7 +307,12 @@ class SessionManager:
             "active_sessions": len(self.sessions),
             "closing_sessions": self.closing,
             "max_sessions": self.limits.max_sessions,
+            "max_sessions_per_client": self.limits.sessions_per_client,
+            "clients": len(self.per_client),
+            "isolation": self.isolation,
             "sessions_created": self.created,
             "sessions_crashed": self.crashed,
+            "sessions_timed_out": self.timed_out,
             "sessions_reaped": self.reaped,
+            "sessions_refused": self.refused,
         }

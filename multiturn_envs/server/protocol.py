@@ -20,8 +20,8 @@ this module, so the two ends of the wire share one definition. The format is Ope
   (``INVALID_JSON``, ``UNKNOWN_TYPE``, ``VALIDATION_ERROR``, ``EXECUTION_ERROR``,
   ``CAPACITY_REACHED``, ``FACTORY_ERROR``, ``SESSION_ERROR``), plus ours for what OpenEnv has
   no code for (``EPISODE_OVER``, ``RESET_NEEDED``, ``TIMEOUT``, ``TOO_LARGE``,
-  ``UNKNOWN_SESSION``, ``UNAUTHORIZED``). Over HTTP the same codes come with a status code
-  (:data:`HTTP_STATUS`).
+  ``UNKNOWN_SESSION``, ``UNAUTHORIZED``, ``CLIENT_LIMIT``). Over HTTP the same codes come with
+  a status code (:data:`HTTP_STATUS`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from multiturn_envs.safejson import JSONLimitError, loads_bounded
 
 ACTION_FIELD = "text"
 """The one field of an action: the agent's reply, verbatim."""
@@ -49,6 +51,7 @@ TIMEOUT = "TIMEOUT"
 TOO_LARGE = "TOO_LARGE"
 UNKNOWN_SESSION = "UNKNOWN_SESSION"
 UNAUTHORIZED = "UNAUTHORIZED"
+CLIENT_LIMIT = "CLIENT_LIMIT"
 
 HTTP_STATUS: dict[str, int] = {
     INVALID_JSON: 400,
@@ -64,11 +67,21 @@ HTTP_STATUS: dict[str, int] = {
     TOO_LARGE: 413,
     UNKNOWN_SESSION: 404,
     UNAUTHORIZED: 401,
+    CLIENT_LIMIT: 429,
 }
 """The HTTP status of each error code (the WebSocket carries the code alone)."""
 
 RESET_KEYS = frozenset(
-    {"seed", "episode_id", "task_id", "options", "max_turns", "budget_mode", "expert_in_metadata"}
+    {
+        "seed",
+        "episode_id",
+        "task_id",
+        "options",
+        "max_turns",
+        "budget_mode",
+        "reward",
+        "expert_in_metadata",
+    }
 )
 """What a reset understands; OpenEnv's server drops keys its env's ``reset`` does not take, and
 so do we, listing them in ``metadata["ignored_reset_keys"]``."""
@@ -98,35 +111,103 @@ class ProtocolError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one server process allows. Every field bounds a resource a client could exhaust.
+    """What one server process allows. Every field bounds a resource a client could exhaust;
+    docs/security.md ("The server") says what a client sees at each limit.
 
     Attributes:
-        max_sessions: live sessions (each one env instance, its sandbox containers included).
+        max_sessions: live sessions (each one env in its own process, sandbox containers
+            included); past it, ``CAPACITY_REACHED``.
+        max_sessions_per_client: live sessions of one client address; past it,
+            ``CLIENT_LIMIT``. ``None``: all but an eighth of ``max_sessions`` (at least one
+            slot stays free for other clients; 56 of 64). Closing sessions count until their
+            env is gone.
         idle_timeout_s: a session with no request for this long is closed (its env too).
-        request_timeout_s: one reset, step or tool call; past it the client gets ``TIMEOUT``
-            and the session is closed, since its env may be midway through the call.
-        max_request_bytes: one HTTP body or WebSocket message.
+        request_timeout_s: one reset, step or tool call (building the env included); past
+            it the client gets ``TIMEOUT``, the env process is stopped and the session closed.
+        close_timeout_s: how long an env may take to close (and a stopped one to wind down)
+            before its process is killed.
+        max_request_bytes: one HTTP body or WebSocket message (``TOO_LARGE`` above it; the
+            socket closes with code 1009 above four times it).
+        max_json_depth: nesting of a request's JSON (``INVALID_JSON`` deeper; checked
+            before parsing).
         max_observation_chars: an observation longer than this is cut (head and tail kept)
             and ``metadata["observation_cut"]`` gives the original length.
+        max_reply_bytes: one reply of an env process (a tool's result: ``TOO_LARGE``; a reset
+            or step: the session is closed, since the env moved on without the client).
         max_snapshots: snapshots kept per session (the oldest is dropped first).
+        worker_memory_bytes: address space of one env process (0: no limit); past it the env
+            gets ``MemoryError``, which closes that session only.
+        handshake_timeout_s: a connection must send a whole request (headers and body) within
+            this long of opening, or of its previous answer; idle and half-open sockets go.
+        max_connections: HTTP connections open at once (WebSocket sessions are counted by
+            ``max_sessions``); a new one past it replaces the longest-idle one, or is refused
+            if none is idle.
+        max_connections_per_client: the same for one client address.
+        shutdown_timeout_s: on SIGTERM/SIGINT, how long requests in flight may finish before
+            their envs are stopped and every session closed.
     """
 
     max_sessions: int = 64
+    max_sessions_per_client: int | None = None
     idle_timeout_s: float = 600.0
     request_timeout_s: float = 120.0
+    close_timeout_s: float = 10.0
     max_request_bytes: int = 1 << 20
+    max_json_depth: int = 32
     max_observation_chars: int = 1 << 20
+    max_reply_bytes: int = 16 << 20
     max_snapshots: int = 64
+    worker_memory_bytes: int = 8 << 30
+    handshake_timeout_s: float = 10.0
+    max_connections: int = 1024
+    max_connections_per_client: int = 128
+    shutdown_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("max_sessions", "max_request_bytes", "max_observation_chars", "max_snapshots"):
+        positive_ints = (
+            "max_sessions",
+            "max_request_bytes",
+            "max_json_depth",
+            "max_observation_chars",
+            "max_reply_bytes",
+            "max_snapshots",
+            "max_connections",
+            "max_connections_per_client",
+        )
+        for name in positive_ints:
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        for name in ("idle_timeout_s", "request_timeout_s"):
+        per_client = self.max_sessions_per_client
+        if per_client is not None and (
+            isinstance(per_client, bool) or not isinstance(per_client, int) or per_client < 1
+        ):
+            raise ValueError(f"max_sessions_per_client must be a positive int, got {per_client!r}")
+        memory = self.worker_memory_bytes
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+            raise ValueError(f"worker_memory_bytes must be an int >= 0, got {memory!r}")
+        for name in (
+            "idle_timeout_s",
+            "request_timeout_s",
+            "close_timeout_s",
+            "handshake_timeout_s",
+            "shutdown_timeout_s",
+        ):
             value = getattr(self, name)
-            if not isinstance(value, int | float) or not value > 0 or math.isinf(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not value > 0
+                or math.isinf(value)
+            ):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+    @property
+    def sessions_per_client(self) -> int:
+        """``max_sessions_per_client``, resolved (``None``: all but an eighth, at least one)."""
+        if self.max_sessions_per_client is not None:
+            return min(self.max_sessions_per_client, self.max_sessions)
+        return max(1, self.max_sessions - max(1, self.max_sessions // 8))
 
 
 def _jsonable(value: Any) -> Any:
@@ -146,12 +227,15 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, default=_jsonable, ensure_ascii=False)
 
 
-def loads_object(text: str | bytes) -> dict[str, Any]:
-    """Parse one request body or message; anything but a JSON object is ``INVALID_JSON``."""
+def loads_object(text: str | bytes, max_depth: int = 32) -> dict[str, Any]:
+    """Parse one request body or message (its size already checked); anything but a JSON
+    object, or one nested deeper than ``max_depth``, is ``INVALID_JSON``."""
     try:
-        value = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+        value = loads_bounded(text, max_bytes=len(text), max_depth=max_depth)
+    except JSONLimitError as exc:
         raise ProtocolError(INVALID_JSON, f"Invalid JSON: {exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ProtocolError(INVALID_JSON, f"Invalid JSON: {exc}"[:500]) from None
     if not isinstance(value, dict):
         raise ProtocolError(INVALID_JSON, f"expected a JSON object, got {type(value).__name__}")
     return value

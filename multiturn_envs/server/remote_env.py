@@ -6,8 +6,9 @@ by a WebSocket session on a ``multiturn-envs serve`` server, so ``run_eval(confi
 make_env=remote_env_factory(url))`` runs the harness against a served env and writes the same
 records as in-process (tested: same seeds, same records but timings):
 
-* ``reset``/``step`` are OpenEnv messages; the budget that ``TurnBudget`` sets here travels with
-  each reset. The env's ``info`` is the observation's metadata.
+* ``reset``/``step`` are OpenEnv messages; the budget named in the reset options (by the
+  caller or a ``TurnBudget``/``BudgetMix`` around this env), else this env's default (the
+  server's), travels with each reset. The env's ``info`` is the observation's metadata.
 * The chat history is kept here from what goes over the wire (the server's history is the same
   text), so ``message_view()`` costs no round trip.
 * Oracle hooks (``expert_action``, ``score_action``, ``error_action``, ``play_prefix``, ...) and
@@ -15,6 +16,9 @@ records as in-process (tested: same seeds, same records but timings):
   ``random_action`` travels as its PCG64 state and comes back advanced, exactly as if the env had
   drawn from it locally. ``get_state()`` returns a server-side snapshot id (valid in this
   session only), not the env's state.
+* ``tools()`` are the served env's tools (MCP ``list_tools``, asked once per turn); its tool
+  settings (``max_tool_calls``, ``reply_without_call``) come with ``describe``. A tool-call
+  action travels as its canonical text, which the server's env reads as a local one would.
 * ``spec`` is the served env's own ``EnvSpec`` (what ``gym.make`` built on the server), so records
   name the env that really ran.
 
@@ -26,7 +30,6 @@ to in-process ones (the baseline checks the class's ``random_action``).
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,12 +37,16 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.error import ResetNeeded
 
-from multiturn_envs.core import StepOutcome, TextEnv
+from multiturn_envs.core import StepOutcome, TextEnv, check_budget
 from multiturn_envs.errors import EpisodeOver
+from multiturn_envs.safejson import loads_bounded
 from multiturn_envs.server import protocol as p
+from multiturn_envs.tools import Action, Tool, action_text, tool_from_openai
 
 MAX_MESSAGE_BYTES = 128 << 20
 """The largest server message the client accepts (OpenEnv's client allows 100 MB)."""
+MAX_REPLY_DEPTH = 256
+"""The deepest JSON nesting the client parses in a reply (an env's ``info`` is shallow)."""
 
 
 class RemoteEnvError(RuntimeError):
@@ -93,7 +100,12 @@ class _Connection:
 
         try:
             self.ws.send(p.dumps(frame))
-            reply = json.loads(self.ws.recv(timeout=self.timeout_s))
+            raw = self.ws.recv(timeout=self.timeout_s)
+            reply = loads_bounded(raw, max_bytes=MAX_MESSAGE_BYTES, max_depth=MAX_REPLY_DEPTH)
+        except (ValueError, RecursionError) as exc:  # not JSON, or nested past the bound
+            raise RemoteEnvError(
+                p.SESSION_ERROR, f"the server sent a malformed reply: {exc}"[:500]
+            ) from None
         except ConnectionClosed as exc:
             reason = exc.rcvd.reason if exc.rcvd is not None else "no close frame"
             raise RemoteEnvError(
@@ -103,6 +115,8 @@ class _Connection:
             raise RemoteEnvError(
                 p.TIMEOUT, f"no answer from the server within {self.timeout_s:g} s"
             ) from None
+        if not isinstance(reply, dict):
+            raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply {str(reply)[:200]}")
         if reply.get("type") == "error":
             data = reply.get("data") or {}
             code, message = str(data.get("code")), str(data.get("message"))
@@ -125,16 +139,16 @@ class _Connection:
                 "data": {"type": "call_tool", "tool_name": name, "arguments": arguments},
             }
         )
-        observation = data.get("observation") or {}
+        observation = _object(data.get("observation"), "a tool reply's observation")
         error = observation.get("error")
         if error:
-            message = str(error.get("message"))
+            message = str(_object(error, "a tool error").get("message"))
             if message.startswith(p.EPISODE_OVER):
                 raise EpisodeOver(f"tool {name}: {message}")
             if message.startswith(p.RESET_NEEDED):
                 raise ResetNeeded(f"tool {name}: {message}")
             raise ValueError(f"tool {name}: {message}")
-        return (observation.get("result") or {}).get("data")
+        return _object(observation.get("result"), "a tool result").get("data")
 
     def close(self) -> None:
         if self.closed:
@@ -165,7 +179,15 @@ class RemoteTextEnv(TextEnv):
         self._last_info: dict[str, Any] = {}
         self._task_ids: list[str] | None = None
         self._system_prompt: str | None = None
+        self._tool_system_prompt: str | None = None
         self._valid: tuple[bool, list[str] | None] = (False, None)
+        self._tools: tuple[tuple[Any, ...], tuple[Tool, ...]] | None = None
+        self.max_tool_calls = int(description.get("max_tool_calls") or 1)
+        self.reply_without_call = (
+            "action" if description.get("reply_without_call") == "action" else "stop"
+        )
+        self.tools_change_in_episode = bool(description.get("tools_change_in_episode", True))
+        self._resets = 0
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -173,7 +195,11 @@ class RemoteTextEnv(TextEnv):
     ) -> tuple[str, dict[str, Any]]:
         super(TextEnv, self).reset(seed=seed)  # gym.Env: np_random, as a local env would have
         options = dict(options or {})
-        data: dict[str, Any] = {"max_turns": self.max_turns, "budget_mode": self.budget_mode}
+        max_turns, budget_mode = check_budget(
+            options.pop("max_turns", self.default_budget[0]),
+            options.pop("budget_mode", self.default_budget[1]),
+        )
+        data: dict[str, Any] = {"max_turns": max_turns, "budget_mode": budget_mode}
         if seed is not None:
             data["seed"] = int(seed)
         if "task_id" in options:
@@ -182,6 +208,7 @@ class RemoteTextEnv(TextEnv):
             data["options"] = options
         payload = self._conn.request({"type": "reset", "data": data})
         observation, info = self._unpack(payload)
+        self._max_turns, self._budget_mode = max_turns, budget_mode
         self._task_id = info.get("task_id")
         self._turn = 0
         self._prefix_turns = 0
@@ -191,16 +218,17 @@ class RemoteTextEnv(TextEnv):
         self._history = [{"role": "user", "content": observation}]
         self._last_observation = observation
         self._system_prompt = None
+        self._tool_system_prompt = None
         self._valid = (False, None)
+        self._resets += 1
         return observation, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._require_live()
-        if not isinstance(action, str):
-            raise TypeError(f"an action is a str, got {type(action).__name__}: {action!r:.80}")
+        action = action_text(action)
         payload = self._conn.request({"type": "step", "data": {p.ACTION_FIELD: action}})
         observation, info = self._unpack(payload)
-        obs = payload.get("observation") or {}
+        obs = _object(payload.get("observation"), "an observation")
         terminated, truncated = bool(obs.get("terminated")), bool(obs.get("truncated"))
         self._turn = int(info.get("turn", self._turn + 1))
         self._success = bool(info.get("success", False))
@@ -228,6 +256,11 @@ class RemoteTextEnv(TextEnv):
             self._system_prompt = str(self._conn.tool("system_prompt"))
         return self._system_prompt
 
+    def tool_system_prompt(self) -> str:
+        if self._tool_system_prompt is None:
+            self._tool_system_prompt = str(self._conn.tool("tool_system_prompt"))
+        return self._tool_system_prompt
+
     def valid_actions(self) -> Sequence[str] | None:
         known, actions = self._valid
         if not known:
@@ -238,6 +271,28 @@ class RemoteTextEnv(TextEnv):
     def expert_action(self) -> str:
         return str(self._conn.tool("expert_action"))
 
+    def tools(self) -> Sequence[Tool]:
+        """The served env's tools now: asked once per reset, or once per turn for an env whose
+        tools change within an episode (BFCL)."""
+        key: tuple[Any, ...] = (self._resets, self._needs_reset)
+        if self.tools_change_in_episode:
+            key += (self._turn, self._prefix_turns)
+        if self._tools is None or self._tools[0] != key:
+            data = self._conn.request({"type": "step", "data": {"type": "list_tools"}})
+            listed = (data.get("observation") or {}).get("tools") or []
+            tools = tuple(
+                tool_from_openai(
+                    {
+                        "name": t["name"],
+                        "description": t.get("description"),
+                        "parameters": t.get("input_schema"),
+                    }
+                )
+                for t in listed
+            )
+            self._tools = (key, tools)
+        return self._tools[1]
+
     def score_action(self, action: str) -> float:
         return float(self._conn.tool("score_action", action=action))
 
@@ -247,7 +302,8 @@ class RemoteTextEnv(TextEnv):
     def state_key(self) -> str:
         return str(self._last_info.get("state_key", ""))
 
-    def play_prefix(self, action: str) -> StepOutcome:
+    def play_prefix(self, action: Action) -> StepOutcome:
+        action = action_text(action)
         result = self._conn.tool("play_prefix", action=action)
         observation = str(result["observation"])
         self._prefix_turns += 1
@@ -291,13 +347,22 @@ class RemoteTextEnv(TextEnv):
         return str(result["action"])
 
     def _unpack(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        obs = payload.get("observation") or {}
+        obs = _object(payload.get("observation"), "an observation")
         text = obs.get("text")
         if not isinstance(text, str):
             raise RemoteEnvError(p.SESSION_ERROR, "the reply has no observation text")
-        info = dict(payload.get("metadata") or obs.get("metadata") or {})
+        info = _object(payload.get("metadata") or obs.get("metadata"), "the metadata")
         self._last_info = info
         return text, info
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    """``value`` as a dict (``None``: empty), or ``RemoteEnvError``: the server broke the wire."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply: {what} is not an object")
+    return dict(value)
 
 
 class RemoteTextEnvOwnRandom(RemoteTextEnv):

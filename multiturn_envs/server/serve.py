@@ -9,15 +9,25 @@ app's shutdown closes every session's env (sandbox containers included).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import ipaddress
 import os
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
+from multiturn_envs.argtypes import FloatRange, IntRange
 from multiturn_envs.env_args import parse_env_args
 from multiturn_envs.server.protocol import Limits
+from multiturn_envs.server.worker import (
+    ISOLATIONS,
+    Isolation,
+    first_reset,
+    make_registered,
+    prepare,
+)
 
 TOKEN_ENV = "MTE_SERVE_TOKEN"
 """The environment variable ``main`` reads the bearer token from (a flag shows in ``ps``)."""
@@ -43,11 +53,8 @@ def serve(
     port: int = 8000,
     *,
     token: str | None = None,
-    max_sessions: int = 64,
-    idle_timeout_s: float = 600.0,
-    request_timeout_s: float = 120.0,
-    max_request_bytes: int = 1 << 20,
-    max_observation_chars: int = 1 << 20,
+    limits: Limits | None = None,
+    isolation: Isolation = "process",
     log_level: str = "warning",
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
@@ -60,8 +67,10 @@ def serve(
         host: the address to bind; anything but loopback requires ``token``.
         port: the port (0: any free one; ``on_ready`` gets the URL).
         token: the bearer token clients must send (``Authorization: Bearer ...``).
-        max_sessions, idle_timeout_s, request_timeout_s, max_request_bytes,
-            max_observation_chars: see :class:`~multiturn_envs.server.protocol.Limits`.
+        limits: sessions, sizes, timeouts, connections
+            (:class:`~multiturn_envs.server.protocol.Limits`; docs/security.md).
+        isolation: ``"process"`` (each session's env in a worker process, stopped when a call
+            overruns its timeout) or ``"thread"`` (:mod:`~multiturn_envs.server.worker`).
         log_level: uvicorn's log level.
         on_ready: called with the base URL once the socket is bound (default: print it).
     """
@@ -69,6 +78,7 @@ def serve(
         import uvicorn
 
         from multiturn_envs.server.app import create_app
+        from multiturn_envs.server.connections import ConnectionGuard, guarded_h11
     except ImportError as exc:
         raise ImportError(
             f"the env server needs the [server] extra ({exc}): pip install 'multiturn-envs[server]'"
@@ -79,21 +89,29 @@ def serve(
             f"binding {host!r} exposes the envs beyond this machine: set a bearer token "
             f"(token=... or ${TOKEN_ENV}), or bind 127.0.0.1"
         )
-    limits = Limits(
-        max_sessions=max_sessions,
-        idle_timeout_s=idle_timeout_s,
-        request_timeout_s=request_timeout_s,
-        max_request_bytes=max_request_bytes,
-        max_observation_chars=max_observation_chars,
-    )
-    import gymnasium as gym
-
+    limits = limits or Limits()
     import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 
-    # build one env now, so that a bad id or kwarg fails here and not at the first session
-    # (envs start their heavy parts lazily, so this is cheap)
-    gym.make(env_id, disable_env_checker=True, **(env_kwargs or {})).close()
-    app = create_app(env_id, env_kwargs, limits=limits, token=token)
+    # build and reset one env now, so that a bad id or kwarg fails here and not at the first
+    # session, and so that the fork server imports what a first reset imports
+    lazy = first_reset(functools.partial(make_registered, env_id, dict(env_kwargs or {})))
+    _raise_file_limit(limits)
+    if isolation == "process":
+        prepare(env_id, lazy)  # the fork server, before the address is announced
+    # the longest one HTTP request may take: building an env and resetting it (stateless
+    # /reset), then closing it, plus reading the body and writing the answer
+    deadline = (
+        2 * limits.request_timeout_s + limits.close_timeout_s + 2 * limits.handshake_timeout_s
+    )
+    guard = ConnectionGuard(limits, deadline)
+    app = create_app(
+        env_id,
+        env_kwargs,
+        limits=limits,
+        token=token,
+        isolation=isolation,
+        connection_stats=guard.stats,
+    )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -105,11 +123,14 @@ def serve(
     config = uvicorn.Config(
         app,
         log_level=log_level,
-        ws_max_size=4 * max_request_bytes,  # a hard stop; the app answers TOO_LARGE below it
+        http=guarded_h11(guard),
+        ws_max_size=4 * limits.max_request_bytes,  # a hard stop; the app answers TOO_LARGE below
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
-        limit_concurrency=max(64, 4 * max_sessions),
-        timeout_graceful_shutdown=10,
+        limit_concurrency=None,  # the guard and the session limits bound what uvicorn did
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=max(1, round(limits.shutdown_timeout_s)),
+        proxy_headers=False,  # a client's address is its socket's: X-Forwarded-For is not trusted
     )
     server = uvicorn.Server(config)
     (on_ready or (lambda u: print(READY_PREFIX + u, flush=True)))(url)
@@ -119,12 +140,40 @@ def serve(
         sock.close()
 
 
+def _raise_file_limit(limits: Limits) -> None:
+    """Raise the soft open-file limit toward what the limits can use (a socket per connection,
+    two descriptors per session), as far as the hard limit allows."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return
+    needed = limits.max_connections + 4 * limits.max_sessions + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+SECONDS = FloatRange(0.0, 10_000_000.0, low_open=True)
+"""Any timeout: positive and finite (a year at most)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit status 2), as the rest of the command line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser(prog: str = "multiturn-envs serve") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The flags of ``serve``; each limit's range is checked while parsing (docs/security.md)."""
+    parser = _Parser(
         prog=prog,
         description="Serve an MT env over OpenEnv's protocol (WebSocket /ws, one env per session).",
     )
-    parser.add_argument("env_id", help="a registered id, e.g. MT/FrozenLake-v0")
+    defaults = Limits()
+    parser.add_argument("env_id", help="a registered id, e.g. MT/FrozenLake-v0 (or module:id)")
     parser.add_argument(
         "--env-arg",
         action="append",
@@ -133,19 +182,122 @@ def build_parser(prog: str = "multiturn-envs serve") -> argparse.ArgumentParser:
         help="gym.make keyword argument (JSON values, else strings); repeatable",
     )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
+    parser.add_argument(
+        "--port", type=IntRange(0, 65535), default=8000, help="port (0: any free port)"
+    )
     parser.add_argument(
         "--token",
         default=None,
         help=f"bearer token (prefer ${TOKEN_ENV}: a flag is visible to other local users)",
     )
-    parser.add_argument("--max-sessions", type=int, default=64)
-    parser.add_argument("--idle-timeout", type=float, default=600.0, help="seconds")
-    parser.add_argument("--request-timeout", type=float, default=120.0, help="seconds")
-    parser.add_argument("--max-request-bytes", type=int, default=1 << 20)
-    parser.add_argument("--max-observation-chars", type=int, default=1 << 20)
+    parser.add_argument(
+        "--isolation",
+        choices=ISOLATIONS,
+        default="process",
+        help="process: each session's env in its own process, stopped when a call overruns "
+        "--request-timeout (default); thread: on a thread of the server, never stopped",
+    )
+    limit = parser.add_argument_group("limits (docs/security.md, 'The server')")
+    limit.add_argument("--max-sessions", type=IntRange(1, 100_000), default=defaults.max_sessions)
+    limit.add_argument(
+        "--max-sessions-per-client",
+        type=IntRange(1, 100_000),
+        default=None,
+        help="sessions one client address may hold (default: all but an eighth of --max-sessions)",
+    )
+    limit.add_argument(
+        "--idle-timeout", type=SECONDS, default=defaults.idle_timeout_s, help="seconds"
+    )
+    limit.add_argument(
+        "--request-timeout", type=SECONDS, default=defaults.request_timeout_s, help="seconds"
+    )
+    limit.add_argument(
+        "--close-timeout",
+        type=SECONDS,
+        default=defaults.close_timeout_s,
+        help="seconds an env may take to close before its process is killed",
+    )
+    limit.add_argument(
+        "--max-request-bytes", type=IntRange(1024, 1 << 30), default=defaults.max_request_bytes
+    )
+    limit.add_argument("--max-json-depth", type=IntRange(4, 512), default=defaults.max_json_depth)
+    limit.add_argument(
+        "--max-observation-chars",
+        type=IntRange(64, 1 << 30),
+        default=defaults.max_observation_chars,
+    )
+    limit.add_argument(
+        "--max-reply-bytes",
+        type=IntRange(1 << 16, 1 << 31),
+        default=defaults.max_reply_bytes,
+        help="one reply of an env process",
+    )
+    limit.add_argument("--max-snapshots", type=IntRange(1, 100_000), default=defaults.max_snapshots)
+    limit.add_argument(
+        "--worker-memory-mb",
+        type=IntRange(0, 1 << 24),
+        default=defaults.worker_memory_bytes >> 20,
+        help="address space of one env process in MiB (0: no limit)",
+    )
+    limit.add_argument(
+        "--handshake-timeout",
+        type=SECONDS,
+        default=defaults.handshake_timeout_s,
+        help="seconds a connection has to send a whole request",
+    )
+    limit.add_argument(
+        "--max-connections", type=IntRange(1, 1_000_000), default=defaults.max_connections
+    )
+    limit.add_argument(
+        "--max-connections-per-client",
+        type=IntRange(1, 1_000_000),
+        default=defaults.max_connections_per_client,
+    )
+    limit.add_argument(
+        "--shutdown-timeout",
+        type=SECONDS,
+        default=defaults.shutdown_timeout_s,
+        help="seconds SIGTERM waits for requests in flight before stopping their envs",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser
+
+
+def limits_of(args: argparse.Namespace) -> Limits:
+    """The :class:`~multiturn_envs.server.protocol.Limits` the flags describe."""
+    return Limits(
+        max_sessions=args.max_sessions,
+        max_sessions_per_client=args.max_sessions_per_client,
+        idle_timeout_s=args.idle_timeout,
+        request_timeout_s=args.request_timeout,
+        close_timeout_s=args.close_timeout,
+        max_request_bytes=args.max_request_bytes,
+        max_json_depth=args.max_json_depth,
+        max_observation_chars=args.max_observation_chars,
+        max_reply_bytes=args.max_reply_bytes,
+        max_snapshots=args.max_snapshots,
+        worker_memory_bytes=args.worker_memory_mb << 20,
+        handshake_timeout_s=args.handshake_timeout,
+        max_connections=args.max_connections,
+        max_connections_per_client=args.max_connections_per_client,
+        shutdown_timeout_s=args.shutdown_timeout,
+    )
+
+
+def _known_id(env_id: str) -> bool:
+    """Whether ``env_id`` is registered, importing ``module`` first for ``module:id``."""
+    import importlib
+
+    import gymnasium as gym
+
+    module, sep, name = env_id.partition(":")
+    if sep:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return False
+        return name in gym.registry
+    return env_id in gym.registry
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,13 +306,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import multiturn_envs
 
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse printed its one line (or --help)
+        return int(exc.code or 0)
     try:
         env_kwargs = parse_env_args(args.env_arg)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.env_id not in gym.registry:
+    if not _known_id(args.env_id):
         print(
             f"error: unknown env id {args.env_id!r}; registered MT ids: "
             f"{', '.join(multiturn_envs.env_ids())}",
@@ -175,11 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.host,
             args.port,
             token=token,
-            max_sessions=args.max_sessions,
-            idle_timeout_s=args.idle_timeout,
-            request_timeout_s=args.request_timeout,
-            max_request_bytes=args.max_request_bytes,
-            max_observation_chars=args.max_observation_chars,
+            limits=limits_of(args),
+            isolation=args.isolation,
             log_level=args.log_level,
         )
     except (ValueError, TypeError, OSError, ImportError, gym.error.Error) as exc:

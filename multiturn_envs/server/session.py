@@ -5,12 +5,24 @@ two calls at once and thread-affine resources (a sandbox pool, a SQLite connecti
 thread that made them. The methods take and return plain JSON-able payloads in OpenEnv's shape
 (:mod:`.protocol`); nothing here knows about HTTP or WebSockets.
 
-Beyond OpenEnv's ``reset``/``step``/``state``, an MT env has oracle hooks and exact snapshots.
-They are *tools*, reached the way OpenEnv's MCP envs expose tools in simulation mode: a step
-whose action is ``{"type": "list_tools"}`` or ``{"type": "call_tool", "tool_name", "arguments"}``
-(OpenEnv's ``MCPToolClient`` sends exactly these). A tool call is not an env turn. Snapshots
-stay on the server (a client gets an id): a snapshot holds live env state (a database, a
-sandbox's files) that a client could not hand back safely.
+Two kinds of tools, reached the way OpenEnv's MCP envs expose tools in simulation mode (a step
+whose action is ``{"type": "list_tools"}`` or ``{"type": "call_tool", "tool_name",
+"arguments"}``, what OpenEnv's ``MCPToolClient`` sends; or a ``{"type": "mcp"}`` JSON-RPC
+frame, ``tools/list`` / ``tools/call``):
+
+* **the env's own tools** (:meth:`~multiturn_envs.core.TextEnv.tools`: FrozenLake's ``move``,
+  SQL's ``execute_sql``/``submit``, ...): calling one IS an env turn, exactly as the text action
+  of its canonical ``<tool_call>`` form; the answer is OpenEnv's ``CallToolObservation`` (the
+  observation text as the tool's result) with the turn's per-step ``reward``, ``done`` and the
+  ``info`` as metadata. ``list_tools`` lists these, and only these: they are what an agent may
+  be given;
+* **the oracle hooks and snapshots** (:data:`TOOLS`): for the harness and analyses, never an
+  env turn. They are callable by name but not listed, so a trainer that hands an agent every
+  listed tool never hands it ``expert_action`` (``describe`` names them). An env tool of the
+  same name wins.
+
+Snapshots stay on the server (a client gets an id): a snapshot holds live env state (a
+database, a sandbox's files) that a client could not hand back safely.
 """
 
 from __future__ import annotations
@@ -24,9 +36,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.error import ResetNeeded
 
-from multiturn_envs.core import TextEnv
+from multiturn_envs.core import TextEnv, check_budget
 from multiturn_envs.errors import EpisodeOver
+from multiturn_envs.rewards import Outcome, Reward, Tally, Turn, make_reward
 from multiturn_envs.server import protocol as p
+from multiturn_envs.tools import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCall
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 RNG_BIT_GENERATORS = ("PCG64", "PCG64DXSM")
@@ -37,18 +51,39 @@ class EnvCrashed(Exception):
     """The env raised where the contract says it never does; the session must be closed."""
 
 
+def _uint(value: Any, bits: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << bits
+
+
 def rng_from_state(state: Any) -> np.random.Generator:
-    """A generator in exactly the state a client sent (``bit_generator.state`` of PCG64)."""
-    if not isinstance(state, dict) or state.get("bit_generator") not in RNG_BIT_GENERATORS:
+    """A generator in exactly the state a client sent (``bit_generator.state`` of PCG64).
+
+    Every field is checked (types and ranges) before numpy sees it, so a malformed state is a
+    ``VALIDATION_ERROR`` (the tool call fails, the episode goes on), never an env crash.
+    """
+    inner = state.get("state") if isinstance(state, dict) else None
+    if (
+        not isinstance(state, dict)
+        or state.get("bit_generator") not in RNG_BIT_GENERATORS
+        or set(state) != {"bit_generator", "state", "has_uint32", "uinteger"}
+        or not isinstance(inner, dict)
+        or set(inner) != {"state", "inc"}
+        or not (_uint(inner["state"], 128) and _uint(inner["inc"], 128))
+        or state["has_uint32"] not in (0, 1)
+        or isinstance(state["has_uint32"], bool)
+        or not _uint(state["uinteger"], 32)
+    ):
         raise p.ProtocolError(
             p.VALIDATION_ERROR,
-            f"rng_state must be the bit_generator.state of one of {RNG_BIT_GENERATORS}",
+            "rng_state must be the bit_generator.state of one of "
+            f"{RNG_BIT_GENERATORS}: {{'bit_generator', 'state': {{'state', 'inc'}} (ints in "
+            "[0, 2**128)), 'has_uint32' (0 or 1), 'uinteger' (an int in [0, 2**32))}}",
         )
     bit_generator = getattr(np.random, state["bit_generator"])()
     try:
         bit_generator.state = state
-    except (TypeError, ValueError, KeyError) as exc:
-        raise p.ProtocolError(p.VALIDATION_ERROR, f"invalid rng_state: {exc}") from None
+    except Exception as exc:  # whatever numpy refuses is the request's fault
+        raise p.ProtocolError(p.VALIDATION_ERROR, f"invalid rng_state: {exc}"[:500]) from None
     return np.random.Generator(bit_generator)
 
 
@@ -63,6 +98,7 @@ TOOLS: dict[str, tuple[str, dict[str, dict[str, str]]]] = {
     "describe": ("the env id, its spec, default budget and which hooks it overrides", {}),
     "task_ids": ("the ids of the tasks reset accepts as task_id", {}),
     "system_prompt": ("standing instructions for an LLM agent", {}),
+    "tool_system_prompt": ("standing instructions for an agent given the env's tools", {}),
     "valid_actions": ("the env's finite set of well-formed actions, or null", {}),
     "expert_action": ("the oracle's action at the current state", {}),
     "score_action": (
@@ -119,7 +155,9 @@ class EnvSession:
         self.base = text_env_of(env)
         self.env_id = env_id
         self.limits = limits
-        self.default_budget = (self.base.max_turns, self.base.budget_mode)
+        self.default_budget = self.base.default_budget
+        self.reward: Reward = Outcome()
+        self.tally: Tally | None = None
         self.episode_id: str | None = None
         self.step_count = 0
         self.expert_in_metadata = False
@@ -128,7 +166,13 @@ class EnvSession:
     # ------------------------------------------------------------------ OpenEnv's operations
     def reset(self, data: dict[str, Any]) -> dict[str, Any]:
         """Start an episode. ``data``: OpenEnv's ``seed``/``episode_id`` plus ``task_id``,
-        ``max_turns``, ``budget_mode``, ``options`` and ``expert_in_metadata``."""
+        ``max_turns``, ``budget_mode``, ``reward``, ``options`` and ``expert_in_metadata``.
+
+        ``max_turns``/``budget_mode`` are this episode's budget (reset options: they win over
+        the served env's defaults and wrappers; docs/wrappers.md). ``reward`` names the
+        registered reward whose per-turn credit each step's ``reward`` is (a name or
+        ``{"name": ..., **params}``; default ``"outcome"``, the env's own reward); with any
+        other, the env's own reward is in ``metadata["env_reward"]``."""
         ignored = sorted(k for k in data if k not in p.RESET_KEYS)
         seed = data.get("seed")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
@@ -146,25 +190,27 @@ class EnvSession:
         # maps); if the reset then fails, it is the request's fault, not a crash
         listed = "task_id" not in options or str(options["task_id"]) in self.base.task_ids()
         max_turns, mode = self.default_budget
-        if "max_turns" in data:
-            max_turns = data["max_turns"]
-        if "budget_mode" in data:
-            mode = data["budget_mode"]
-        try:
-            self.base.set_turn_budget(max_turns, mode)
+        for key in ("max_turns", "budget_mode"):
+            if key in data:
+                options[key] = data[key]
+        try:  # checked here so the client reads the same message as a local reset's
+            check_budget(options.get("max_turns", max_turns), options.get("budget_mode", mode))
+            reward = Outcome() if data.get("reward") is None else make_reward(data["reward"])
         except (ValueError, TypeError) as exc:
-            raise p.ProtocolError(p.VALIDATION_ERROR, str(exc)) from None
+            raise p.ProtocolError(p.VALIDATION_ERROR, str(exc)[:2000]) from None
         self.expert_in_metadata = bool(data.get("expert_in_metadata", False))
         try:
             observation, info = self.env.reset(seed=seed, options=options or None)
         except Exception as exc:
-            if not listed or isinstance(exc, ValueError | KeyError):
+            if not listed or isinstance(exc, ValueError | KeyError | TypeError):
                 raise p.ProtocolError(
                     p.VALIDATION_ERROR, f"reset refused: {type(exc).__name__}: {exc}"[:2000]
                 ) from None
             raise EnvCrashed(f"reset raised {type(exc).__name__}: {exc}") from exc
         self.episode_id = episode_id or uuid.uuid4().hex
         self.step_count = 0
+        self.reward = reward
+        self.tally = reward.tally(info)
         if ignored:
             info["ignored_reset_keys"] = ignored
         return self._observation(observation, None, False, False, info)
@@ -173,7 +219,34 @@ class EnvSession:
         """One env turn, or a tool call when ``data`` is an OpenEnv MCP action."""
         if isinstance(data, dict) and data.get("type") in ("list_tools", "call_tool"):
             return self._mcp(data)
-        text = p.parse_action(data)
+        return self._turn(p.parse_action(data))
+
+    def env_tools(self) -> list[dict[str, Any]]:
+        """The env's own tools in MCP's listing format (the current task's)."""
+        return [t.mcp() for t in self.base.tools()]
+
+    def _is_env_tool(self, name: str) -> bool:
+        return any(t.name == name for t in self.base.tools())
+
+    def call_env_tool(self, name: str, arguments: Any) -> dict[str, Any]:
+        """An env tool call as one env turn: OpenEnv's ``CallToolObservation`` shape plus the
+        observation payload's fields (``text``, ``terminated``, ``truncated``, ``metadata``).
+
+        Arguments that are not an object still make a turn: the env reads the call's text and
+        says what is wrong, as it would for a model's malformed call."""
+        if isinstance(arguments, dict):
+            text = ToolCall(name, arguments).text()
+        else:  # the env's reader reports it (bounded: the request size is capped)
+            body = p.dumps({"name": name, "arguments": arguments})
+            text = f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
+        payload = self._turn(text)
+        observation = payload["observation"]
+        observation["tool_name"] = name
+        observation["result"] = {"data": observation["text"]}
+        observation["error"] = None
+        return payload
+
+    def _turn(self, text: str) -> dict[str, Any]:
         try:
             observation, reward, terminated, truncated, info = self.env.step(text)
         except EpisodeOver:
@@ -185,7 +258,12 @@ class EnvSession:
         except Exception as exc:  # the contract: a bad action is a turn, never an exception
             raise EnvCrashed(f"step raised {type(exc).__name__}: {exc}") from exc
         self.step_count += 1
-        return self._observation(observation, float(reward), terminated, truncated, info)
+        if self.tally is None:  # unreachable: the env refused to step before a reset
+            self.tally = self.reward.tally(self.base.current_info())
+        credit = self.tally.add(Turn(float(reward), info, bool(terminated), bool(truncated)))
+        if not isinstance(self.reward, Outcome):
+            info["env_reward"] = float(reward)
+        return self._observation(observation, credit, terminated, truncated, info)
 
     def state(self) -> dict[str, Any]:
         """OpenEnv's ``State`` (``episode_id``, ``step_count``) plus the episode's counters."""
@@ -230,9 +308,11 @@ class EnvSession:
 
     def _mcp(self, data: dict[str, Any]) -> dict[str, Any]:
         if data["type"] == "list_tools":
-            return {"observation": {"tools": tool_specs()}, "reward": None, "done": False}
+            return {"observation": {"tools": self.env_tools()}, "reward": None, "done": False}
         name = data.get("tool_name")
         arguments = data.get("arguments", {})
+        if isinstance(name, str) and self._is_env_tool(name):
+            return self.call_env_tool(name, arguments)
         if not isinstance(name, str) or not isinstance(arguments, dict):
             error = ("invalid_args", "call_tool needs tool_name (str) and arguments (object)")
             return p.tool_payload(str(name), None, error, False)
@@ -252,6 +332,54 @@ class EnvSession:
         except Exception as exc:
             raise EnvCrashed(f"tool {name} raised {type(exc).__name__}: {exc}") from exc
         return p.tool_payload(name, result, None, self.base.done)
+
+    def rpc(self, request: Any) -> dict[str, Any]:
+        """One MCP JSON-RPC request (a ``{"type": "mcp"}`` frame's data): ``tools/list`` (the
+        env's tools) or ``tools/call`` (an env tool: a turn; a hook: its result). Returns the
+        JSON-RPC response object; errors are JSON-RPC errors, the session lives on."""
+        if not isinstance(request, dict):
+            return _rpc_error(None, -32600, "an MCP request is a JSON-RPC 2.0 object")
+        request_id = request.get("id")
+        if not isinstance(request_id, str | int | None) or isinstance(request_id, bool):
+            return _rpc_error(None, -32600, "id must be a string, a number or null")
+        method, params = request.get("method"), request.get("params", {})
+        if request.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            return _rpc_error(request_id, -32600, "Invalid Request: jsonrpc '2.0' and a method")
+        if not isinstance(params, dict):
+            return _rpc_error(request_id, -32602, "params must be an object")
+        if method == "tools/list":
+            return _rpc_result(request_id, {"tools": self.env_tools()})
+        if method != "tools/call":
+            return _rpc_error(request_id, -32601, f"Method not found: {method[:80]}")
+        name, arguments = params.get("name"), params.get("arguments", {})
+        if not isinstance(name, str):
+            return _rpc_error(request_id, -32602, "Missing 'name' in params")
+        if self._is_env_tool(name):
+            try:
+                payload = self.call_env_tool(name, arguments)
+            except p.ProtocolError as exc:
+                return _rpc_error(request_id, -32000, exc.message, exc.code)
+            observation = payload["observation"]
+            return _rpc_result(
+                request_id,
+                {
+                    **observation,
+                    "reward": payload["reward"],
+                    "done": payload["done"],
+                    "metadata": payload["metadata"],
+                },
+            )
+        if not isinstance(arguments, dict):
+            return _rpc_error(request_id, -32602, "arguments must be an object")
+        try:
+            result = self.call_tool(name, arguments)
+        except p.ProtocolError as exc:
+            return _rpc_error(request_id, -32602, exc.message, exc.code)
+        except (EpisodeOver, ResetNeeded, ValueError) as exc:
+            return _rpc_error(request_id, -32000, f"{type(exc).__name__}: {exc}"[:2000])
+        except Exception as exc:
+            raise EnvCrashed(f"tool {name} raised {type(exc).__name__}: {exc}") from exc
+        return _rpc_result(request_id, {"data": result})
 
     def _live(self) -> TextEnv:
         if self.base.task_id is None:
@@ -274,6 +402,10 @@ class EnvSession:
             "default_max_turns": self.default_budget[0],
             "default_budget_mode": self.default_budget[1],
             "tools": sorted(TOOLS),
+            "env_tools": [t.name for t in self.base.tools()],
+            "max_tool_calls": self.base.max_tool_calls,
+            "tools_change_in_episode": self.base.tools_change_in_episode,
+            "reply_without_call": self.base.reply_without_call,
         }
 
     def _tool_task_ids(self, arguments: dict[str, Any]) -> list[str]:
@@ -281,6 +413,9 @@ class EnvSession:
 
     def _tool_system_prompt(self, arguments: dict[str, Any]) -> str:
         return self.base.system_prompt()
+
+    def _tool_tool_system_prompt(self, arguments: dict[str, Any]) -> str:
+        return self.base.tool_system_prompt()
 
     def _tool_expert_action(self, arguments: dict[str, Any]) -> str:
         return self._live().expert_action()
@@ -361,3 +496,14 @@ class EnvSession:
             info,
             max_chars=self.limits.max_observation_chars,
         )
+
+
+def _rpc_result(request_id: Any, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _rpc_error(request_id: Any, code: int, message: str, kind: str | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if kind is not None:
+        error["data"] = {"code": kind}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}

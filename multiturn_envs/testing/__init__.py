@@ -22,7 +22,8 @@ smallest complete ``TextEnv`` (a template for new envs and the toy of our own te
    an error action never ends the episode.
 5. ``get_state``/``set_state`` round trip, also onto a freshly made env.
 6. Hostile actions (empty, huge, binary-looking, Unicode, markup) never raise from ``step``.
-7. The budget truncates at exactly ``max_turns``; stepping after the end raises a clear error.
+7. The budget truncates at exactly ``max_turns``; stepping after the end raises a clear error; a
+   budget named in ``reset`` options holds for that episode only.
 8. ``messages()`` alternates user/assistant and ends with the last observation; ``close()`` twice.
 """
 
@@ -141,6 +142,7 @@ def check_text_env(
             _check_budget(base, task_id, seeds[0], rng)
             if hostile:
                 _check_hostile(base, task_id, seeds[0])
+            _check_tools(base, task_id, seeds[0], hostile)
         _check_messages(base, ids[0], seeds[0], rng)
     finally:
         env.close()
@@ -234,27 +236,28 @@ def _check_snapshot(
 
 
 def _check_budget(base: TextEnv, task_id: str, seed: int, rng: np.random.Generator) -> None:
-    saved = (base.max_turns, base.budget_mode)
+    default = base.default_budget
+    # the reset names this episode's budget; the env's default stays as it was
+    base.reset(seed=seed, options={"task_id": task_id, "max_turns": 2, "budget_mode": "hidden"})
+    # Error actions never end the episode, so the budget is what stops it.
+    error_rng = np.random.default_rng(int(rng.integers(2**31)))
+    steps = 0
+    truncated = False
+    while not base.done:
+        _, _, _, truncated, info = base.step(base.error_action(error_rng))
+        steps += 1
+        assert info["turns_left"] == 2 - steps, "turns_left does not count down"
+    assert steps == 2 and truncated, "a budget of 2 did not truncate after exactly 2 turns"
     try:
-        base.set_turn_budget(2, "hidden")
-        base.reset(seed=seed, options={"task_id": task_id})
-        # Error actions never end the episode, so the budget is what stops it.
-        error_rng = np.random.default_rng(int(rng.integers(2**31)))
-        steps = 0
-        truncated = False
-        while not base.done:
-            _, _, _, truncated, info = base.step(base.error_action(error_rng))
-            steps += 1
-            assert info["turns_left"] == 2 - steps, "turns_left does not count down"
-        assert steps == 2 and truncated, "a budget of 2 did not truncate after exactly 2 turns"
-        try:
-            base.step("anything")
-        except gym.error.ResetNeeded:
-            pass
-        else:
-            raise AssertionError("stepping after the episode ended did not raise")
-    finally:
-        base.set_turn_budget(*saved)
+        base.step("anything")
+    except gym.error.ResetNeeded:
+        pass
+    else:
+        raise AssertionError("stepping after the episode ended did not raise")
+    _, info = base.reset(seed=seed, options={"task_id": task_id})
+    assert (info["max_turns"], info["budget_mode"]) == default, (
+        "a budget named in reset options outlived its episode"
+    )
 
 
 def _check_hostile(base: TextEnv, task_id: str, seed: int) -> None:
@@ -265,6 +268,46 @@ def _check_hostile(base: TextEnv, task_id: str, seed: int) -> None:
         except Exception as exc:  # the contract: bad text is a legal action
             raise AssertionError(f"step({action!r:.40}) raised {exc!r}") from exc
         assert isinstance(obs, str) and obs, f"step({action!r:.40}) gave an empty observation"
+        _check_info(info, after_step=True)
+
+
+HOSTILE_TOOL_CALLS: tuple[str, ...] = (
+    "<tool_call>" + "[" * 100_000 + "</tool_call>",
+    '<tool_call>{"name": "x", "arguments": {"a": "' + "A" * (1 << 20) + '"}}</tool_call>',
+    "<tool_call>{not json",
+    '<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": 3}</tool_call><tool_call>{}</tool_call>' * 50,
+)
+"""Tool-call actions a degenerate or hostile policy emits; each must be a turn, never a crash."""
+
+
+def _check_tools(base: TextEnv, task_id: str, seed: int, hostile: bool) -> None:
+    """Declared tools are valid OpenAI functions, and bad tool calls are turns with a message."""
+    import json
+
+    from multiturn_envs.tools import Tool
+
+    base.reset(seed=seed, options={"task_id": task_id})
+    tools = list(base.tools())
+    if not tools:
+        return
+    names = [t.name for t in tools]
+    assert len(set(names)) == len(names), f"tool names repeat: {names}"
+    for tool in tools:
+        assert isinstance(tool, Tool), f"tools() returned {type(tool).__name__}, not a Tool"
+        json.dumps(tool.openai())  # JSON-able: servers and chat templates take it as is
+        assert tool.description, f"tool {tool.name!r} has no description"
+    if not hostile:
+        return
+    for action in HOSTILE_TOOL_CALLS:
+        base.reset(seed=seed, options={"task_id": task_id})
+        try:
+            obs, _, _, _, info = base.step(action)
+        except Exception as exc:  # the contract: a bad call is a legal action
+            raise AssertionError(f"step({action!r:.40}) raised {exc!r}") from exc
+        assert isinstance(obs, str) and obs, f"step({action!r:.40}) gave an empty observation"
+        assert info["parse_error"], f"step({action!r:.40}) was not reported as a parse error"
+        assert len(obs) < 20_000, "the error observation echoes the hostile call"
         _check_info(info, after_step=True)
 
 

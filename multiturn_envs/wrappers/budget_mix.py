@@ -1,4 +1,9 @@
-"""BudgetMix: draw the turn budget afresh at every ``reset`` (the study's training remedy)."""
+"""BudgetMix: draw the turn budget afresh at every ``reset`` (the study's training remedy).
+
+Like :class:`~multiturn_envs.wrappers.TurnBudget` it never reaches into the env: the drawn
+budget travels as the reset options ``max_turns``/``budget_mode``, unless the caller of
+``reset`` (a dataset row, the harness's run) or an outer wrapper already named them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from multiturn_envs.wrappers.turn_budget import text_env_of
+from multiturn_envs.core import check_budget
+from multiturn_envs.wrappers.turn_budget import text_env_of, with_budget
 
 _BUDGET_MIX_STREAM = 0xB4D6  # keeps this wrapper's draws apart from the env's and other wrappers'
 MAX_LISTED_BUDGETS = 1_000_000
@@ -20,7 +26,9 @@ class BudgetMix(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs
 
     The draw uses the wrapper's own generator, seeded from the ``reset`` seed, so it never shifts
     the env's ``np_random`` stream; ``reset(seed=s)`` always gives the same budget. The drawn budget
-    is in ``info["max_turns"]``.
+    is in ``info["max_turns"]``. Every reset draws, also one whose caller names the budget (which
+    then wins), so the draws of later resets do not depend on it. Constructing it changes
+    nothing in ``env``.
 
     Args:
         env: any MT/* env.
@@ -69,11 +77,11 @@ class BudgetMix(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs
             if probs.shape != (len(budgets),) or np.any(probs < 0) or probs.sum() <= 0:
                 raise ValueError("weights must be non-negative, one per budget, not all zero")
             self.probs = probs / probs.sum()
-        self.mode = mode
-        base = text_env_of(env)
+        text_env_of(env)
         # validate every candidate now (a range's smallest and largest stand for all of it)
         for b in (budgets[0], budgets[-1]) if huge else self.budgets:
-            base.set_turn_budget(b, mode)
+            check_budget(b, mode)
+        self.mode = mode
         self._rng = np.random.default_rng()
 
     def reset(
@@ -85,5 +93,4 @@ class BudgetMix(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs
             budget = int(self.budgets[int(self._rng.integers(len(self.budgets)))])
         else:
             budget = self.budgets[int(self._rng.choice(len(self.budgets), p=self.probs))]
-        text_env_of(self.env).set_turn_budget(budget, self.mode)
-        return self.env.reset(seed=seed, options=options)
+        return self.env.reset(seed=seed, options=with_budget(options, budget, self.mode))

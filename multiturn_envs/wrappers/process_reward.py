@@ -1,14 +1,17 @@
-"""ProcessReward: add the oracle's step score to the env's (outcome) reward.
+"""ProcessReward: add the oracle's step score to the env's (outcome) reward, every step.
 
-The study asks whether an exact process reward helps (it does on FrozenLake, not on BFCL). Every
-MT/* env reports ``info["step_score"]`` in [0, 1], the oracle's judgement of the action just
-taken, so a dense reward is one wrapper away::
+Every MT/* env reports ``info["step_score"]`` in [0, 1], the oracle's judgement of the action
+just taken, so a dense reward is one wrapper away::
 
     reward' = outcome_weight * reward + step_weight * (step_score - baseline)
 
-``baseline`` centres the bonus (0.5 makes poor actions cost reward instead of just earning
-less); the parts are kept in ``info["outcome_reward"]`` and ``info["process_reward"]`` so
-training logs can tell them apart.
+That is the registry's ``shaped`` reward (:class:`multiturn_envs.rewards.Shaped`), which this
+wrapper computes; despite the wrapper's name it is *not* the study's process reward as we train
+with it (``process``: credits with no pay for unparsable replies or lost states, normalised per
+episode), which :class:`~multiturn_envs.wrappers.TurnReward` gives per step
+(``TurnReward(env, "process")``). ``baseline`` centres the bonus (0.5 makes poor actions cost
+reward instead of just earning less); the parts are kept in ``info["outcome_reward"]`` and
+``info["process_reward"]`` so training logs can tell them apart.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from typing import Any
 
 import gymnasium as gym
 
+from multiturn_envs.rewards import Shaped, Turn
+
 
 class ProcessReward(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
-    """Shape the reward with the oracle's per-step score.
+    """Shape the reward with the oracle's per-step score (the registry's ``shaped`` reward).
 
     Args:
         env: any MT/* env.
@@ -39,13 +44,14 @@ class ProcessReward(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructor
             self, step_weight=step_weight, outcome_weight=outcome_weight, baseline=baseline
         )
         gym.Wrapper.__init__(self, env)
-        self.step_weight = float(step_weight)
-        self.outcome_weight = float(outcome_weight)
-        self.baseline = float(baseline)
+        self.reward = Shaped(weight=step_weight, outcome_weight=outcome_weight, baseline=baseline)
+        self.step_weight = self.reward.weight
+        self.outcome_weight = self.reward.outcome_weight
+        self.baseline = self.reward.baseline
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        process = self.step_weight * (float(info["step_score"]) - self.baseline)
+        turn = Turn(float(reward), info, terminated, truncated)
         info["outcome_reward"] = float(reward)
-        info["process_reward"] = process
-        return obs, self.outcome_weight * float(reward) + process, terminated, truncated, info
+        info["process_reward"] = self.reward.bonus(turn)
+        return obs, self.reward.credit(turn), terminated, truncated, info

@@ -1,18 +1,22 @@
 """The env server under abuse: hostile requests, limits, crashes, timeouts, idle and lost clients.
 
-Servers here are real uvicorn servers on 127.0.0.1 (in a thread of the test process when the
-test needs to see inside the envs, e.g. that ``close()`` ran; in a child process otherwise),
-and stop when the test ends.
+Servers here are real uvicorn servers on 127.0.0.1 (in a thread of the test process, or a child
+process), and stop when the test ends. Envs run in worker processes (the default isolation), so
+a test sees that ``close()`` ran through :class:`ProbeEnv`'s close log. tests/server/ holds the
+adversarial suite (limits, timeouts, connections, malformed frames).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,32 +27,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 from websockets.sync.client import connect
 
-from multiturn_envs.core import StepOutcome
 from multiturn_envs.server import protocol as p
 from multiturn_envs.server.app import create_app
 from multiturn_envs.server.process import ServerProcess
 from multiturn_envs.server.remote_env import ws_url
 from multiturn_envs.server.serve import serve
 from multiturn_envs.testing import GuessEnv
+from multiturn_envs.testing.probe import ProbeEnv
+
+GUESS = functools.partial(GuessEnv, max_turns=6)
+"""A picklable factory: each session's env is built in its worker process."""
 
 
-class ProbeEnv(GuessEnv):
-    """GuessEnv that crashes on ``"crash"``, sleeps on ``"sleep"``, and counts its closes."""
+class CloseLog:
+    """How many envs of a server have closed (``len``), read from ProbeEnv's close log."""
 
-    closed: list[int]  # shared by the instances of one server (set by the fixture)
+    def __init__(self, path: Path) -> None:
+        self.path = path
 
-    def __init__(self) -> None:
-        super().__init__(max_turns=6)
-
-    def _step(self, action: str) -> StepOutcome:
-        if action == "crash":
-            raise RuntimeError("boom")
-        if action == "sleep":
-            time.sleep(1.5)
-        return super()._step(action)
-
-    def _close(self) -> None:
-        type(self).closed.append(id(self))
+    def __len__(self) -> int:
+        return len(self.path.read_text().splitlines()) if self.path.exists() else 0
 
 
 @contextlib.contextmanager
@@ -74,29 +72,32 @@ def thread_server(app: Any) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def probe(idle_timeout_s: float) -> Iterator[tuple[str, list[int]]]:
-    closed: list[int] = []
-    ProbeEnv.closed = closed
-    limits = p.Limits(
-        max_sessions=3,
-        idle_timeout_s=idle_timeout_s,
-        request_timeout_s=0.5,
-        max_request_bytes=4096,
-    )
-    app = create_app("Probe", limits=limits, make_env=ProbeEnv)
-    with thread_server(app) as url:
-        yield url, closed
+def probe(idle_timeout_s: float) -> Iterator[tuple[str, CloseLog]]:
+    with tempfile.TemporaryDirectory(prefix="mte-probe-") as tmp:
+        log = Path(tmp) / "closed.log"
+        limits = p.Limits(
+            max_sessions=3,
+            max_sessions_per_client=3,  # every client here is 127.0.0.1
+            idle_timeout_s=idle_timeout_s,
+            request_timeout_s=0.5,
+            close_timeout_s=2.0,
+            max_request_bytes=4096,
+        )
+        factory = functools.partial(ProbeEnv, max_turns=6, close_log=str(log))
+        app = create_app("Probe", limits=limits, make_env=factory)
+        with thread_server(app) as url:
+            yield url, CloseLog(log)
 
 
 @pytest.fixture
-def probe_server() -> Iterator[tuple[str, list[int]]]:
+def probe_server() -> Iterator[tuple[str, CloseLog]]:
     """Three sessions at most, 0.5 s per request, 4 KiB per message, 30 s idle."""
     with probe(30.0) as served:
         yield served
 
 
 @pytest.fixture
-def short_idle_server() -> Iterator[tuple[str, list[int]]]:
+def short_idle_server() -> Iterator[tuple[str, CloseLog]]:
     """The same with sessions reaped after 1 s idle."""
     with probe(1.0) as served:
         yield served
@@ -163,7 +164,7 @@ def code_of(reply: dict[str, Any]) -> str:
 
 
 def test_hostile_requests_get_clear_errors_and_the_server_keeps_serving(
-    probe_server: tuple[str, list[int]],
+    probe_server: tuple[str, CloseLog],
 ) -> None:
     url, _ = probe_server
     http = httpx.Client(base_url=url, timeout=10)
@@ -241,6 +242,15 @@ def test_hostile_requests_get_clear_errors_and_the_server_keeps_serving(
     http.close()
 
 
+@pytest.fixture(scope="module")
+def guess_socket() -> Iterator[Socket]:
+    """One session for every generated frame: each must leave it usable."""
+    with thread_server(create_app("Probe", make_env=GUESS)) as url:
+        s = Socket(url)
+        yield s
+        s.close()
+
+
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
@@ -253,19 +263,16 @@ def test_hostile_requests_get_clear_errors_and_the_server_keeps_serving(
         max_leaves=12,
     )
 )
-def test_any_json_frame_gets_one_reply_and_the_session_survives(frame: Any) -> None:
-    with thread_server(create_app("Probe", make_env=lambda: GuessEnv(max_turns=6))) as url:
-        s = Socket(url)
-        try:
-            reply = s.send(json.dumps(frame))
-            assert reply["type"] in ("error", "observation", "state")
-            after = s.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-5"}})
-            assert after["type"] == "observation"
-        finally:
-            s.close()
+def test_any_json_frame_gets_one_reply_and_the_session_survives(
+    guess_socket: Socket, frame: Any
+) -> None:
+    reply = guess_socket.send(json.dumps(frame))
+    assert reply["type"] in ("error", "observation", "state")
+    after = guess_socket.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-5"}})
+    assert after["type"] == "observation"
 
 
-def test_sessions_are_isolated_under_concurrency(probe_server: tuple[str, list[int]]) -> None:
+def test_sessions_are_isolated_under_concurrency(probe_server: tuple[str, CloseLog]) -> None:
     url, _ = probe_server
     results: dict[int, list[str]] = {}
 
@@ -281,7 +288,7 @@ def test_sessions_are_isolated_under_concurrency(probe_server: tuple[str, list[i
 
 
 def test_crash_timeout_idle_and_lost_clients_close_only_their_own_env(
-    short_idle_server: tuple[str, list[int]],
+    short_idle_server: tuple[str, CloseLog],
 ) -> None:
     url, closed = short_idle_server
     http = httpx.Client(base_url=url, timeout=10)
@@ -301,9 +308,9 @@ def test_crash_timeout_idle_and_lost_clients_close_only_their_own_env(
     a.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-1"}})
     assert code_of(a.send({"type": "step", "data": {"text": "crash"}})) == p.EXECUTION_ERROR
     wait_until(lambda: len(closed) == 1, keep_alive)
-    # timeout: a step past request_timeout -> TIMEOUT, closed once the step returns
+    # timeout: a step past request_timeout -> TIMEOUT; the step is interrupted, the env closed
     b.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-1"}})
-    assert code_of(b.send({"type": "step", "data": {"text": "sleep"}})) == p.TIMEOUT
+    assert code_of(b.send({"type": "step", "data": {"text": "sleep 1.5"}})) == p.TIMEOUT
     wait_until(lambda: len(closed) == 2, keep_alive)
     # a lost client (socket dropped without a close frame): its session goes at once
     d = Socket(url)
@@ -326,7 +333,7 @@ def test_crash_timeout_idle_and_lost_clients_close_only_their_own_env(
 
 
 def test_an_idle_websocket_is_closed_by_the_server(
-    short_idle_server: tuple[str, list[int]],
+    short_idle_server: tuple[str, CloseLog],
 ) -> None:
     url, closed = short_idle_server
     s = Socket(url)
@@ -339,7 +346,7 @@ def test_an_idle_websocket_is_closed_by_the_server(
 def test_tokens_and_binding() -> None:
     with pytest.raises(ValueError, match="bearer token"):
         serve("MT/FrozenLake-v0", host="0.0.0.0", port=0)  # refused before binding
-    app = create_app("Probe", make_env=lambda: GuessEnv(max_turns=6), token="t0k")
+    app = create_app("Probe", make_env=GUESS, token="t0k")
     with thread_server(app) as url:
         assert httpx.get(f"{url}/health").status_code == 200  # liveness needs no token
         assert httpx.get(f"{url}/schema").status_code == 401
@@ -362,7 +369,7 @@ def test_the_server_process_reports_bad_arguments() -> None:
 def test_oracle_tools_and_snapshots_over_the_wire() -> None:
     from multiturn_envs.server.remote_env import open_remote_env
 
-    with thread_server(create_app("Probe", make_env=lambda: GuessEnv(max_turns=6))) as url:
+    with thread_server(create_app("Probe", make_env=GUESS)) as url:
         env = open_remote_env(url)
         local = GuessEnv(max_turns=6)
         try:
@@ -388,7 +395,7 @@ def test_oracle_tools_and_snapshots_over_the_wire() -> None:
 
 
 def test_the_proxy_refuses_another_env_and_reports_a_reaped_session(
-    short_idle_server: tuple[str, list[int]],
+    short_idle_server: tuple[str, CloseLog],
 ) -> None:
     from multiturn_envs.server.remote_env import RemoteEnvError, open_remote_env
 
@@ -406,9 +413,8 @@ def test_the_proxy_refuses_another_env_and_reports_a_reaped_session(
 
 def test_long_observations_are_cut_and_said_so() -> None:
     limits = p.Limits(max_observation_chars=50)
-
-    def make() -> GuessEnv:
-        return GuessEnv(max_turns=6, budget_mode="announced")  # a budget note: a longer text
+    # a budget note: a longer text
+    make = functools.partial(GuessEnv, max_turns=6, budget_mode="announced")
 
     with thread_server(create_app("Probe", limits=limits, make_env=make)) as url:
         s = Socket(url)
@@ -425,7 +431,7 @@ def test_openenv_http_routes_and_env_args() -> None:
     from multiturn_envs.env_args import parse_env_args
     from multiturn_envs.server.serve import is_loopback
 
-    with thread_server(create_app("Probe", make_env=lambda: GuessEnv(max_turns=6))) as url:
+    with thread_server(create_app("Probe", make_env=GUESS)) as url:
         http = httpx.Client(base_url=url, timeout=10)
         reset = http.post("/reset", json={"seed": 0, "task_id": "secret-2"}).json()
         assert reset["done"] is False and reset["reward"] is None
@@ -459,3 +465,25 @@ def test_cut_keeps_head_and_tail_within_the_limit(text: str, limit: int) -> None
     assert len(shown) <= max(limit, len(marker) + 2)
     head, _, tail = shown.partition(marker)
     assert text.startswith(head) and text.endswith(tail) and head and tail
+
+
+def test_thread_isolation_serves_in_process_and_refuses_unpicklable_factories() -> None:
+    """isolation="thread": envs on threads of the server (any factory, even a lambda); a
+    crash still closes only its session. With process isolation a factory that cannot
+    travel to a worker process is refused up front."""
+    with pytest.raises(ValueError, match="must pickle"):
+        create_app("Probe", make_env=lambda: GuessEnv(max_turns=6))
+    limits = p.Limits(max_sessions=4, max_sessions_per_client=4, request_timeout_s=0.5)
+    app = create_app(
+        "Probe", limits=limits, make_env=lambda: ProbeEnv(max_turns=6), isolation="thread"
+    )
+    with thread_server(app) as url:
+        assert play(url, 6) == expected_play(6)
+        s = Socket(url)
+        s.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-1"}})
+        assert code_of(s.send({"type": "step", "data": {"text": "crash"}})) == p.EXECUTION_ERROR
+        t = Socket(url)
+        t.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-1"}})
+        assert code_of(t.send({"type": "step", "data": {"text": "sleep 1"}})) == p.TIMEOUT
+        assert httpx.get(f"{url}/stats", timeout=10).json()["isolation"] == "thread"
+        assert play(url, 12) == expected_play(12)

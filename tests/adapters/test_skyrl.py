@@ -73,3 +73,54 @@ def test_process_reward_and_empty_prompts() -> None:
     out = env.step(env.base.expert_action())
     assert out["reward"] == pytest.approx(0.5 * out["metadata"]["step_score"] + 0.0)
     env.close()
+
+
+def test_tools_and_per_step_registry_credit_through_skyrl_gym() -> None:
+    """With tools, the prompt carries the env's tool schemas, each LLM reply's Hermes calls are
+    the action (observations come back as tool responses), each step's reward is that turn's
+    credit under the registered reward (summing to its score), and a reply without a call
+    ends the episode."""
+    from multiturn_envs.rewards import Episode, Turn, make_reward
+    from multiturn_envs.tools import ToolCall
+
+    register_skyrl_envs()
+    extras = {"task_id": "4x4", "seed": 0, "mt_max_turns": 6, "tools": True}
+    env = skyrl_gym.make(
+        "MT/FrozenLake-v0",
+        env_config={},
+        extras=extras,
+        env_kwargs={"is_slippery": False},
+        reward="process",
+    )
+    twin = gym.make("MT/FrozenLake-v0", max_turns=6, is_slippery=False, disable_env_checker=True)
+    try:
+        conversation, _ = env.init([])
+        assert conversation[0]["role"] == "system"
+        assert "<tools>" in conversation[0]["content"] and "move tool" in conversation[0]["content"]
+        _, start = twin.reset(seed=0, options={"task_id": "4x4"})
+        turns = []
+        rewards = []
+        for move in ("Down", "Down"):
+            reply = f"Going {move}.\n" + ToolCall("move", {"direction": move}).text()
+            out = env.step(reply)
+            o, r, term, trunc, i = twin.step(ToolCall("move", {"direction": move}))
+            turns.append(Turn(float(r), i, term, trunc))
+            rewards.append(out["reward"])
+            assert out["observations"] == [
+                {"role": "user", "content": f"<tool_response>\n{o}\n</tool_response>"}
+            ]
+        bad = env.step('<tool_call>{"name": "move", "arguments": {"direction": 4}}</tool_call>')
+        assert bad["metadata"]["parse_error"] and not bad["done"]
+        o, r, term, trunc, i = twin.step(
+            '<tool_call>{"name": "move", "arguments": {"direction": 4}}</tool_call>'
+        )
+        turns.append(Turn(float(r), i, term, trunc))
+        rewards.append(bad["reward"])
+        process = make_reward("process")
+        assert rewards == pytest.approx(process.credits(Episode(start, tuple(turns))))
+        stop = env.step("That is all.")
+        assert stop["done"] and stop["reward"] == 0.0 and stop["metadata"]["agent_stopped"]
+        assert env.get_metrics()["agent_stopped"] == 1.0 and env.get_metrics()["turns"] == 3
+    finally:
+        env.close()
+        twin.close()

@@ -42,32 +42,30 @@ def replay(env_id: str, task_id: str, seed: int, max_turns: int, actions: list[s
     return infos
 
 
-def test_vf_eval_runs_an_mt_env_against_a_real_openai_server(
-    vllm_server: str, tmp_path: Path
-) -> None:
-    vf_eval = Path(sys.executable).parent / "vf-eval"
-    require(vf_eval.exists(), "verifiers' vf-eval (the [verifiers] extra)")
-    require(
-        shutil.which("uv", path=str(vf_eval.parent)) is not None, "uv (verifiers' null harness)"
-    )
+def vf_eval(vllm_server: str, tmp_path: Path, *extra: str, n: int = 4) -> list[dict[str, Any]]:
+    """``vf-eval mt-envs-vf`` on FrozenLake (max 3 turns) with the null harness; the traces."""
+    binary = Path(sys.executable).parent / "vf-eval"
+    require(binary.exists(), "verifiers' vf-eval (the [verifiers] extra)")
+    require(shutil.which("uv", path=str(binary.parent)) is not None, "uv (verifiers' null harness)")
     (tmp_path / "mt_envs_vf.py").write_text(SHIM)
     env_id, max_turns = "MT/FrozenLake-v0", 3
     repo = Path(__file__).resolve().parents[2]
     environ = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(repo), os.environ.get("PYTHONPATH", "")]),
-        "PATH": os.pathsep.join([str(vf_eval.parent), os.environ.get("PATH", "")]),
+        "PATH": os.pathsep.join([str(binary.parent), os.environ.get("PATH", "")]),
         "OPENAI_API_KEY": "local",
     }
     cmd = [
-        str(vf_eval), "mt-envs-vf",
+        str(binary), "mt-envs-vf",
         "--env.taskset.env-id", env_id, "--env.taskset.num-tasks", "2",
         "--env.taskset.seeds", "0", "1", "--env.taskset.max-turns", str(max_turns),
         "--env.player.harness.id", "null", "--env.player.runtime.type", "subprocess",
         "--env.player.max-turns", "8",
         "--client.base-url", f"{vllm_server}/v1", "--client.api-key-var", "OPENAI_API_KEY",
         "-m", "tiny", "--sampling.max-tokens", "24", "--sampling.temperature", "1.0",
-        "-n", "4", "-r", "1", "-c", "4", "--no-push", "-o", str(tmp_path / "outputs"),
+        "-n", str(n), "-r", "1", "-c", "4", "--no-push", "-o", str(tmp_path / "outputs"),
+        *extra,
     ]  # fmt: skip
     done = subprocess.run(
         cmd, cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=900
@@ -76,7 +74,20 @@ def test_vf_eval_runs_an_mt_env_against_a_real_openai_server(
     traces_files = list((tmp_path / "outputs").rglob("traces.jsonl"))
     assert len(traces_files) == 1, done.stdout[-2000:]
     traces = [json.loads(line) for line in traces_files[0].read_text().splitlines()]
-    assert len(traces) == 4
+    assert len(traces) == n
+    return traces
+
+
+def test_vf_eval_runs_an_mt_env_against_a_real_openai_server(
+    vllm_server: str, tmp_path: Path
+) -> None:
+    from verifiers.v1.trace import Trace
+
+    from multiturn_envs.adapters.verifiers import episode_of
+    from multiturn_envs.rewards import Outcome
+
+    env_id, max_turns = "MT/FrozenLake-v0", 3
+    traces = vf_eval(vllm_server, tmp_path)
     for line in traces:
         assert line["ok"], line["errors"]
         (trace,) = line["traces"]  # one agent: the player
@@ -93,6 +104,39 @@ def test_vf_eval_runs_an_mt_env_against_a_real_openai_server(
         mean = sum(episode["step_scores"]) / len(episode["step_scores"])
         assert trace["rewards"]["step_score"]["score"] == pytest.approx(mean)
         assert trace["metrics"]["turns"] == episode["turns"]
+        # per-step credit where prime-rl reads it: one state score per sampled turn, read
+        # back through verifiers' own Trace model
+        parsed = Trace.model_validate(trace)
+        scores = parsed.info["turn_rewards"]
+        assert len(scores) == parsed.num_turns == episode["turns"]
+        credits = parsed.info["turn_credits"]
+        assert scores == pytest.approx([sum(credits[: t + 1]) for t in range(len(credits))])
+        assert scores[-1] == pytest.approx(Outcome().score(episode_of(parsed)))
+
+
+def test_vf_eval_with_the_env_tools_and_a_registered_reward(
+    vllm_server: str, tmp_path: Path
+) -> None:
+    """Tools in the task's prompt, the registry's process reward as the trace's one reward;
+    a reply without a tool call ends the episode (the tiny random model never calls)."""
+    traces = vf_eval(
+        vllm_server, tmp_path, "--env.taskset.tools", "true", "--env.taskset.reward", "process",
+        n=2,
+    )  # fmt: skip
+    for line in traces:
+        assert line["ok"], line["errors"]
+        (trace,) = line["traces"]
+        assert set(trace["rewards"]) == {"registered"}
+        assert trace["rewards"]["registered"]["weight"] == 1.0
+        system = trace_messages(trace)[0]["content"]
+        assert "<tools>" in system and '"name": "move"' in system
+        episode = trace["info"]["mt"]
+        calls = [m for m in trace_messages(trace) if m["role"] == "assistant"]
+        if episode["end"] == "agent_stopped":  # no call: no turn, an unscored sampled turn
+            assert trace["info"]["turn_rewards"][-1] is None
+            assert episode["turns"] == len(calls) - 1
+        else:
+            assert all("<tool_call>" in (m["content"] or "") for m in calls)
 
 
 def trace_messages(trace: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,149 @@ def test_hostile_replies_never_break_the_episode(tiny: tuple[Any, Any]) -> None:
     tokens = asyncio.run(run_episode(env, tokenizer, junk, task_id="secret-2", seed=0))
     assert tokens.extra_fields["turns"] == 5 and tokens.response_logprobs is None
     assert len(tokens.response_ids) == len(tokens.response_mask)
+
+
+# ---------------------------------------------------------------------- per-step credit, tools
+def _worker(tokenizer: Any, prompt_length: int = 2048, response_length: int = 4096) -> Any:
+    """verl's ``AgentLoopWorker`` with only what its post-processing reads (no Ray, no LLM
+    server): the padding and batching of agent loop outputs into a ``DataProto``."""
+    from types import SimpleNamespace
+
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    worker = object.__new__(AgentLoopWorker)
+    worker.rollout_config = SimpleNamespace(
+        prompt_length=prompt_length, response_length=response_length
+    )
+    worker.tokenizer = tokenizer
+    worker.processor = None
+    worker.reward_loop_worker_handles = None
+    worker.distillation_enabled = False
+    worker.mm_processor_kwargs = {}
+    return worker
+
+
+def test_turn_scores_are_the_reward_credits_and_reach_verls_batch(tiny: tuple[Any, Any]) -> None:
+    """``extra_fields["turn_scores"]`` (what verl's tool agent loop fills) are the per-turn
+    credits of the row's registered reward, summing to ``reward_score``; verl's own worker
+    post-processing carries them into the batch as ``non_tensor_batch["turn_scores"]``."""
+    from multiturn_envs.adapters.verl import verl_output
+    from multiturn_envs.rewards import Episode, Turn, make_reward
+
+    _, tokenizer = tiny
+    env = gym.make("MT/FrozenLake-v0", max_turns=4, is_slippery=False)
+    moves = iter(["Down", "Right", "Down", "Right"])
+
+    async def scripted(prompt_ids: list[int], seed: int) -> tuple[list[int], Any]:
+        ids = [*tokenizer.encode(next(moves), add_special_tokens=False), tokenizer.eos_token_id]
+        return ids, [0.0] * len(ids)
+
+    tokens = asyncio.run(
+        run_episode(env, tokenizer, scripted, task_id="4x4", seed=0, reward="process")
+    )
+    credits = tokens.extra_fields["turn_scores"]
+    assert len(credits) == tokens.extra_fields["turns"] == len(tokens.extra_fields["tool_rewards"])
+    assert sum(credits) == pytest.approx(tokens.reward_score)
+    # the same credits as the registry gives for the same episode played in process
+    twin = gym.make("MT/FrozenLake-v0", max_turns=4, is_slippery=False)
+    _, start = twin.reset(seed=0, options={"task_id": "4x4"})
+    turns = []
+    for move in ["Down", "Right", "Down", "Right"][: tokens.extra_fields["turns"]]:
+        _, r, term, trunc, info = twin.step(move)
+        turns.append(Turn(float(r), info, term, trunc))
+    assert make_reward("process").credits(Episode(start, tuple(turns))) == pytest.approx(credits)
+    output = verl_output(tokens)
+    worker = _worker(tokenizer)
+    internal = asyncio.run(worker._agent_loop_postprocess(output, False, raw_prompt=[]))
+    batch = worker._postprocess([internal])
+    assert list(batch.non_tensor_batch["turn_scores"][0]) == pytest.approx(credits)
+    assert batch.batch["rm_scores"].sum().item() == pytest.approx(tokens.reward_score)
+
+
+def test_tool_calls_are_read_by_verls_own_parser(tiny: tuple[Any, Any]) -> None:
+    """With ``tools``, the env's tools are in the prompt and each response goes through verl's
+    Hermes ``ToolParser``: a call is the turn, a malformed one a turn the env explains, and a
+    response without a call ends the episode (stop_reason ``no_call``)."""
+    from verl.experimental.agent_loop.tool_parser import ToolParser
+
+    from multiturn_envs.adapters.verl import verl_tool_parser
+    from multiturn_envs.tools import ToolCall
+
+    _, tokenizer = tiny
+    replies = iter(
+        [
+            ToolCall("move", {"direction": "Down"}).text(),
+            '<tool_call>\n{"name": "move", "arguments": {"direction": "Sideways"}}\n</tool_call>',
+            '<tool_call>{"name": "move", "arguments": ',  # cut off: a malformed call
+            "I am done here.",
+        ]
+    )
+    prompts: list[list[int]] = []
+
+    async def scripted(prompt_ids: list[int], seed: int) -> tuple[list[int], Any]:
+        prompts.append(list(prompt_ids))
+        text = next(replies)
+        return [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id], None
+
+    env = gym.make("MT/FrozenLake-v0", max_turns=6, is_slippery=False)
+    parser = verl_tool_parser(ToolParser.get_tool_parser("hermes", tokenizer))
+    tokens = asyncio.run(
+        run_episode(env, tokenizer, scripted, task_id="4x4", seed=0, tools=True, parse_calls=parser)
+    )
+    assert tokens.extra_fields["stop_reason"] == "no_call" and tokens.extra_fields["turns"] == 3
+    assert '"name": "move"' in tokenizer.decode(prompts[0])  # the tool's schema was shown
+    history = env.unwrapped.messages()
+    assert history[1]["content"] == ToolCall("move", {"direction": "Down"}).text()
+    assert "must be one of" in history[4]["content"]
+    assert "not closed" in history[6]["content"]
+
+
+class SlowIOEnv(GuessEnv):
+    """GuessEnv whose steps wait 0.6 s on "I/O" (a stand-in for a container run)."""
+
+    blocking_io = True
+
+    def _step(self, action: str) -> Any:
+        import time
+
+        time.sleep(0.6)
+        return super()._step(action)
+
+
+@pytest.mark.parametrize("blocking_io", [True, False])
+def test_a_slow_env_step_does_not_stall_the_event_loop(
+    tiny: tuple[Any, Any], blocking_io: bool
+) -> None:
+    """The agent loop steps envs that wait on I/O in a worker thread: other coroutines on the
+    loop (verl's other agent loops) keep running during the step. Marked otherwise, the same
+    env blocks them, which is what this guards against."""
+    _, tokenizer = tiny
+
+    async def junk(prompt_ids: list[int], seed: int) -> tuple[list[int], Any]:
+        return [
+            *tokenizer.encode("guess 3", add_special_tokens=False),
+            tokenizer.eos_token_id,
+        ], None
+
+    env = SlowIOEnv(max_turns=2)
+    env.blocking_io = blocking_io
+    ticks: list[float] = []
+
+    async def main() -> None:
+        import time
+
+        async def heartbeat() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.02)
+
+        beat = asyncio.create_task(heartbeat())
+        await run_episode(env, tokenizer, junk, task_id="secret-9", seed=0)
+        beat.cancel()
+
+    asyncio.run(main())
+    if blocking_io:  # the loop ticked all along while each 0.6 s step ran elsewhere
+        assert len(ticks) >= 10
+        assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.45  # generous
+    else:
+        assert len(ticks) <= 1  # inline: the steps held the loop the whole episode

@@ -323,3 +323,32 @@ def test_cli_compare_on_ray_equals_the_local_comparison(
         results.append(json.loads(out.read_text()))
     assert results[0] == results[1]
     capsys.readouterr()
+
+
+def test_an_llm_policy_on_the_actor_pool_is_prompted_as_in_the_worker(
+    ray_cluster: Any, tiny_dir: Path, tmp_path: Path
+) -> None:
+    """The env's system prompt (and tools) travel with every request, so the tiny LLM on a Ray
+    policy actor (no env there) writes the records it writes locally, token for token."""
+    import functools
+
+    from multiturn_envs.policies.prompting import Sampling
+    from multiturn_envs.policies.transformers_backend import TransformersPolicy
+
+    factory = functools.partial(
+        TransformersPolicy.from_pretrained,
+        str(tiny_dir),
+        sampling=Sampling(max_tokens=6),
+        name="tiny",
+    )
+    cfg = config(policy="tiny", tasks=TASKS[:2], samples=2, max_turns=3)
+    run_eval(cfg, factory(), str(tmp_path / "local.jsonl"), progress=False)
+    executor = RayExecutor(
+        num_workers=1, policy_placement="actor-pool", policy_actors=1, policy_factory=factory
+    )
+    run_eval(cfg, factory(), str(tmp_path / "ray.jsonl"), progress=False, executor=executor)
+    local = stable(tmp_path / "local.jsonl")
+    assert stable(tmp_path / "ray.jsonl") == local
+    first = next(iter(local.values()))["turn_tokens"][0]["prompt_delta_ids"]
+    policy = factory()
+    assert "You play FrozenLake" in policy.tokenizer.decode(first)  # the env's, not the default

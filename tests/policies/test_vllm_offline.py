@@ -45,5 +45,6 @@ def test_vllm_policy_and_scorer_end_to_end_on_the_cpu_build() -> None:
     assert int(episodes[1]) == 4 and 1 <= int(episodes[2]) <= 2 and int(episodes[3]) > 0
     assert re.search(r"harness overhead: [+-]\d", out)
     assert re.search(r"scoring model: vllm/float32", out), out[-3000:]  # built from its spec
+    assert re.search(r"tools: (native|hermes) rendering, schema shown: True, calls read: True", out)
     delta = re.search(r"max \|delta\| = ([0-9.e+-]+)", out)
     assert delta is not None and float(delta[1]) < 1e-4, out[-3000:]

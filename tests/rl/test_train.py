@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from multiturn_envs.cli.app import main
 from multiturn_envs.rl.config import TrainConfig
 from multiturn_envs.rl.trainer import anchor_of, cut_by_length, model_spans, token_advantages
-from multiturn_envs.testing import require
+from multiturn_envs.testing import GuessEnv, require
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -116,6 +116,119 @@ def test_cli_bad_config_is_one_line_exit_2(
     args = ["train", "--warm-start", "format", "--out", str(nothing), "--resume"]
     assert main(args) == 2
     assert "nothing to resume" in capsys.readouterr().err
+
+
+STUDY = Path(__file__).resolve().parents[2] / "examples" / "study" / "config.json"
+OLD_ARMS = json.loads((Path(__file__).parent / "data" / "old_study_train_configs.json").read_text())
+"""The study's four arms as ``train_config.json`` saved them before the estimator had its own
+field (written by the config code of commit 7d4706a: ``"reward": "gigpo"``,
+``"gigpo_step_reward": "env"``, no ``advantage``)."""
+
+
+@pytest.mark.parametrize("arm", sorted(OLD_ARMS))
+def test_a_run_saved_in_the_old_vocabulary_is_the_same_run_today(arm: str, tmp_path: Path) -> None:
+    """Resume and the study's reuse of an arm (``ran_with``) keep working across the change."""
+    from multiturn_envs.rl.train import CONFIG_FILE, ran_with
+
+    study = json.loads(STUDY.read_text())
+    folder = tmp_path / arm
+    folder.mkdir()
+    saved = {**OLD_ARMS[arm], "output_dir": str(folder)}  # the one field that names the place
+    (folder / CONFIG_FILE).write_text(json.dumps(saved))
+    base = TrainConfig.from_dict(study["base"])
+    today = TrainConfig.from_dict(
+        {**base.to_dict(), **study["arms"][arm], "output_dir": str(folder)}
+    )
+    assert ran_with(today) and TrainConfig.from_dict(saved).to_dict() == today.to_dict()
+    assert (today.reward, today.advantage) == {
+        "gigpo": ("outcome", "gigpo"),
+        "process": ("process", "grpo"),
+    }.get(arm, ("outcome", "grpo"))
+    assert today.gigpo_step_reward == "outcome"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ({"reward": "gigpo"}, {"reward": "outcome", "advantage": "gigpo"}),
+        ({"reward": "gigpo", "advantage": "grpo"}, {"reward": "outcome", "advantage": "gigpo"}),
+        ({"gigpo_step_reward": "env"}, {"gigpo_step_reward": "outcome"}),
+        ({"gigpo_step_reward": "step_score"}, {"gigpo_step_reward": "step_credit"}),
+        ({"reward": "process", "advantage": "gigpo"}, {"reward": "process", "advantage": "gigpo"}),
+    ],
+)
+def test_old_reward_names_map_to_a_reward_and_an_estimator(
+    old: dict[str, Any], new: dict[str, Any]
+) -> None:
+    config = TrainConfig.from_dict({"warm_start": "format", **old})
+    assert {k: getattr(config, k) for k in new} == new
+    assert TrainConfig.from_dict(config.to_dict()) == config  # canonical: a second load is a no-op
+
+
+def test_every_reward_combines_with_every_estimator() -> None:
+    from multiturn_envs.rewards import reward_names
+    from multiturn_envs.rl.config import ADVANTAGES
+
+    for reward in reward_names():
+        for advantage in ADVANTAGES:
+            config = TrainConfig.from_dict(
+                {"warm_start": "format", "reward": reward, "advantage": advantage}
+            )
+            assert config.make_reward().name == reward
+    process = TrainConfig.from_dict(
+        {"warm_start": "format", "reward": "process", "step_weight": 0.25}
+    ).make_reward()
+    assert process.spec() == {"name": "process", "weight": 0.25}
+
+
+def test_process_reward_with_gigpo_advantages_by_hand() -> None:
+    """GiGPO over process-reward rollouts: the episode part normalises the process scores, the
+    step part the chosen step reward's return-to-go within shared anchors."""
+    _require_trl()
+    from multiturn_envs.adapters.trl import TRLEnvironment
+    from multiturn_envs.rewards import Process
+    from multiturn_envs.rl.trainer import group_advantages
+
+    envs = []
+    for moves in (["guess 7", "guess 12"], ["guess 7", "guess 3", "guess 12"]):
+        env = TRLEnvironment(GuessEnv(max_turns=4), reward="process", step_weight=0.5)
+        env.reset(task_id="secret-12", seed=0)
+        for move in moves:
+            env.act(move)
+        envs.append(env)
+    (adv,) = group_advantages(envs, 2, step_reward="process", gamma=1.0, step_weight=1.0)
+    scores = np.array([e.get_reward() for e in envs])
+    assert scores[0] == pytest.approx(1.0 + 0.5 * 1.5 / 2)  # solved in 2: N = 2
+    expected = (scores - scores.mean()) / (scores.std() + 1e-6)
+    assert adv.episode == pytest.approx(expected.tolist())
+    # turns 0 and 1 share anchors (the same state with the same turns left; "guess 3" is out of
+    # the range left, so it changes nothing): step part = return-to-go minus the group's mean
+    credits = [Process(weight=0.5).credits(e.episode) for e in envs]
+    for t in (0, 1):
+        togo = [sum(c[t:]) for c in credits]
+        assert adv.step[0][t] == pytest.approx(togo[0] - np.mean(togo))
+        assert adv.step[1][t] == pytest.approx(togo[1] - np.mean(togo))
+    assert adv.step[1][2] == 0.0  # two turns left there: a singleton anchor
+    assert adv.combined[1][0] == pytest.approx(adv.episode[1] + adv.step[1][0])
+
+
+def test_train_cli_takes_a_reward_and_an_estimator(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from multiturn_envs.cli.train import add_parser, config_of
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train", "--reward", "process", "--advantage", "gigpo",
+                              "--warm-start", "format"])  # fmt: skip
+    config = config_of(args)
+    assert (config.reward, config.advantage) == ("process", "gigpo")
+    legacy = config_of(parser.parse_args(["train", "--reward", "gigpo", "--warm-start", "sft"]))
+    assert (legacy.reward, legacy.advantage) == ("outcome", "gigpo")
+    assert main(["train", "--reward", "best", "--warm-start", "format"]) == 2
+    assert "reward must be one of" in capsys.readouterr().err
+    assert main(["train", "--advantage", "ppo", "--warm-start", "format"]) == 2
+    assert "advantage must be one of ('grpo', 'gigpo')" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("closing", [True, False])
@@ -301,6 +414,39 @@ def test_gigpo_gives_trl_token_advantages_that_vary_within_a_rollout(
     assert varying, "no rollout got different advantages on different turns"
     (entry,) = result.log
     assert "gigpo/misaligned" in entry and entry["gigpo/misaligned"] < 0.5
+    assert _moved(_weights(start), _weights(result.model_dir))
+
+
+def test_process_reward_trains_with_gigpo_advantages(start: Path, tmp_path: Path) -> None:
+    """A reward and an estimator are two choices: the process reward under GiGPO, its own
+    per-turn credits as the step returns, reaches TRL as (B, T) advantages."""
+    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
+
+    seen: dict[str, Any] = {}
+    original = MultiTurnGRPOTrainer._gigpo
+
+    def spy(self: Any, out: dict[str, Any], envs: list[Any]) -> dict[str, float]:
+        figures = original(self, out, envs)
+        seen["advantages"] = out["advantages"].clone()
+        seen["rewards"] = [e.get_reward() for e in envs]
+        seen["reward"] = self.step_reward
+        return figures
+
+    MultiTurnGRPOTrainer._gigpo = spy  # type: ignore[method-assign]
+    try:
+        config = _config(
+            tmp_path, reward="process", step_weight=0.5, advantage="gigpo",
+            gigpo_step_reward="process",
+        )  # fmt: skip
+        result = train(config, start=start, progress=False)
+    finally:
+        MultiTurnGRPOTrainer._gigpo = original  # type: ignore[method-assign]
+    (entry,) = result.log
+    assert seen["advantages"].dim() == 2 and seen["reward"].spec() == config.make_reward().spec()
+    assert entry["reward"] == pytest.approx(entry["env/trajectory_reward"], abs=1e-5)
+    assert entry["reward"] > entry["env/success"]  # the process part is in the rollouts' reward
+    assert "gigpo/misaligned" in entry
     assert _moved(_weights(start), _weights(result.model_dir))
 
 

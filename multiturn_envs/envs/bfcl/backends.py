@@ -8,12 +8,19 @@ the state, and a booking would change them for every later episode). Calls are d
 ``getattr`` to a method that is (1) named in the function docs the agent was shown, (2) public,
 (3) a plain function defined on the backend's class. Arguments are bound with
 ``inspect.signature`` (so BFCL's positional ground-truth calls work), results are turned into
-strings exactly as BFCL does (the response check compares strings).
+strings exactly as BFCL does (the response check compares strings); arguments that do not fit
+the method get Python's own ``TypeError`` message, as BFCL's ``eval`` of the call does.
+
+Every list, dict or set a method receives is a fresh copy, defaults included: BFCL's
+``TwitterAPI.post_tweet(..., tags=[], mentions=[])`` stores its default lists in the tweet, and
+a later ``mention`` extends them, so without the copy one episode's mentions reach every later
+tweet posted without any (BFCL's own harness leaks them across entries this way).
 
 Process-wide state that some BFCL methods touch is guarded around every call: ``mpmath.mp.dps``
 and the ``decimal`` context (MathAPI sets both), and the module dict that the long-context
 ``VehicleControlAPI.get_outside_temperature_from_google`` overwrites. A few MathAPI arguments
-are bounded (huge precisions or integer exponents would hang the process).
+are bounded (huge precisions, given as numbers or as strings, or integer exponents would hang
+the process).
 """
 
 from __future__ import annotations
@@ -143,6 +150,8 @@ class BackendSet:
             for class_name, instance in self.instances.items()
             for name in _public_methods(type(instance))
         }
+        self._signatures: dict[str, inspect.Signature] = {}
+        self._mutable_defaults: dict[str, tuple[tuple[str, Any], ...]] = {}
 
     # ------------------------------------------------------------------ calls
     def owner_of(self, name: str) -> str | None:
@@ -160,28 +169,54 @@ class BackendSet:
             raise DispatchError(f"{name!r} is not a callable function")
         return getattr(instance, name)
 
+    def signature(self, name: str) -> inspect.Signature:
+        """The signature of the bound public method ``name`` (computed once per set)."""
+        signature = self._signatures.get(name)
+        if signature is None:
+            signature = inspect.signature(self.method(name))
+            self._signatures[name] = signature
+            self._mutable_defaults[name] = tuple(
+                (p.name, p.default)
+                for p in signature.parameters.values()
+                if isinstance(p.default, list | dict | set)
+            )
+        return signature
+
     def bind(self, call: Call) -> dict[str, Any]:
         """The call's arguments bound to the method's parameters, defaults filled in.
 
-        Raises ``TypeError`` (with Python's message) when they do not fit the signature.
+        Raises ``TypeError`` when they do not fit the signature.
         """
-        signature = inspect.signature(self.method(call.name))
-        bound = signature.bind(*call.args, **call.kwargs)
+        bound = self.signature(call.name).bind(*call.args, **call.kwargs)
         bound.apply_defaults()
         return dict(bound.arguments)
 
     def execute(self, call: Call) -> str:
         """Run one call on this set's instances and return BFCL's result string.
 
-        Raises :class:`DispatchError` for an unknown function; every other failure (bad
-        arguments, an exception inside the backend) comes back, as in BFCL, as
+        Raises :class:`DispatchError` for an unknown function; every other failure (arguments
+        that do not fit, an exception inside the backend) comes back, as in BFCL, as
         ``"Error during execution: <message>"``.
         """
         method = self.method(call.name)
         class_name = self._owner[call.name]
         try:
-            bound = inspect.signature(method).bind(*call.args, **call.kwargs)
-            _check_bounds(class_name, call.name, bound.arguments)
+            try:
+                bound = self.signature(call.name).bind(*call.args, **call.kwargs)
+            except TypeError:
+                # BFCL eval()s the call, so the message is the interpreter's own
+                # ("GorillaFileSystem.cd() missing 1 required positional argument: 'folder'"),
+                # raised while binding, before the method's body runs.
+                with _process_guard(), _module_guard(class_name, call.name, self.long_context):
+                    return stringify_result(method(*call.args, **call.kwargs))
+            arguments = bound.arguments
+            for name, value in arguments.items():
+                if isinstance(value, list | dict | set):
+                    arguments[name] = copy.deepcopy(value)
+            for name, default in self._mutable_defaults[call.name]:
+                if name not in arguments:  # fresh: never the function's shared default
+                    arguments[name] = copy.deepcopy(default)
+            _check_bounds(class_name, call.name, arguments)
             with _process_guard(), _module_guard(class_name, call.name, self.long_context):
                 # Stringify inside the guard: the result may be the guarded module dict.
                 return stringify_result(method(*bound.args, **bound.kwargs))
@@ -223,6 +258,18 @@ class BackendSet:
         """Restore what :meth:`snapshot` returned."""
         self.instances = pickle.loads(snapshot)
 
+    def snapshot_instance(self, class_name: str) -> bytes:
+        """One instance, pickled (a cheaper checkpoint when a reply calls only it)."""
+        return pickle.dumps(self.instances[class_name], protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore_instance(self, class_name: str, snapshot: bytes) -> None:
+        """Restore what :meth:`snapshot_instance` returned."""
+        self.instances[class_name] = pickle.loads(snapshot)
+
+    def stateless(self, class_name: str) -> bool:
+        """Whether the class keeps no state (BFCL's ``STATELESS_CLASSES``: MathAPI)."""
+        return BACKENDS[class_name].stateless
+
 
 _MISSING = object()
 
@@ -240,13 +287,29 @@ def _check_bounds(class_name: str, method: str, arguments: Mapping[str, Any]) ->
         return
     precision_arg = _PRECISION_ARGS.get((class_name, method))
     if precision_arg is not None:
-        value = arguments.get(precision_arg)
-        if isinstance(value, int | float) and abs(value) > _MAX_PRECISION:
+        precision = _as_number(arguments.get(precision_arg))
+        if precision is not None and not abs(precision) <= _MAX_PRECISION:
             raise ValueError(f"{precision_arg} must be at most {_MAX_PRECISION} in this sandbox")
     if method == "power":
         exponent = arguments.get("exponent")
         if isinstance(exponent, int) and abs(exponent) > _MAX_INT_EXPONENT:
             raise ValueError(f"integer exponents must be at most {_MAX_INT_EXPONENT} here")
+
+
+def _as_number(value: Any) -> float | None:
+    """``value`` as the number a precision setter would make of it (mpmath takes ``int()`` of
+    a string such as ``"100000000"``), or ``None`` when it is no number at all."""
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(int(value))
+        except ValueError:
+            try:
+                return float(value)
+            except ValueError:
+                return None
+    return None
 
 
 @contextlib.contextmanager

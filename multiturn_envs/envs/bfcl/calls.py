@@ -26,14 +26,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from multiturn_envs.envs.fences import FENCE, first_pair_casefold, pairs
+
 MAX_CALL_TEXT = 100_000
 """Replies longer than this are not parsed as calls (a clear error instead of a slow parse)."""
 
 MAX_INT_DIGITS = 30
 """Integer literals with more digits are rejected: no backend needs them, and they invite hangs."""
 
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
-_TOOLCALL = re.compile(r"<TOOLCALL>(.*?)</TOOLCALL>", re.DOTALL | re.IGNORECASE)
+MAX_VALUE_DEPTH = 32
+"""Argument values nested deeper than this are rejected (BFCL's go three levels deep)."""
+
+# What follows an opening fence (its tag and blanks), matched at one position without
+# backtracking; the blocks themselves are found by :mod:`..fences` in linear time.
+_FENCE_HEAD = re.compile(r"[A-Za-z0-9_-]*\s*")
 _CALL_START = re.compile(r"^\[?\s*[A-Za-z_][\w.]*\s*\(")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _JSON_CALL_KEYS = ("name", "function", "tool_calls")
@@ -103,13 +109,20 @@ def decode(reply: str) -> Decoded:
 
 # ---------------------------------------------------------------------------------- unwrapping
 def _unwrap(reply: str) -> str:
-    match = _TOOLCALL.search(reply)
-    if match:
-        return match.group(1)
+    """The calls inside ``<TOOLCALL>...</TOOLCALL>`` or the first fenced block, else ``reply``.
+
+    Same result as ``re.search`` of ``<TOOLCALL>(.*?)</TOOLCALL>`` (case-insensitive) and of
+    ```` ```[A-Za-z0-9_-]*\\s*\\n?(.*?)``` ````, found in linear time.
+    """
+    tagged = first_pair_casefold(reply, "<TOOLCALL>", "</TOOLCALL>")
+    if tagged is not None:
+        return reply[tagged.body : tagged.close]
     stripped = reply.strip()
-    match = _FENCE.search(stripped)
-    if match and (stripped.startswith("```") or not _CALL_START.match(stripped)):
-        return match.group(1)
+    first = next(pairs(stripped, FENCE, FENCE), None)
+    if first is not None and (stripped.startswith("```") or not _CALL_START.match(stripped)):
+        head = _FENCE_HEAD.match(stripped, first.body, first.close)
+        assert head is not None  # every part of the head is optional
+        return stripped[head.end() : first.close]
     return reply
 
 
@@ -120,8 +133,12 @@ _NOT_JSON = object()
 def _try_json(text: str) -> Any:
     try:
         return json.loads(text)
-    except (ValueError, RecursionError):
+    except ValueError:
         return _NOT_JSON
+    except RecursionError:
+        raise CallParseError(
+            f"the reply nests JSON values too deeply (at most {MAX_VALUE_DEPTH} levels)"
+        ) from None
 
 
 def _is_json_call_attempt(parsed: Any) -> bool:
@@ -170,11 +187,15 @@ def _json_call(item: dict[str, Any], index: int) -> Call:
     for key in arguments:
         _check_arg_name(name, key)
     for key, value in arguments.items():
-        _check_json_value(name, key, value)
+        _check_json_value(name, key, value, 0)
     return Call(name, (), dict(arguments))
 
 
-def _check_json_value(func: str, key: str, value: Any) -> None:
+def _check_json_value(func: str, key: str, value: Any, depth: int) -> None:
+    if depth > MAX_VALUE_DEPTH:
+        raise CallParseError(
+            f"{func}: argument {key!r} nests values more than {MAX_VALUE_DEPTH} levels deep"
+        )
     if isinstance(value, bool) or value is None or isinstance(value, float | str):
         return
     if isinstance(value, int):
@@ -183,11 +204,11 @@ def _check_json_value(func: str, key: str, value: Any) -> None:
         return
     if isinstance(value, list):
         for v in value:
-            _check_json_value(func, key, v)
+            _check_json_value(func, key, v, depth + 1)
         return
     if isinstance(value, dict):
         for v in value.values():
-            _check_json_value(func, key, v)
+            _check_json_value(func, key, v, depth + 1)
 
 
 # ---------------------------------------------------------------------------------- Python
@@ -220,7 +241,7 @@ def _python_call(node: ast.Call) -> Call:
     for position, arg in enumerate(node.args):
         if isinstance(arg, ast.Starred):
             raise CallParseError(f"{name}: *args unpacking is not allowed")
-        args.append(_literal(arg, f"{name}: positional argument {position}"))
+        args.append(_literal(arg, f"{name}: positional argument {position}", 0))
     kwargs: dict[str, Any] = {}
     for keyword in node.keywords:
         if keyword.arg is None:
@@ -228,7 +249,7 @@ def _python_call(node: ast.Call) -> Call:
         _check_arg_name(name, keyword.arg)
         if keyword.arg in kwargs:
             raise CallParseError(f"{name}: argument {keyword.arg!r} is given twice")
-        kwargs[keyword.arg] = _literal(keyword.value, f"{name}: argument {keyword.arg!r}")
+        kwargs[keyword.arg] = _literal(keyword.value, f"{name}: argument {keyword.arg!r}", 0)
     return Call(name, tuple(args), kwargs)
 
 
@@ -262,7 +283,9 @@ def _check_arg_name(func: str, arg: str) -> None:
         raise CallParseError(f"{func}: argument names with double underscores are refused")
 
 
-def _literal(node: ast.expr, where: str) -> Any:
+def _literal(node: ast.expr, where: str, depth: int) -> Any:
+    if depth > MAX_VALUE_DEPTH:
+        raise CallParseError(f"{where} nests values more than {MAX_VALUE_DEPTH} levels deep")
     if isinstance(node, ast.Constant):
         value = node.value
         if isinstance(value, bytes | complex) or value is Ellipsis:
@@ -279,18 +302,18 @@ def _literal(node: ast.expr, where: str) -> Any:
                 _check_int(number, where)
             return -number if isinstance(node.op, ast.USub) else number
     if isinstance(node, ast.List):
-        return [_literal(e, where) for e in node.elts]
+        return [_literal(e, where, depth + 1) for e in node.elts]
     if isinstance(node, ast.Tuple):
-        return tuple(_literal(e, where) for e in node.elts)
+        return tuple(_literal(e, where, depth + 1) for e in node.elts)
     if isinstance(node, ast.Dict):
         out: dict[Any, Any] = {}
         for key, item in zip(node.keys, node.values):
             if key is None:
                 raise CallParseError(f"{where}: ** unpacking inside a dict is not allowed")
-            k = _literal(key, where)
+            k = _literal(key, where, depth + 1)
             if not isinstance(k, str | int | float | bool) and k is not None:
                 raise CallParseError(f"{where}: dict keys must be strings or numbers")
-            out[k] = _literal(item, where)
+            out[k] = _literal(item, where, depth + 1)
         return out
     kind = _describe(node)
     raise CallParseError(

@@ -11,7 +11,7 @@ import numpy as np
 from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.bfcl import single_turn
 from multiturn_envs.envs.bfcl.ast_checker import check_single_turn
-from multiturn_envs.envs.bfcl.calls import CallParseError, decode
+from multiturn_envs.envs.bfcl.calls import CallParseError, Decoded, decode
 from multiturn_envs.envs.bfcl.data import (
     Entry,
     MultiTurnEntry,
@@ -21,10 +21,64 @@ from multiturn_envs.envs.bfcl.data import (
     load_entries,
     resolve_source,
 )
-from multiturn_envs.envs.bfcl.multi_turn import MultiTurnEpisode
+from multiturn_envs.envs.bfcl.multi_turn import MultiTurnEpisode, cut
+from multiturn_envs.envs.bfcl.state_bounds import StateLimits
+from multiturn_envs.tools import Tool, ToolCallError
+
+JSON_TYPES: dict[str, str] = {
+    "dict": "object",
+    "object": "object",
+    "float": "number",
+    "double": "number",
+    "number": "number",
+    "integer": "integer",
+    "int": "integer",
+    "long": "integer",
+    "short": "integer",
+    "byte": "integer",
+    "string": "string",
+    "str": "string",
+    "char": "string",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "tuple": "array",
+}
+"""BFCL's parameter types -> JSON schema types (BFCL's own FC conversion; "any" gets none)."""
+
+
+def _json_schema(schema: Any) -> Any:
+    """A BFCL parameter schema as JSON schema: its types mapped, everything else kept."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "type":
+            mapped = JSON_TYPES.get(str(value).lower()) if isinstance(value, str) else None
+            if mapped is not None:
+                out["type"] = mapped
+        elif key == "properties" and isinstance(value, dict):
+            out["properties"] = {k: _json_schema(v) for k, v in value.items()}
+        elif key == "items":
+            out["items"] = _json_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+def tool_of_function(doc: dict[str, Any]) -> Tool:
+    """One BFCL function doc as a typed tool (its name kept, dots included)."""
+    parameters = _json_schema(doc.get("parameters") or {})
+    parameters = {**parameters, "type": "object"}
+    parameters.setdefault("properties", {})
+    return Tool(str(doc["name"]), str(doc.get("description") or ""), parameters)
+
 
 BFCL_STEP_LIMIT = 20
-"""BFCL's ``MAXIMUM_STEP_LIMIT``: replies in one user turn before the entry is force-quit."""
+"""BFCL's ``MAXIMUM_STEP_LIMIT``: a user turn may take this many replies without ending; the
+one after it still runs, then the entry is force-quit (BFCL's harness counts a step after
+executing it and quits when the count *exceeds* the limit, i.e. after the 21st)."""
 
 _INSTRUCTIONS = (
     "You are an expert in composing functions. You are given a question and a set of possible "
@@ -55,14 +109,17 @@ class BFCLEnv(TextEnv):
 
     ## Spaces
     Observation and action: ``str``. Actions are Python-call syntax ``[f(a=1), g(b='x')]`` (BFCL's
-    default) or JSON tool calls; anything else is a message to the user.
+    default), JSON tool calls, or ``<tool_call>`` blocks calling the task's functions (its
+    tools, :meth:`tools`: the functions shown so far, as JSON schemas); anything else is a
+    message to the user (in a tool-calling episode too: such a reply ends the user turn).
 
     ## Rewards
     1.0 on the step that completes a passing entry, else 0.0.
 
     ## Episode End
     Terminated when the entry is decided: a user turn fails BFCL's check (multi-turn), the last
-    user turn passes, the single-turn answer is given, or BFCL's 20-replies-per-turn limit is hit.
+    user turn passes, the single-turn answer is given, or a user turn takes more than BFCL's 20
+    replies (the 21st runs, then the entry is force-quit, as BFCL's harness does).
     Truncated when the turn budget is spent first (the entry then counts as failed).
 
     ## Arguments
@@ -70,7 +127,10 @@ class BFCLEnv(TextEnv):
     ``source`` (``"auto"``, ``"bfcl-eval"``, ``"bundled"`` or a data directory), ``task_ids``
     (restrict to these ids), ``docs_in_observation`` (repeat the function docs in the first
     observation), ``max_steps_per_turn`` (BFCL's limit, ``None`` for none), ``max_turns``,
-    ``budget_mode``, ``render_mode`` (``None`` or ``"ansi"``).
+    ``budget_mode``, ``render_mode`` (``None`` or ``"ansi"``), and the resource contract
+    (``docs/security.md``): ``max_calls_per_reply`` (64), ``max_result_chars`` (50,000 shown
+    per result), ``max_observation_chars`` (200,000), ``state_limits``
+    (:class:`~multiturn_envs.envs.bfcl.state_bounds.StateLimits`).
 
     ## Turn Budget
     One turn = one agent reply (calls or a turn-ending message). User turns are not budget turns:
@@ -89,6 +149,11 @@ class BFCLEnv(TextEnv):
     * v0: initial version (BFCL v4 data format, bfcl-eval 2026.3.23).
     """
 
+    max_tool_calls = 32  # a turn's parallel calls
+    check_tool_arguments = False  # BFCL's checker grades names and values: a wrong one is scored
+    reply_without_call = "action"  # a message to the user ends the user turn, not the episode
+    tools_change_in_episode = True  # miss_func entries release held-out functions
+
     def __init__(
         self,
         category: str | Sequence[str] = "multi_turn_base",
@@ -99,8 +164,23 @@ class BFCLEnv(TextEnv):
         max_turns: int | None = 20,
         budget_mode: BudgetMode = "hidden",
         render_mode: str | None = None,
+        max_calls_per_reply: int = 64,
+        max_result_chars: int = 50_000,
+        max_observation_chars: int = 200_000,
+        state_limits: StateLimits | None = None,
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
+        for name, value in (
+            ("max_calls_per_reply", max_calls_per_reply),
+            ("max_result_chars", max_result_chars),
+            ("max_observation_chars", max_observation_chars),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.max_calls_per_reply = max_calls_per_reply
+        self.max_result_chars = max_result_chars
+        self.max_observation_chars = max_observation_chars
+        self.state_limits = state_limits or StateLimits()
         if max_steps_per_turn is not None and not (
             isinstance(max_steps_per_turn, int) and max_steps_per_turn >= 1
         ):
@@ -142,7 +222,7 @@ class BFCLEnv(TextEnv):
         self._single_done = False
         if isinstance(entry, MultiTurnEntry):
             docs = {c: function_docs(self.source, c) for c in entry.involved_classes}
-            self._episode = MultiTurnEpisode(entry, docs)
+            self._episode = MultiTurnEpisode(entry, docs, self.state_limits)
             first = self._episode.user_message(0)
             functions = self._episode.initial_docs()
         else:
@@ -166,6 +246,24 @@ class BFCLEnv(TextEnv):
             f"invoke.\n{json.dumps(functions)}\n"
         )
 
+    def tools(self) -> Sequence[Tool]:
+        """The task's functions shown so far, as tools (``()`` before the first ``reset``)."""
+        if self._entry is None:
+            return ()
+        if self._episode is not None:
+            return tuple(tool_of_function(d) for d in self._episode.available_docs())
+        assert isinstance(self._entry, SingleTurnEntry)
+        return tuple(tool_of_function(d) for d in self._entry.functions)
+
+    def _decode(self, action: str) -> Decoded:
+        """BFCL's decoding of a reply; ``<tool_call>`` blocks go through BFCL's own JSON path."""
+        calls = self.read_tool_calls(action)
+        if calls is None:
+            return decode(action)
+        if isinstance(calls, ToolCallError):
+            raise CallParseError(str(calls).removeprefix("Tool call error: "))
+        return decode(json.dumps([{"name": c.name, "arguments": dict(c.arguments)} for c in calls]))
+
     # ------------------------------------------------------------------ dynamics
     def _step(self, action: str) -> StepOutcome:
         assert self._entry is not None
@@ -181,13 +279,21 @@ class BFCLEnv(TextEnv):
         p = episode.progress
         info = self._base_info()
         try:
-            decoded = decode(action)
+            decoded = self._decode(action)
         except CallParseError as exc:
             message = f"Error: {exc}"
             return self._non_ending(episode, message, 0.0, parse_error=str(exc), info=info)
+        if len(decoded.calls) > self.max_calls_per_reply:
+            message = (
+                f"the reply holds {len(decoded.calls)} calls; at most {self.max_calls_per_reply} "
+                "are run per reply (nothing was run)"
+            )
+            return self._non_ending(
+                episode, f"Error: {message}", 0.0, parse_error=message, info=info
+            )
         if decoded.calls:
-            lines, score, unknown = episode.run_calls(decoded.calls)
-            observation = "\n".join(lines)
+            lines, score, unknown = episode.run_calls(decoded.calls, self.max_result_chars)
+            observation = cut("\n".join(lines), self.max_observation_chars)
             problem = "a call names a function you were not given" if unknown else None
             return self._non_ending(episode, observation, score, parse_error=problem, info=info)
         turn = p.turn_index
@@ -240,18 +346,27 @@ class BFCLEnv(TextEnv):
         p.replies_this_turn += 1
         info["user_turn"] = p.turn_index
         limit = self.max_steps_per_turn
-        if limit is not None and p.replies_this_turn >= limit:
+        if limit is not None and p.replies_this_turn > limit:
             episode.fail("multi_turn:force_quit")
             info["turn_error_type"] = "multi_turn:force_quit"
             observation += f"\n\nThe entry failed: more than {limit} replies in one user turn."
             return StepOutcome(observation, 0.0, True, False, score, parse_error, info)
         return StepOutcome(observation, 0.0, False, False, score, parse_error, info)
 
+    def _refuse(self, message: str) -> StepOutcome:
+        """A reply refused unread (too long): a malformed reply (the user turn goes on)."""
+        info = self._base_info()
+        if self._episode is not None:
+            return self._non_ending(
+                self._episode, f"Error: {message}", 0.0, parse_error=message, info=info
+            )
+        return StepOutcome(f"Error: {message}", 0.0, False, False, 0.0, message, info)
+
     def _step_single(self, action: str, entry: Entry) -> StepOutcome:
         assert isinstance(entry, SingleTurnEntry)
         info = self._base_info()
         try:
-            decoded = decode(action)
+            decoded = self._decode(action)
         except CallParseError as exc:
             return StepOutcome(f"Error: {exc}", 0.0, False, False, 0.0, str(exc), info)
         problem = single_turn.schema_problem(entry, decoded.calls)
@@ -283,7 +398,7 @@ class BFCLEnv(TextEnv):
         if self._episode is None or self._episode.entry.id != entry.id:
             assert isinstance(entry, MultiTurnEntry)
             docs = {c: function_docs(self.source, c) for c in entry.involved_classes}
-            self._episode = MultiTurnEpisode(entry, docs)
+            self._episode = MultiTurnEpisode(entry, docs, self.state_limits)
         self._episode.restore(state["episode"])
 
     def expert_action(self) -> str:

@@ -12,11 +12,17 @@ BFCL's multi-turn criteria decide (``multi_turn_checker``):
    far, as a multiset (``multi_turn:execution_response_mismatch``).
 
 Turns with an empty ground truth (miss_param, the turn before a miss_func release) are not
-checked, as in BFCL. The step oracle (see ``docs/envs/bfcl.md``) scores a reply with calls by the
-fraction of its calls that match a ground-truth call still outstanding in the current user turn
-(same function, same arguments after binding to the signature with defaults), and a reply that
-ends the turn by whether the turn's check passes now (for an empty-ground-truth turn: whether
-the backend state still equals the ground truth's).
+checked, as in BFCL. Result strings are kept, for the response check, as themselves or (past
+:data:`RESULT_KEY_CHARS` characters) as a digest, so a checked result of any size costs a few
+bytes; an agent call that takes its backend's state past the env's :class:`StateLimits` is
+undone (the agent's backends go back to where the reply started and the reply's earlier calls
+are run again), its result says why, and the rest of the reply is not run.
+
+The step oracle (see ``docs/envs/bfcl.md``) scores a reply with calls by the fraction of its
+calls that match a ground-truth call still outstanding in the current user turn (same function,
+same arguments after binding to the signature with defaults), and a reply that ends the turn by
+whether the turn's check passes now (for an empty-ground-truth turn: whether the backend state
+still equals the ground truth's).
 """
 
 from __future__ import annotations
@@ -33,8 +39,27 @@ import numpy as np
 from multiturn_envs.envs.bfcl.backends import BackendSet, DispatchError
 from multiturn_envs.envs.bfcl.calls import Call, CallParseError, decode, render_calls
 from multiturn_envs.envs.bfcl.data import MultiTurnEntry
+from multiturn_envs.envs.bfcl.state_bounds import StateLimits, state_problem
 
 END_OF_TURN_REPLY = "I have completed your request."
+RESULT_KEY_CHARS = 256
+"""Result strings longer than this are kept (for the response check) as a digest."""
+
+
+def result_key(result: str) -> str:
+    """What the response check compares: the string itself, or a digest of a long one."""
+    if len(result) <= RESULT_KEY_CHARS:
+        return result
+    digest = hashlib.sha256(result.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"<{len(result)} characters, sha256 {digest}>"
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, the cut marked with how much there was."""
+    if len(text) <= limit:
+        return text
+    note = f"... [cut: {len(text):,} characters in all]"
+    return text[: max(limit - len(note), 0)] + note
 
 
 @dataclass
@@ -54,7 +79,7 @@ class _Progress:
     outstanding: list[int] = field(default_factory=list)  # indices into the turn's GT calls
     calls_this_turn: int = 0
     replies_this_turn: int = 0
-    all_results: list[str] = field(default_factory=list)
+    all_results: list[str] = field(default_factory=list)  # result_key()s
     released: list[str] = field(default_factory=list)
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     finished: bool = False
@@ -75,8 +100,14 @@ def parse_ground_truth(entry: MultiTurnEntry) -> list[list[Call]]:
 class MultiTurnEpisode:
     """The live state of one multi-turn entry (see the module docstring)."""
 
-    def __init__(self, entry: MultiTurnEntry, docs: dict[str, list[dict[str, Any]]]) -> None:
+    def __init__(
+        self,
+        entry: MultiTurnEntry,
+        docs: dict[str, list[dict[str, Any]]],
+        state_limits: StateLimits | None = None,
+    ) -> None:
         self.entry = entry
+        self.state_limits = state_limits or StateLimits()
         self.ground_truth = parse_ground_truth(entry)
         self.docs = docs  # class name -> function docs
         self.agent = BackendSet(entry.involved_classes, entry.initial_config, entry.long_context)
@@ -144,17 +175,29 @@ class MultiTurnEpisode:
         if key in self.entry.missed_function:
             p.released.extend(self.entry.missed_function[key])
 
-    def run_calls(self, calls: tuple[Call, ...]) -> tuple[list[str], float, bool]:
-        """Execute the agent's calls; returns (observation lines, step score, any unknown name)."""
+    def run_calls(
+        self, calls: tuple[Call, ...], max_result_chars: int | None = None
+    ) -> tuple[list[str], float, bool]:
+        """Execute the agent's calls; returns (observation lines, step score, any unknown name).
+
+        Each result is shown cut to ``max_result_chars`` (the response check sees it whole).
+        """
         p = self.progress
         allowed = self.callable_names()
         gt = self.ground_truth[p.turn_index]
         lines: list[str] = []
         matched = 0
         unknown = False
+        # where an undone call takes the backends back to: each backend as the reply found
+        # it, pickled when the reply first calls it
+        checkpoints: dict[str, bytes] = {}
+        accepted: list[Call] = []
+        undone = False
         for call in calls:
             p.calls_this_turn += 1
-            if call.name not in allowed:
+            if undone:
+                result = "Error during execution: not run: an earlier call of this reply was undone"
+            elif call.name not in allowed:
                 unknown = True
                 result = (
                     f"Error during execution: {call.name!r} is not one of the functions you "
@@ -165,13 +208,33 @@ class MultiTurnEpisode:
                 if match is not None:
                     p.outstanding.remove(match)
                     matched += 1
+                owner = self.agent.owner_of(call.name)
+                tracked = owner is not None and not self.agent.stateless(owner)
+                if tracked and owner not in checkpoints:
+                    assert owner is not None
+                    checkpoints[owner] = self.agent.snapshot_instance(owner)
                 try:
                     result = self.agent.execute(call)
                 except DispatchError as exc:
                     unknown = True
                     result = f"Error during execution: {exc}"
-            p.all_results.append(result)
-            lines.append(f"{call.render()} -> {result}")
+                else:
+                    problem = None
+                    if tracked:
+                        assert owner is not None
+                        problem = state_problem(self.agent.instances[owner], self.state_limits)
+                    if problem is None:
+                        accepted.append(call)
+                    else:
+                        for class_name, checkpoint in checkpoints.items():
+                            self.agent.restore_instance(class_name, checkpoint)
+                        for earlier in accepted:
+                            self.agent.execute(earlier)
+                        result = f"Error during execution: {problem}; the call was undone"
+                        undone = True
+            p.all_results.append(result_key(result))
+            shown = result if max_result_chars is None else cut(result, max_result_chars)
+            lines.append(f"{call.render()} -> {shown}")
         return lines, matched / len(calls), unknown
 
     def _match(self, call: Call, gt: list[Call], outstanding: list[int]) -> int | None:
@@ -194,7 +257,7 @@ class MultiTurnEpisode:
         """The agent ended the user turn: advance the ground truth and run BFCL's check."""
         p = self.progress
         gt = self.ground_truth[p.turn_index]
-        gt_results = [self.reference.execute(call) for call in gt]
+        gt_results = [result_key(self.reference.execute(call)) for call in gt]
         if not gt:
             equal, _ = self.agent.state_equal(self.reference)
             verdict = TurnVerdict(True)
@@ -388,8 +451,13 @@ def _wrong_values(value: Any, strings: list[str], rng: np.random.Generator) -> l
 
 
 def _canonical(value: Any, depth: int = 0) -> Any:
-    """A JSON-able, id-free rendering of backend state (objects by their public attributes)."""
-    if depth > 40:
+    """A JSON-able, id-free rendering of backend state (objects by their public attributes).
+
+    The agent's state is within :class:`StateLimits` (checked after each of its calls), so the
+    recursion is bounded by ``max_depth`` and the rendering by ``max_nodes``; the depth cut
+    below is a second guard that no state within the default limits reaches.
+    """
+    if depth > 80:
         return "..."
     if isinstance(value, dict):
         return {str(k): _canonical(v, depth + 1) for k, v in value.items()}

@@ -19,6 +19,7 @@ from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.deepcoder.mutations import Mutant, fallback_wrong_program, mutants
 from multiturn_envs.envs.deepcoder.sources import make_source
 from multiturn_envs.envs.deepcoder.tasks import CodeTask, TaskSource
+from multiturn_envs.envs.fences import remove_pairs
 from multiturn_envs.sandbox.base import (
     AfterTimeout,
     Limits,
@@ -27,6 +28,7 @@ from multiturn_envs.sandbox.base import (
     TestResult,
     default_deadline,
 )
+from multiturn_envs.tools import Tool, ToolCall, ToolCallError
 
 BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
 SANDBOX_POOLS: tuple[str, ...] = ("shared", "private")
@@ -50,16 +52,30 @@ SYSTEM_PROMPT = (
 )
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _OPEN_FENCE = re.compile(r"```[^\n`]*\n")
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 # Tracebacks name the sandbox's (random) job directory; feedback must not depend on it.
 _PROGRAM_PATH = re.compile(r'File "[^"\n]*?program\.py"')
+
+
+SUBMIT_TOOL = Tool(
+    "submit_program",
+    "Submit a complete Python program (the whole file, in the format the problem gives) and "
+    "see the results of the unit tests. Each call is one submission.",
+    {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": "the complete Python program"},
+        },
+        "required": ["code"],
+    },
+)
+"""DeepCoder's one action as a typed tool."""
 
 
 def extract_program(reply: str) -> str:
     """The program in a reply: the last complete fenced block, else the text after an unclosed
     opening fence (a reply cut off mid-block), else the whole reply (``<think>`` blocks removed).
     """
-    text = _THINK.sub("", reply)
+    text = remove_pairs(reply, "<think>", "</think>")  # linear: see envs/fences.py
     blocks: list[str] = _FENCE.findall(text)
     if blocks:
         return blocks[-1]
@@ -132,7 +148,8 @@ class DeepCoderEnv(TextEnv):
     it is the feedback: the number of tests passed, then up to ``max_feedback_failures`` failing
     tests, each with Input, Expected, Actual and Error truncated to ``feedback_chars``; or a
     success message. The action is a reply; the program is its last fenced code block, or the
-    whole reply when it has none.
+    whole reply when it has none; or a call of the tool ``submit_program(code)``
+    (:data:`SUBMIT_TOOL`).
 
     ## Rewards
     ``reward="binary"`` (default): 1.0 when every test passes, else 0.0 (the DeepCoder/LCB
@@ -189,6 +206,8 @@ class DeepCoderEnv(TextEnv):
     ## Version History
     * v0: initial version.
     """
+
+    blocking_io = True  # submissions wait on a sandbox: astep runs them in a worker thread
 
     def __init__(
         self,
@@ -413,8 +432,34 @@ class DeepCoderEnv(TextEnv):
             sandbox.close()
 
     # ------------------------------------------------------------------ stepping
+    def tools(self) -> Sequence[Tool]:
+        return (SUBMIT_TOOL,)
+
+    def as_tool_call(self, action: str) -> ToolCall | None:
+        return ToolCall("submit_program", {"code": extract_program(action)})
+
+    def _program(self, action: str) -> str | ToolCallError:
+        """The program of a reply: a ``submit_program`` call's code, else the text rules of
+        :func:`extract_program`; a malformed call is its error."""
+        calls = self.read_tool_calls(action)
+        if calls is None:
+            return extract_program(action)
+        if isinstance(calls, list):
+            return str(calls[0].arguments["code"])
+        return calls
+
     def _step(self, action: str) -> StepOutcome:
-        program = extract_program(action)
+        program = self._program(action)
+        if isinstance(program, ToolCallError):
+            return StepOutcome(
+                observation=f"{program} {REVISE_LINE}",
+                reward=0.0,
+                terminated=False,
+                success=False,
+                step_score=0.0,
+                parse_error=str(program),
+                info=self._step_info(None, compiled=False),
+            )
         problem = self._check_program(program)
         if problem == "empty":
             return StepOutcome(
@@ -459,6 +504,18 @@ class DeepCoderEnv(TextEnv):
             success=success,
             step_score=float(rate),
             info=self._step_info(result, compiled=True),
+        )
+
+    def _refuse(self, message: str) -> StepOutcome:
+        """A reply too long to read: no program run, the turn spent (the env's own info keys)."""
+        return StepOutcome(
+            observation=f"{message} {REVISE_LINE}",
+            reward=0.0,
+            terminated=False,
+            success=False,
+            step_score=0.0,
+            parse_error=message,
+            info=self._step_info(None, compiled=False),
         )
 
     def _step_info(
@@ -545,8 +602,10 @@ class DeepCoderEnv(TextEnv):
     def score_action(self, action: str) -> float:
         """The pass rate of the program in ``action``; the episode is left untouched."""
         self._require_live()
-        program = extract_program(action)
-        if self._check_program(program) is not None:
+        if len(action) > self.max_action_chars:  # refused unread by step()
+            return 0.0
+        program = self._program(action)
+        if isinstance(program, ToolCallError) or self._check_program(program) is not None:
             return 0.0
         result = self._run(program, self.limits)
         return 0.0 if result.error is not None else float(result.pass_rate)

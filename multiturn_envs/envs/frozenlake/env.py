@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
+from multiturn_envs.core import TOOL_TURNS_HINT, BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.frozenlake.dynamics import ACTION_NAMES, LakeDynamics
 from multiturn_envs.envs.frozenlake.maps import (
     LakeMap,
@@ -18,17 +18,36 @@ from multiturn_envs.envs.frozenlake.maps import (
     validate_task_id,
 )
 from multiturn_envs.envs.frozenlake.oracle import LakeOracle
-from multiturn_envs.envs.frozenlake.parsing import PARSE_HELP, parse_move
+from multiturn_envs.envs.frozenlake.parsing import MOVE_WORDS, PARSE_HELP, ParsedMove, parse_move
 from multiturn_envs.envs.frozenlake.render import (
     LakeRenderer,
     check_glyph_keys,
     check_observation,
     move_feedback,
 )
+from multiturn_envs.tools import Tool, ToolCall
 
 DEFAULT_TASKS: tuple[str, ...] = tuple(random_task_id(4, 0.8, seed) for seed in range(100))
 _MAX_CACHED_TASKS = 256
 GlyphItems = tuple[tuple[str, str], ...] | None
+
+MOVE_TOOL = Tool(
+    "move",
+    "Take one step on the lake: Left, Down, Right or Up. On slippery ice the step may slide "
+    "to a perpendicular direction. Returns what happened and the lake after the step.",
+    {
+        "type": "object",
+        "properties": {
+            "direction": {
+                "type": "string",
+                "enum": list(ACTION_NAMES),
+                "description": "the direction to step in",
+            }
+        },
+        "required": ["direction"],
+    },
+)
+"""FrozenLake's one action as a typed tool."""
 
 
 class _ScalarInfo(dict):  # type: ignore[type-arg]
@@ -121,7 +140,8 @@ class FrozenLakeTextEnv(TextEnv):
     observation is last turn's feedback (moved, slipped, bumped into the edge, fell into a
     hole, reached the goal, or could not parse the reply), the grid in RAGEN glyphs, a legend
     and the position (row, column). The action is a reply naming one move (Left, Down, Right,
-    Up), parsed tolerantly (:mod:`multiturn_envs.envs.frozenlake.parsing`).
+    Up), parsed tolerantly (:mod:`multiturn_envs.envs.frozenlake.parsing`), or a call of the
+    tool ``move(direction)`` (:data:`MOVE_TOOL`, one call per turn).
 
     ## Rewards
     1.0 on reaching the goal, 0.0 otherwise (Gymnasium's default ``reward_schedule``).
@@ -253,30 +273,39 @@ class FrozenLakeTextEnv(TextEnv):
             "without falling into a hole."
         )
 
+    def tool_system_prompt(self) -> str:
+        return (
+            "You play FrozenLake. Each turn you see the lake as a grid and call the move tool "
+            "with one direction: Left, Down, Right or Up. Reach the goal without falling into a "
+            f"hole.\n\n{TOOL_TURNS_HINT}"
+        )
+
+    def tools(self) -> Sequence[Tool]:
+        return (MOVE_TOOL,)
+
+    def as_tool_call(self, action: str) -> ToolCall | None:
+        move = parse_move(action).action
+        return None if move is None else ToolCall("move", {"direction": ACTION_NAMES[move]})
+
+    def _read(self, action: str) -> ParsedMove:
+        """The move of a reply: a ``move`` tool call, else the text rules of
+        :mod:`~multiturn_envs.envs.frozenlake.parsing`."""
+        calls = self.read_tool_calls(action)
+        if calls is None:
+            return parse_move(action)
+        if isinstance(calls, list):
+            return ParsedMove(MOVE_WORDS[str(calls[0].arguments["direction"]).lower()])
+        return ParsedMove(None, str(calls))
+
     # ------------------------------------------------------------------ dynamics
     def _step(self, action: str) -> StepOutcome:
         task = self._task
         assert task is not None
         s = self._cell
         h = self.turns_left
-        parsed = parse_move(action)
+        parsed = self._read(action)
         if parsed.action is None:
-            self._event = "parse_error"
-            message = parsed.error or PARSE_HELP
-            return StepOutcome(
-                f"{message} You did not move.\n{task.renderer.block(s)}",
-                0.0,
-                False,
-                False,
-                task.oracle.noop_score(s, h),
-                parse_error=message,
-                info=_ScalarInfo(
-                    event="parse_error",
-                    cell=s,
-                    slipped=False,
-                    state_value=task.oracle.value(s, h),
-                ),
-            )
+            return self._refuse(parsed.error or PARSE_HELP)
         a = parsed.action
         score = task.oracle.score_table(h)[s][a]
         outcome = task.dynamics.sample(s, a, self.np_random.random())
@@ -310,6 +339,24 @@ class FrozenLakeTextEnv(TextEnv):
             ),
         )
 
+    def _refuse(self, message: str) -> StepOutcome:
+        """A reply with no readable move (or too long to read): a turn spent in place."""
+        task = self._task
+        assert task is not None
+        s, h = self._cell, self.turns_left
+        self._event = "parse_error"
+        return StepOutcome(
+            f"{message} You did not move.\n{task.renderer.block(s)}",
+            0.0,
+            False,
+            False,
+            task.oracle.noop_score(s, h),
+            parse_error=message,
+            info=_ScalarInfo(
+                event="parse_error", cell=s, slipped=False, state_value=task.oracle.value(s, h)
+            ),
+        )
+
     def _get_state(self) -> Any:
         return {"task_id": self._task_id, "cell": self._cell, "event": self._event}
 
@@ -326,8 +373,10 @@ class FrozenLakeTextEnv(TextEnv):
         """The oracle's score of ``action`` here (no state change, no random draw)."""
         self._require_live()
         task = self._live_task()
-        parsed = parse_move(action)
         h = self.turns_left
+        if len(action) > self.max_action_chars:  # refused unread by step(), as a no-op
+            return task.oracle.noop_score(self._cell, h)
+        parsed = self._read(action)
         if parsed.action is None:
             return task.oracle.noop_score(self._cell, h)
         return task.oracle.score_table(h)[self._cell][parsed.action]

@@ -16,7 +16,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.S)
+from multiturn_envs.envs.fences import FENCE, pairs, remove_pairs
+
+# What follows an opening fence: the block's tag (```` ```sql ````) and the line end. Matched at
+# one position with greedy classes that never backtrack (blocks: :mod:`..fences`, linear time).
+_FENCE_HEAD = re.compile(r"[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?")
+SQL_TAGS: frozenset[str] = frozenset({"sql", "mysql", "sqlite"})
+_SQL_TAG = re.compile(r"```[ \t]*(?:sql|mysql|sqlite)(?![A-Za-z0-9_+-])", re.IGNORECASE)
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
 _SUBMIT = re.compile(r"^\W*submit\W*$", re.I)
 SQL_KEYWORDS: frozenset[str] = frozenset(
     {
@@ -54,20 +61,39 @@ def _strip_submit_lines(text: str) -> tuple[str, bool]:
 
 
 def looks_like_sql(text: str) -> bool:
-    word = re.match(r"\s*\(*\s*([A-Za-z]+)", text)
-    return word is not None and word.group(1).lower() in SQL_KEYWORDS
+    """Whether ``text`` starts (after blanks and opening parentheses) with an SQL keyword."""
+    word = _FIRST_WORD.match(text.lstrip().lstrip("(").lstrip())
+    return word is not None and word.group(0).lower() in SQL_KEYWORDS
+
+
+def chosen_block(text: str) -> str | None:
+    """The body of the first fenced block tagged ``sql``/``mysql``/``sqlite``, else of the
+    first block (``None`` without a block): what ``re.findall`` of
+    ```` ```[ \\t]*([A-Za-z0-9_+-]*)[ \\t]*\\n?(.*?)``` ```` and a pick among the matches gave,
+    in linear time, and scanning past the first block only when a tag can follow."""
+    first: str | None = None
+    tag_ahead = _SQL_TAG.search(text) is not None
+    for span in pairs(text, FENCE, FENCE):
+        head = _FENCE_HEAD.match(text, span.body, span.close)
+        assert head is not None  # every part of the head is optional
+        body = text[head.end() : span.close]
+        if head.group(1).lower() in SQL_TAGS:
+            return body
+        if first is None:
+            first = body
+        if not tag_ahead:
+            break
+    return first
 
 
 def parse_action(text: str) -> ParsedAction:
     """Parse one reply; never raises."""
     if not text or not text.strip():
         return ParsedAction(None, False, f"The reply is empty. {FORMAT_HINT}")
-    blocks = _FENCE.findall(text)
+    body = chosen_block(text)
     submit = False
-    if blocks:
-        tagged = [body for tag, body in blocks if tag.lower() in ("sql", "mysql", "sqlite")]
-        body = (tagged or [blocks[0][1]])[0]
-        outside = _FENCE.sub("\n", text)
+    if body is not None:
+        outside = remove_pairs(text, FENCE, FENCE, "\n")
         sql, submit_in = _strip_submit_lines(body)
         submit = submit_in or any(_SUBMIT.match(ln) for ln in outside.splitlines())
     else:

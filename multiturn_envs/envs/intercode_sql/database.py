@@ -8,13 +8,29 @@ changes leaked into later episodes. Here:
   the gold query runs on it with every write denied;
 * each episode gets its own in-memory copy (SQLite's backup API, ~0.1-0.4 ms), so whatever the
   agent runs changes only that copy;
-* an authorizer denies what could reach past the copy or break determinism: ``ATTACH`` (also
-  behind ``VACUUM INTO``), ``DETACH``, transactions and savepoints (every statement autocommits on
-  the private copy), any ``PRAGMA`` but a few read-only schema ones, ``load_extension`` and the
-  non-deterministic ``random()``/``randomblob()``;
+* an authorizer *allows* a fixed list of statement kinds and functions and denies everything
+  else (``docs/security.md``): reads, writes to the episode's own copy, read-only schema
+  pragmas, and SQLite's and our MySQL functions. Denied, among others: ``ATTACH``
+  (also behind ``VACUUM``), transactions and savepoints (every statement autocommits on the
+  private copy), virtual tables (the FTS3 tokenizer interface lets SQL call a C pointer it
+  chose: a segfault), ``load_extension``, ``fts3_tokenizer``, the non-deterministic
+  ``random()``/``randomblob()``, temporary objects (they would live outside the copy's 64 MiB
+  bound and outside its snapshots; the env turns MySQL's ``CREATE TEMPORARY TABLE`` into an
+  ordinary table of the copy), and the raw-page and statement-list tables
+  (``sqlite_dbpage``, ``dbstat``, ``sqlite_stmt``);
+* SQLite's own limits are lowered (``Connection.setlimit``): a value (string or blob) holds at
+  most ``Limits.max_value_bytes`` (``hex(zeroblob(5e8))`` would take 2.4 GB), triggers nest 32
+  deep, a program has at most a million VM instructions;
 * a progress handler stops runaway queries: a deterministic budget of SQLite VM instructions
-  (identical runs stop at the identical point) plus a wall-clock backstop;
-* ``max_page_count`` bounds how large the agent can grow its copy, and temp tables stay in memory.
+  (identical runs stop at the identical point) plus a wall-clock backstop, shared by every
+  statement one agent action runs (:meth:`SandboxedConnection.action_budget`);
+* work SQLite does before its VM runs is bounded too: a statement may expand, through the views
+  and triggers it reaches, to at most ``Limits.max_expanded_sql`` characters of SQL
+  (:mod:`.expansion`), and its compilation may consult the authorizer at most
+  :data:`MAX_AUTHORIZER_CALLS` times;
+* ``max_page_count`` bounds how large the agent can grow its copy; SQLite's scratch storage
+  (sorts, ``DISTINCT``, materialised subqueries) spills to temporary files beyond its small page
+  cache rather than growing in memory; rows kept for scoring are capped in number and bytes.
 """
 
 from __future__ import annotations
@@ -28,9 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from multiturn_envs.envs.intercode_sql.expansion import SchemaWeights
 from multiturn_envs.envs.intercode_sql.functions import (
     DEFAULT_CLOCK,
+    MYSQL_FUNCTION_NAMES,
     MySQLClock,
+    Regexp,
     StatementRandom,
     mysql_surface,
     register_mysql_functions,
@@ -51,29 +70,155 @@ READ_ONLY_PRAGMAS: frozenset[str] = frozenset(
         "function_list",
     }
 )
-DENIED_FUNCTIONS: frozenset[str] = frozenset({"load_extension", "random", "randomblob"})
+SQLITE_FUNCTIONS: frozenset[str] = frozenset(
+    {
+        # core scalar functions
+        "abs", "char", "coalesce", "concat", "concat_ws", "format", "glob", "hex", "ifnull",
+        "iif", "instr", "last_insert_rowid", "changes", "total_changes", "length", "like",
+        "likelihood", "likely", "unlikely", "lower", "upper", "ltrim", "rtrim", "trim", "max",
+        "min", "nullif", "octet_length", "printf", "quote", "replace", "round", "sign",
+        "soundex", "sqlite_version", "substr", "substring", "typeof", "unhex", "unicode",
+        "zeroblob",
+        # date and time
+        "date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff",
+        "current_date", "current_time", "current_timestamp",
+        # aggregates and window functions
+        "avg", "count", "group_concat", "string_agg", "sum", "total", "row_number", "rank",
+        "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead", "first_value",
+        "last_value", "nth_value",
+        # math
+        "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "ceiling", "cos",
+        "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2", "mod", "pi", "pow",
+        "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
+        # JSON
+        "json", "json_array", "json_array_length", "json_extract", "json_insert", "json_object",
+        "json_patch", "json_quote", "json_remove", "json_replace", "json_set", "json_type",
+        "json_valid", "json_group_array", "json_group_object", "->", "->>",
+        # SQLite's internal helpers of ALTER TABLE (not callable from SQL text)
+        "sqlite_rename_column", "sqlite_rename_table", "sqlite_rename_test",
+        "sqlite_rename_quotefix", "sqlite_drop_column",
+    }
+)  # fmt: skip
+"""SQLite's built-in functions the sandbox allows (the authorizer denies every other name)."""
+ALLOWED_FUNCTIONS: frozenset[str] = SQLITE_FUNCTIONS | MYSQL_FUNCTION_NAMES
+"""Every function an agent's SQL may call: SQLite's safe built-ins and our MySQL ones."""
+HIDDEN_TABLES: frozenset[str] = frozenset({"sqlite_dbpage", "dbstat", "sqlite_stmt"})
+"""Eponymous virtual tables denied: raw database pages, page statistics, and the connection's
+prepared statements (which would show the env's own queries)."""
+MAX_AUTHORIZER_CALLS = 100_000
+"""Authorizer consultations one statement's compilation may make (a compile-time work bound)."""
+
 _READ_ACTIONS: frozenset[int] = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
-_PROGRESS_EVERY = 1_000  # VM instructions between progress-handler calls
+_WRITE_ACTIONS: frozenset[int] = frozenset(
+    {
+        sqlite3.SQLITE_INSERT,
+        sqlite3.SQLITE_UPDATE,
+        sqlite3.SQLITE_DELETE,
+        sqlite3.SQLITE_CREATE_TABLE,
+        sqlite3.SQLITE_CREATE_INDEX,
+        sqlite3.SQLITE_CREATE_VIEW,
+        sqlite3.SQLITE_CREATE_TRIGGER,
+        sqlite3.SQLITE_DROP_TABLE,
+        sqlite3.SQLITE_DROP_INDEX,
+        sqlite3.SQLITE_DROP_VIEW,
+        sqlite3.SQLITE_DROP_TRIGGER,
+        sqlite3.SQLITE_ALTER_TABLE,
+        sqlite3.SQLITE_REINDEX,
+        sqlite3.SQLITE_ANALYZE,
+    }
+)
+# writes after which the views and triggers (and so statements' expanded sizes) may differ
+_SCHEMA_ACTIONS: frozenset[int] = frozenset(
+    {
+        sqlite3.SQLITE_CREATE_VIEW,
+        sqlite3.SQLITE_CREATE_TRIGGER,
+        sqlite3.SQLITE_DROP_TABLE,
+        sqlite3.SQLITE_DROP_VIEW,
+        sqlite3.SQLITE_DROP_TRIGGER,
+        sqlite3.SQLITE_ALTER_TABLE,
+    }
+)
+_CREATE_ACTIONS: frozenset[int] = frozenset(
+    {
+        sqlite3.SQLITE_CREATE_TABLE,
+        sqlite3.SQLITE_CREATE_INDEX,
+        sqlite3.SQLITE_CREATE_VIEW,
+        sqlite3.SQLITE_CREATE_TRIGGER,
+    }
+)
+_TEMP_ACTIONS: frozenset[int] = frozenset(
+    {
+        sqlite3.SQLITE_CREATE_TEMP_TABLE,
+        sqlite3.SQLITE_CREATE_TEMP_INDEX,
+        sqlite3.SQLITE_CREATE_TEMP_VIEW,
+        sqlite3.SQLITE_CREATE_TEMP_TRIGGER,
+        sqlite3.SQLITE_DROP_TEMP_TABLE,
+        sqlite3.SQLITE_DROP_TEMP_INDEX,
+        sqlite3.SQLITE_DROP_TEMP_VIEW,
+        sqlite3.SQLITE_DROP_TEMP_TRIGGER,
+    }
+)
+_DENIED_WHY: dict[int, str] = {
+    sqlite3.SQLITE_ATTACH: "ATTACH/DETACH (and VACUUM) cannot reach other databases",
+    sqlite3.SQLITE_DETACH: "ATTACH/DETACH (and VACUUM) cannot reach other databases",
+    sqlite3.SQLITE_TRANSACTION: (
+        "transactions are not needed: each statement autocommits on this episode's copy"
+    ),
+    sqlite3.SQLITE_SAVEPOINT: (
+        "transactions are not needed: each statement autocommits on this episode's copy"
+    ),
+    sqlite3.SQLITE_CREATE_VTABLE: "virtual tables are not available in this sandbox",
+    sqlite3.SQLITE_DROP_VTABLE: "virtual tables are not available in this sandbox",
+}
+_TABLE_ACTIONS: frozenset[int] = frozenset(
+    {sqlite3.SQLITE_READ, sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
+)
+_PROGRESS_EVERY = 1_000  # VM instructions between progress-handler calls (each checks the clock)
+
+# SQLite's run-time limits (sqlite3_limit ids; Python < 3.12 lacks some constant names)
+_LIMIT_LENGTH = 0
+_SQLITE_LIMITS: dict[int, int] = {
+    1: 1_000_000,  # SQL_LENGTH: bytes of one statement's text (the env caps queries first)
+    2: 2_000,  # COLUMN
+    3: 1_000,  # EXPR_DEPTH
+    4: 500,  # COMPOUND_SELECT
+    5: 1_000_000,  # VDBE_OP: instructions of one compiled program
+    6: 127,  # FUNCTION_ARG
+    7: 1,  # ATTACHED (the env's own information_schema)
+    8: 10_000,  # LIKE_PATTERN_LENGTH
+    9: 999,  # VARIABLE_NUMBER
+    10: 32,  # TRIGGER_DEPTH
+    11: 0,  # WORKER_THREADS
+}
 
 
 @dataclass
 class Limits:
-    """Resource limits of one agent query.
+    """Resource limits of one agent action (and of the episode's copy).
 
     Attributes:
-        vm_instructions: SQLite VM instructions one query may run (deterministic cut-off).
-        seconds: wall-clock backstop for one query.
+        vm_instructions: SQLite VM instructions one action may run (deterministic cut-off).
+        seconds: wall-clock backstop for one action.
         max_rows: rows kept for scoring and display; further rows are only counted.
-        max_pages: pages (4 KiB) the episode's copy may grow to.
+        max_result_bytes: bytes of rows kept (text and blobs by length, other values as 8);
+            rows past it are only counted.
+        max_pages: pages (4 KiB) the episode's copy may grow to (16,384: 64 MiB).
+        max_value_bytes: the largest string or blob a statement may build or read
+            (``SQLITE_LIMIT_LENGTH``).
+        max_expanded_sql: characters of SQL one statement may expand to through views and
+            triggers (:mod:`.expansion`).
         clock: the fixed "now" of MySQL's date functions (episodes replay exactly).
     """
 
     vm_instructions: int = 50_000_000
     seconds: float = 5.0
     max_rows: int = 100_000
+    max_result_bytes: int = 16 * 2**20
     max_pages: int = 16_384
+    max_value_bytes: int = 100_000
+    max_expanded_sql: int = 200_000
     clock: dt.datetime = DEFAULT_CLOCK
 
 
@@ -83,7 +228,7 @@ class QueryResult:
 
     ``rows`` is ``None`` when the statement returned no result set (DDL/DML) or failed;
     ``error`` holds SQLite's message on failure; ``total_rows`` counts every row produced even
-    when only ``max_rows`` were kept (``truncated``).
+    when only ``max_rows`` (or ``max_result_bytes``) were kept (``truncated``).
     """
 
     columns: tuple[str, ...] = ()
@@ -105,8 +250,11 @@ class _Guard:
 
     read_only: bool
     trusted: bool = False
+    prepared_trusted: bool = False  # a statement was compiled with the policy off
     dirty: bool = False
+    schema_changed: bool = False
     denied: list[str] = field(default_factory=list)
+    auth_calls: int = 0
     ticks: int = 0
     max_ticks: int = 0
     deadline: float = 0.0
@@ -114,34 +262,45 @@ class _Guard:
 
 
 def _make_authorizer(guard: _Guard) -> Callable[..., int]:
+    def deny(reason: str) -> int:
+        guard.denied.append(reason)
+        return sqlite3.SQLITE_DENY
+
     def authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, _: Any) -> int:
         if guard.trusted:
+            guard.prepared_trusted = True
             return sqlite3.SQLITE_OK
+        guard.auth_calls += 1
+        if guard.auth_calls > MAX_AUTHORIZER_CALLS:
+            return deny("the statement is too large to compile in this sandbox")
+        if action == sqlite3.SQLITE_FUNCTION:
+            if (arg2 or "").lower() in ALLOWED_FUNCTIONS:
+                return sqlite3.SQLITE_OK
+            return deny(f"function {arg2}() is not available in this sandbox")
+        if action in _TABLE_ACTIONS and (arg1 or "").lower() in HIDDEN_TABLES:
+            return deny(f"{arg1} is not available in this sandbox")
         if db == "information_schema" and action not in _READ_ACTIONS:
-            guard.denied.append("information_schema is read-only")
-            return sqlite3.SQLITE_DENY
+            return deny("information_schema is read-only")
         if action in _READ_ACTIONS:
-            if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in DENIED_FUNCTIONS:
-                guard.denied.append(f"function {arg2}() is disabled in this sandbox")
-                return sqlite3.SQLITE_DENY
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA:
             if (arg1 or "").lower() in READ_ONLY_PRAGMAS:
                 return sqlite3.SQLITE_OK
-            guard.denied.append(f"PRAGMA {arg1} is not allowed (read-only schema pragmas only)")
-            return sqlite3.SQLITE_DENY
-        if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
-            guard.denied.append("ATTACH/DETACH (and VACUUM INTO) cannot reach other databases")
-            return sqlite3.SQLITE_DENY
-        if action in (sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT):
-            guard.denied.append(
-                "transactions are not needed: each statement autocommits on this episode's copy"
+            return deny(f"PRAGMA {arg1} is not allowed (read-only schema pragmas only)")
+        if action in _TEMP_ACTIONS or (action in _CREATE_ACTIONS and db == "temp"):
+            return deny(
+                "temporary objects are not available: create an ordinary table instead (it "
+                "lives only in this episode's private copy)"
             )
-            return sqlite3.SQLITE_DENY
+        if action in _DENIED_WHY:
+            return deny(_DENIED_WHY[action])
+        if action not in _WRITE_ACTIONS:
+            return deny(f"this kind of statement is not allowed (SQLite action {action})")
         if guard.read_only:
-            guard.denied.append("this connection is read-only")
-            return sqlite3.SQLITE_DENY
+            return deny("this connection is read-only")
         guard.dirty = True
+        if action in _SCHEMA_ACTIONS:
+            guard.schema_changed = True
         return sqlite3.SQLITE_OK
 
     return authorize
@@ -155,7 +314,7 @@ def _make_progress_handler(guard: _Guard) -> Callable[[], int]:
         if guard.ticks > guard.max_ticks:
             guard.stopped = "instructions"
             return 1
-        if guard.ticks % 64 == 0 and time.perf_counter() > guard.deadline:
+        if time.perf_counter() > guard.deadline:
             guard.stopped = "time"
             return 1
         return 0
@@ -190,13 +349,22 @@ class SandboxedConnection:
         self.read_only = read_only
         self.clock = MySQLClock(limits.clock)
         self._rand = StatementRandom()
-        register_mysql_functions(conn, self.clock, self._rand)
+        self._regexp = Regexp()
+        self._weights = SchemaWeights(self._views_and_triggers)
+        self._in_action = False
+        register_mysql_functions(conn, self.clock, self._rand, self._regexp)
         with self.trusted():
-            conn.execute("PRAGMA temp_store = MEMORY")
+            # scratch b-trees and sorts spill to temporary files past the page cache
+            conn.execute("PRAGMA temp_store = FILE")
             conn.execute(f"PRAGMA max_page_count = {int(limits.max_pages)}")
             if read_only:
                 conn.execute("PRAGMA query_only = ON")
-        conn.set_authorizer(_make_authorizer(self._guard))
+        setlimit = cast(Any, conn).setlimit  # Python >= 3.11, as serialize()
+        setlimit(_LIMIT_LENGTH, int(limits.max_value_bytes))
+        for limit, value in _SQLITE_LIMITS.items():
+            setlimit(limit, value)
+        self._authorizer = _make_authorizer(self._guard)
+        conn.set_authorizer(self._authorizer)
         conn.set_progress_handler(_make_progress_handler(self._guard), _PROGRESS_EVERY)
 
     # ------------------------------------------------------------------ construction
@@ -232,7 +400,9 @@ class SandboxedConnection:
         conn = cls._blank()
         with source.trusted():
             source._conn.backup(conn)
-        return cls(conn, read_only=False, limits=limits or source.limits)
+        copy = cls(conn, read_only=False, limits=limits or source.limits)
+        copy._weights.copy_from(source._weights)  # same views and triggers: no reload
+        return copy
 
     @classmethod
     def from_bytes(cls, data: bytes, limits: Limits | None = None) -> SandboxedConnection:
@@ -264,32 +434,93 @@ class SandboxedConnection:
             }
 
     def serialize(self) -> bytes:
+        """The whole database (the agent cannot create objects outside it: no temporary ones)."""
         with self.trusted():
             data: bytes = cast(Any, self._conn).serialize()  # Python >= 3.11
             return data
 
     @contextmanager
     def trusted(self) -> Iterator[sqlite3.Connection]:
-        """Run the env's own statements (schema introspection, setup) past the policy."""
-        previous = self._guard.trusted
-        self._guard.trusted = True
+        """Run the env's own statements (schema introspection, setup) past the policy.
+
+        SQLite authorizes a statement when it compiles it, and Python caches compiled
+        statements by their text: an agent that sent the text of a statement the env compiled
+        here (``DELETE FROM information_schema.TABLES``) would run it unchecked. So leaving
+        the outermost trusted block after compiling anything expires every compiled statement
+        (setting the authorizer again does), and each is checked anew before it runs again.
+        """
+        guard = self._guard
+        previous = guard.trusted
+        guard.trusted = True
         try:
             yield self._conn
         finally:
-            self._guard.trusted = previous
+            guard.trusted = previous
+            if not previous and guard.prepared_trusted:
+                guard.prepared_trusted = False
+                self._conn.set_authorizer(self._authorizer)
 
     def close(self) -> None:
         self._conn.close()
 
-    # ------------------------------------------------------------------ execution
-    def execute(self, sql: str) -> QueryResult:
-        """Run one untrusted statement; every failure comes back as ``QueryResult.error``."""
+    # ------------------------------------------------------------------ budgets
+    @contextmanager
+    def action_budget(self) -> Iterator[None]:
+        """Share one budget (VM instructions and seconds) among every statement run inside.
+
+        One agent action may run several statements (MySQL's row order, exact division, a
+        transpiled retry, each branch of a set operation); without a shared budget each would
+        get the whole of it.
+        """
+        if self._in_action:
+            yield
+            return
+        self._start_budget()
+        self._in_action = True
+        try:
+            yield
+        finally:
+            self._in_action = False
+
+    def _start_budget(self) -> None:
         guard = self._guard
-        guard.denied.clear()
-        guard.stopped = None
         guard.ticks = 0
         guard.max_ticks = max(1, self.limits.vm_instructions // _PROGRESS_EVERY)
         guard.deadline = time.perf_counter() + self.limits.seconds
+
+    def expansion_problem(self, sql: str) -> str | None:
+        """Why ``sql`` may not be compiled here (too large once views are expanded), or ``None``."""
+        weight = self._weights.weigh(sql)
+        if weight <= self.limits.max_expanded_sql:
+            return None
+        return (
+            "the statement expands, through the views and triggers it reaches, to more than "
+            f"{self.limits.max_expanded_sql:,} characters of SQL"
+        )
+
+    def _views_and_triggers(self) -> list[tuple[str, str, str]]:
+        with self.trusted() as raw:
+            rows = raw.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE type IN ('view', 'trigger')"
+            ).fetchall()
+        return [(str(t), str(n), str(q or "")) for t, n, q in rows]
+
+    # ------------------------------------------------------------------ execution
+    def execute(self, sql: str) -> QueryResult:
+        """Run one untrusted statement; every failure comes back as ``QueryResult.error``.
+
+        Inside :meth:`action_budget` it draws on the action's budget, else it gets its own.
+        """
+        guard = self._guard
+        if not self._in_action:
+            self._start_budget()
+        guard.stopped = None  # per statement; the budget it draws on may be the action's
+        guard.denied.clear()
+        guard.auth_calls = 0
+        self._regexp.error = None
+        problem = self.expansion_problem(sql)
+        if problem is not None:
+            return QueryResult(error=f"not authorized: {problem}")
         before = self._conn.total_changes
         self._rand.reseed(sql)
         try:
@@ -297,17 +528,36 @@ class SandboxedConnection:
             columns = tuple(d[0] for d in cursor.description) if cursor.description else ()
             if cursor.description is None:
                 return QueryResult(rows_affected=self._conn.total_changes - before)
-            rows: list[Row] = []
-            total = 0
-            for row in cursor:
-                if total < self.limits.max_rows:
-                    rows.append(row)
-                total += 1
-            return QueryResult(
-                columns=columns, rows=rows, total_rows=total, truncated=total > len(rows)
-            )
+            rows, total, truncated = self._collect(cursor)
+            return QueryResult(columns=columns, rows=rows, total_rows=total, truncated=truncated)
         except Exception as exc:  # sqlite3 errors, ValueError (NUL), UnicodeEncodeError, ...
             return QueryResult(error=self._message(exc), stopped=guard.stopped)
+        finally:
+            if guard.schema_changed:
+                guard.schema_changed = False
+                self._weights.invalidate()
+
+    def _collect(self, cursor: sqlite3.Cursor) -> tuple[list[Row], int, bool]:
+        """Rows kept (within ``max_rows`` and ``max_result_bytes``), rows in total, truncated."""
+        max_rows, max_bytes = self.limits.max_rows, self.limits.max_result_bytes
+        rows: list[Row] = []
+        kept_bytes = 0
+        keeping = True
+        total = 0
+        for row in cursor:
+            total += 1
+            if not keeping:
+                continue
+            size = 16
+            for value in row:
+                kind = type(value)
+                size += len(value) if kind is str or kind is bytes else 8
+            if len(rows) >= max_rows or kept_bytes + size > max_bytes:
+                keeping = False
+                continue
+            rows.append(row)
+            kept_bytes += size
+        return rows, total, total > len(rows)
 
     def _message(self, exc: Exception) -> str:
         guard = self._guard
@@ -318,8 +568,19 @@ class SandboxedConnection:
             )
         if guard.stopped == "time":
             return f"query stopped: it ran longer than {self.limits.seconds:g} s"
+        if self._regexp.error is not None:
+            return self._regexp.error
         if guard.denied:
             return f"not authorized: {guard.denied[0]}"
         if isinstance(exc, UnicodeEncodeError):
             return "the query is not valid UTF-8 text"
-        return str(exc) or type(exc).__name__
+        message = str(exc) or type(exc).__name__
+        if message == "string or blob too big":
+            return (
+                f"{message}: values are limited to {self.limits.max_value_bytes:,} bytes in "
+                "this sandbox"
+            )
+        if message == "database or disk is full":
+            size = self.limits.max_pages * 4096 / 2**20
+            return f"{message}: this episode's copy of the database is limited to {size:g} MiB"
+        return message

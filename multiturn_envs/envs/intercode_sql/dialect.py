@@ -23,6 +23,7 @@ from typing import Any
 
 from multiturn_envs.envs.intercode_sql.database import QueryResult, SandboxedConnection
 from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
+from multiturn_envs.envs.intercode_sql.parse_bounds import parse_bound_problem
 
 _IDENT = r"(?:`[^`]+`|\"[^\"]+\"|\[[^\]]+\]|[\w$]+)"
 _QUALIFIED = rf"(?:{_IDENT}\s*\.\s*)?({_IDENT})"
@@ -53,12 +54,17 @@ class Emulated:
 
 
 def _tables(conn: SandboxedConnection) -> list[str]:
+    return [name for name, _ in _tables_and_kinds(conn)]
+
+
+def _tables_and_kinds(conn: SandboxedConnection) -> list[tuple[str, str]]:
+    """``(name, "table" or "view")`` of the database's tables and views, by name."""
     with conn.trusted() as raw:
         rows = raw.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
             "AND name NOT LIKE 'sqlite_%' ORDER BY name COLLATE NOCASE"
         ).fetchall()
-    return [r[0] for r in rows]
+    return [(str(r[0]), str(r[1])) for r in rows]
 
 
 def _find_table(conn: SandboxedConnection, name: str) -> str | None:
@@ -103,8 +109,12 @@ def describe(
     real = _find_table(conn, table)
     if real is None:
         return QueryResult(error=f"no such table: {table}")
+    quoted = real.replace('"', '""')
+    # a view's columns come from compiling its query: bounded like any statement's
+    problem = conn.expansion_problem(f'SELECT * FROM "{quoted}"')
+    if problem is not None:
+        return QueryResult(error=f"not authorized: {problem}")
     with conn.trusted() as raw:
-        quoted = real.replace('"', '""')
         info = raw.execute(f'PRAGMA table_info("{quoted}")').fetchall()
         fks = {r[3] for r in raw.execute(f'PRAGMA foreign_key_list("{quoted}")').fetchall()}
         create = raw.execute("SELECT sql FROM sqlite_master WHERE name = ?", (real,)).fetchone()
@@ -165,7 +175,7 @@ def refresh_information_schema(
     Only the episode's database is listed (InterCode's server also listed the other 19 and
     MySQL's own schemas); rows are rebuilt from the current catalog on each call, so tables
     the agent created appear. Values that depend on a server's history (create times, sizes)
-    are NULL; ``TABLE_ROWS`` is the exact count.
+    are NULL; ``TABLE_ROWS`` is the exact count of a table (NULL for a view, as in MySQL).
     """
     schema = db.lower()
     with conn.trusted() as raw:
@@ -182,15 +192,23 @@ def refresh_information_schema(
             "('def', ?, 'utf8mb4', 'utf8mb4_general_ci', NULL, 'NO')",
             (schema,),
         )
-        for table in _tables(conn):
-            quoted = table.replace('"', '""')
-            (count,) = raw.execute(f'SELECT count(*) FROM "{quoted}"').fetchone()
-            raw.execute(
-                "INSERT INTO information_schema.TABLES VALUES (?, ?, ?, 'BASE TABLE', 'InnoDB', "
-                "10, 'Dynamic', ?, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL, "
-                "'utf8mb4_general_ci', NULL, '', '')",
-                ("def", schema, table.lower(), count),
-            )
+        for table, kind in _tables_and_kinds(conn):
+            if kind == "view":  # as MySQL lists a view: no engine, no row count (never run)
+                raw.execute(
+                    "INSERT INTO information_schema.TABLES VALUES (?, ?, ?, 'VIEW', NULL, NULL, "
+                    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+                    "NULL, NULL, 'VIEW')",
+                    ("def", schema, table.lower()),
+                )
+            else:  # a table's exact row count: at most the episode copy's size to scan
+                quoted = table.replace('"', '""')
+                (count,) = raw.execute(f'SELECT count(*) FROM "{quoted}"').fetchone()
+                raw.execute(
+                    "INSERT INTO information_schema.TABLES VALUES (?, ?, ?, 'BASE TABLE', "
+                    "'InnoDB', 10, 'Dynamic', ?, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL, "
+                    "'utf8mb4_general_ci', NULL, '', '')",
+                    ("def", schema, table.lower(), count),
+                )
             described = describe(conn, table, db, mysql_tables, describe_types="str").rows or []
             for position, (field, type_, null, key, default, extra) in enumerate(described, 1):
                 base = str(type_).split("(")[0].lower()
@@ -251,12 +269,32 @@ def emulate(
     return None
 
 
+_TEMPORARY = re.compile(r"^(\s*(?:CREATE|DROP))\s+TEMP(?:ORARY)?\s+(?=TABLE\b)", re.IGNORECASE)
+TEMPORARY_NOTE = (
+    "Temporary tables are ordinary tables of this episode's private copy here (it is "
+    "discarded when the episode ends)."
+)
+
+
+def without_temporary(sql: str) -> str | None:
+    """``sql`` with MySQL's ``CREATE``/``DROP TEMPORARY TABLE`` made an ordinary table's, or
+    ``None`` when it is neither. The sandbox allows no temporary objects (they would live
+    outside the copy's size bound and its snapshots); in an episode's private copy an ordinary
+    table is just as private and just as temporary."""
+    if sql[:40].lstrip()[:4].upper() not in ("CREA", "DROP"):
+        return None
+    rewritten, n = _TEMPORARY.subn(r"\1 ", sql, count=1)
+    return rewritten if n else None
+
+
 def transpile_mysql(sql: str, db: str) -> str | None:
     """``sql`` rewritten from MySQL to SQLite, or ``None`` when sqlglot cannot (or changes
     nothing). The caller must still execute-check it: sqlglot's output is not always valid.
     Introspection statements (``SHOW``, ``DESC``, ...) the env did not recognise are left alone:
     sqlglot has no SQLite form for them."""
     if sql.lstrip().upper().startswith(("SHOW", "DESC", "EXPLAIN", "USE")):
+        return None
+    if parse_bound_problem(sql) is not None:
         return None
     try:
         import sqlglot
@@ -289,7 +327,9 @@ def mysql_division(sql: str) -> str | None:
     """``sql`` with MySQL's ``/`` (exact division: ``7/2`` is 3.5) where SQLite's would
     truncate integers (``7/2`` is 3), or ``None`` when the query has no division (or sqlglot
     cannot parse it). sqlglot renders each MySQL division as ``CAST(a AS REAL) / b``."""
-    if "/" not in sql or not _DIVISION.search(_LITERALS.sub("''", sql)):
+    if "/" not in sql or parse_bound_problem(sql) is not None:
+        return None
+    if not _DIVISION.search(_LITERALS.sub("''", sql)):
         return None
     try:
         import sqlglot
@@ -325,6 +365,8 @@ def unknown_column_clause(sql: str, column: str) -> str:
     """The clause MySQL names for an unknown ``column`` of ``sql`` (``'field list'`` when in
     doubt): the first clause holding it in the order MySQL resolves them (this order matches
     97.6% of the 1,500 such errors sampled from InterCode's published runs)."""
+    if parse_bound_problem(sql) is not None:
+        return "field list"
     try:
         import sqlglot
         from sqlglot import exp

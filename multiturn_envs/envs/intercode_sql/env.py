@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
-from multiturn_envs.envs.intercode_sql.actions import FORMAT_HINT, parse_action
+from multiturn_envs.envs.intercode_sql.actions import FORMAT_HINT, ParsedAction, parse_action
 from multiturn_envs.envs.intercode_sql.database import (
     Limits,
     QueryResult,
@@ -20,11 +20,13 @@ from multiturn_envs.envs.intercode_sql.database import (
     first_statement,
 )
 from multiturn_envs.envs.intercode_sql.dialect import (
+    TEMPORARY_NOTE,
     emulate,
     is_sqlite_error_worth_transpiling,
     mysql_division,
     mysql_error,
     transpile_mysql,
+    without_temporary,
 )
 from multiturn_envs.envs.intercode_sql.errors import gold_mutations
 from multiturn_envs.envs.intercode_sql.functions import DEFAULT_CLOCK
@@ -36,6 +38,8 @@ from multiturn_envs.envs.intercode_sql.mysql_order import (
 )
 from multiturn_envs.envs.intercode_sql.mysql_rejects import might_be_rejected, mysql_rejects
 from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
+from multiturn_envs.envs.intercode_sql.parse_bounds import parse_bound_problem
+from multiturn_envs.envs.intercode_sql.query_cache import QueryCache
 from multiturn_envs.envs.intercode_sql.scoring import (
     SCORING_MODES,
     Scores,
@@ -43,8 +47,10 @@ from multiturn_envs.envs.intercode_sql.scoring import (
     score_result,
 )
 from multiturn_envs.envs.intercode_sql.tasks import DatabaseCatalog, SQLTask, load_tasks
+from multiturn_envs.tools import Tool, ToolCall
 
 MAX_QUERY_CHARS = 20_000
+"""Characters of one query (the SQL itself, after it is read from the reply)."""
 
 SYSTEM_PROMPT = """\
 You are an expert SQL programmer answering a question about a database by querying it.
@@ -52,6 +58,44 @@ Each turn, reply with one SQL query, raw or in a ```sql fenced block; you will s
 (a list of row tuples) or its error. SHOW TABLES, DESC <table> and SHOW COLUMNS FROM <table>
 work. When the last result answers the question, reply `submit` (or put `submit` on its own
 line after your final query). Your changes to the database stay in your private copy."""
+
+
+EXECUTE_TOOL = Tool(
+    "execute_sql",
+    "Run one SQL query on your private copy of the database and see its result (a list of row "
+    "tuples) or its error. MySQL habits work: SHOW TABLES, DESC <table>, SHOW COLUMNS FROM "
+    "<table>.",
+    {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "one SQL statement"}},
+        "required": ["query"],
+    },
+)
+SUBMIT_TOOL = Tool(
+    "submit",
+    "Submit the result of your last query as your answer; this ends the episode. Call it "
+    "after execute_sql in the same reply to run a query and submit its result at once.",
+    {"type": "object", "properties": {}},
+)
+TOOLS: tuple[Tool, ...] = (EXECUTE_TOOL, SUBMIT_TOOL)
+"""InterCode-SQL's actions as typed tools: run a query, submit."""
+
+
+def parsed_of_calls(calls: Sequence[ToolCall]) -> ParsedAction:
+    """The action of ``execute_sql`` and/or ``submit`` calls (in that order), or why not."""
+    names = [c.name for c in calls]
+    if names == ["execute_sql"]:
+        return ParsedAction(str(calls[0].arguments["query"]), False)
+    if names == ["submit"]:
+        return ParsedAction(None, True)
+    if names == ["execute_sql", "submit"]:
+        return ParsedAction(str(calls[0].arguments["query"]), True)
+    return ParsedAction(
+        None,
+        False,
+        "Tool call error: call execute_sql, or submit, or execute_sql then submit (one query a "
+        f"turn); got {', '.join(names)}.",
+    )
 
 
 @dataclass(frozen=True)
@@ -74,8 +118,9 @@ class InterCodeSQLEnv(TextEnv):
 
     ## Spaces
     Observation and action: any ``str`` (:class:`~multiturn_envs.spaces.UnicodeText`). An
-    action is SQL (raw or fenced) and/or ``submit``; anything else is a parse error that costs
-    a turn.
+    action is SQL (raw or fenced) and/or ``submit``, or tool calls (:data:`TOOLS`:
+    ``execute_sql(query)``, ``submit()``, or both in that order); anything else is a parse
+    error that costs a turn.
 
     ## Rewards
     0 on every step but the last; on the step that ends the episode (``submit``, a correct
@@ -95,7 +140,9 @@ class InterCodeSQLEnv(TextEnv):
     ``spider_dev_file``, ``$MULTITURN_ENVS_SPIDER_DEV`` or the cache), ``"all"``, a task file,
     or a list of :class:`SQLTask`), ``scoring``, ``end_on_success``, ``db_dir`` (extra SQLite
     databases), ``transpile`` (MySQL fallback), ``max_rows_shown``, ``max_cell_chars``,
-    ``vm_instructions`` and ``query_seconds`` (the runaway-query budget), ``hardness`` (keep
+    ``vm_instructions`` and ``query_seconds`` (one action's budget), ``max_value_bytes``,
+    ``max_result_bytes``, ``max_db_bytes`` and ``max_observation_chars`` (the resource
+    contract: ``docs/security.md``), ``hardness`` (keep
     only these levels), ``mysql_row_order`` (default on: MySQL 8's order where SQL leaves it
     open), ``mysql_strict`` (default off: refuse, with MySQL's error, queries MySQL 8 rejects
     and SQLite runs, e.g. under ``ONLY_FULL_GROUP_BY``), ``describe_types`` (``"bytes"``: DESC
@@ -118,6 +165,8 @@ class InterCodeSQLEnv(TextEnv):
       tasks, ``mysql_strict`` (measured against InterCode's published runs, see the env card).
     """
 
+    max_tool_calls = 2  # execute_sql then submit
+
     def __init__(
         self,
         max_turns: int | None = 10,
@@ -133,6 +182,10 @@ class InterCodeSQLEnv(TextEnv):
         max_cell_chars: int = 100,
         vm_instructions: int = 50_000_000,
         query_seconds: float = 5.0,
+        max_value_bytes: int = 100_000,
+        max_result_bytes: int = 16 * 2**20,
+        max_db_bytes: int = 64 * 2**20,
+        max_observation_chars: int = 16_000,
         hardness: Sequence[str] | None = None,
         mysql_row_order: bool = True,
         mysql_strict: bool = False,
@@ -158,8 +211,16 @@ class InterCodeSQLEnv(TextEnv):
         self.transpile = bool(transpile)
         self.max_rows_shown = int(max_rows_shown)
         self.max_cell_chars = int(max_cell_chars)
+        self.max_observation_chars = int(max_observation_chars)
+        if self.max_observation_chars < 200:
+            raise ValueError(f"max_observation_chars must be >= 200, got {max_observation_chars}")
         self._limits = Limits(
-            vm_instructions=int(vm_instructions), seconds=float(query_seconds), clock=clock
+            vm_instructions=int(vm_instructions),
+            seconds=float(query_seconds),
+            max_result_bytes=int(max_result_bytes),
+            max_pages=max(1, int(max_db_bytes) // 4096),
+            max_value_bytes=int(max_value_bytes),
+            clock=clock,
         )
         self._catalog = DatabaseCatalog(db_dir, self._limits)
         if describe_types not in ("bytes", "str"):
@@ -167,9 +228,9 @@ class InterCodeSQLEnv(TextEnv):
         self.describe_types = describe_types
         self.mysql_row_order = bool(mysql_row_order)
         self.mysql_strict = bool(mysql_strict)
-        self._rejections: dict[tuple[str, str], str | None] = {}
-        self._order_plans: dict[tuple[str, str], tuple[str, str | None]] = {}
-        self._divisions: dict[str, str | None] = {}
+        self._rejections: QueryCache[str | None] = QueryCache()
+        self._order_plans: QueryCache[tuple[str, str | None]] = QueryCache()
+        self._divisions: QueryCache[str | None] = QueryCache()
         self._golds: dict[str, _Gold] = {}
         self._mutations: dict[str, list[str]] = {}
         self._clean_errors: dict[str, list[str]] = {}
@@ -242,17 +303,33 @@ class InterCodeSQLEnv(TextEnv):
     def run_query(self, sql: str) -> tuple[QueryResult, list[str], bool]:
         """Run one agent query on the episode's copy: (result, notes, transpiled)."""
         assert self._conn is not None and self._task is not None
-        db = self._task.db
         notes: list[str] = []
         if len(sql) > MAX_QUERY_CHARS:
             return (
-                QueryResult(error=f"the query is longer than {MAX_QUERY_CHARS} characters"),
+                QueryResult(error=f"the query is longer than {MAX_QUERY_CHARS:,} characters"),
                 notes,
                 False,
             )
         first, rest = first_statement(sql)
         if rest:
             notes.append("Only the first statement was run; send one statement per turn.")
+        ordinary = without_temporary(first)
+        if ordinary is not None:
+            first = ordinary
+            notes.append(TEMPORARY_NOTE)
+        problem = parse_bound_problem(first)
+        if problem is not None and is_query(first) and ("/" in first or needs_mysql_order(first)):
+            notes.append(
+                f"The query is too large for the MySQL emulation ({problem}): it ran with "
+                "SQLite's semantics (integer division, SQLite's row order)."
+            )
+        with self._conn.action_budget():
+            return self._run_first(first, notes)
+
+    def _run_first(self, first: str, notes: list[str]) -> tuple[QueryResult, list[str], bool]:
+        """:meth:`run_query` of one statement, inside the action's budget."""
+        assert self._conn is not None and self._task is not None
+        db = self._task.db
         emulated = emulate(
             first,
             self._conn,
@@ -293,14 +370,12 @@ class InterCodeSQLEnv(TextEnv):
     def _mysql_rejection(self, sql: str, db: str) -> str | None:
         """MySQL 8's error for a query SQLite accepts (``mysql_strict``; cached per query)."""
         key = (db, sql)
-        if key not in self._rejections:
-            if len(self._rejections) > 8192:
-                self._rejections.clear()
-            tables = self._catalog.mysql_tables(db)
-            self._rejections[key] = (
-                mysql_rejects(sql, tables, db) if tables and might_be_rejected(sql) else None
-            )
-        return self._rejections[key]
+        if key in self._rejections:
+            return self._rejections[key]
+        tables = self._catalog.mysql_tables(db)
+        rejected = mysql_rejects(sql, tables, db) if tables and might_be_rejected(sql) else None
+        self._rejections.put(key, rejected, len(sql) + len(rejected or ""))
+        return rejected
 
     def execute(self, conn: SandboxedConnection, sql: str, db: str) -> QueryResult:
         """Run one statement on ``conn`` as InterCode's MySQL would order its rows.
@@ -327,15 +402,13 @@ class InterCodeSQLEnv(TextEnv):
             return result
         plan = self._order_plans.get((db, sql))
         if plan is None:
-            if len(self._order_plans) > 8192:
-                self._order_plans.clear()
             rewritten = order_like_mysql(sql, self._catalog.indexed_columns(db))
             plan = ("rewrite", rewritten) if rewritten is not None else ("set", None)
-            self._order_plans[(db, sql)] = plan
+            self._order_plans.put((db, sql), plan, len(sql) + len(rewritten or ""))
         if plan[0] == "set":
             combined = run_set_operation(sql, lambda leaf: self.execute(conn, leaf, db))
             if combined is None:
-                self._order_plans[(db, sql)] = ("none", None)
+                self._order_plans.put((db, sql), ("none", None), len(sql))
                 return result
             return combined
         if plan[0] == "rewrite" and plan[1] is not None:
@@ -348,11 +421,11 @@ class InterCodeSQLEnv(TextEnv):
         """``sql`` with MySQL's ``/`` (cached per query), or ``None`` when it has none."""
         if not is_query(sql) or "/" not in sql:
             return None
-        if sql not in self._divisions:
-            if len(self._divisions) > 8192:
-                self._divisions.clear()
-            self._divisions[sql] = mysql_division(sql)
-        return self._divisions[sql]
+        if sql in self._divisions:
+            return self._divisions[sql]
+        divided = mysql_division(sql)
+        self._divisions.put(sql, divided, len(sql) + len(divided or ""))
+        return divided
 
     def _score(self, result: QueryResult | None) -> Scores:
         assert self._task is not None
@@ -388,7 +461,16 @@ class InterCodeSQLEnv(TextEnv):
                 lines.append(
                     f"[{result.total_rows} rows in total; the first {len(shown)} are shown]"
                 )
-        return "\n".join(lines)
+        return self._cut("\n".join(lines))
+
+    def _cut(self, text: str) -> str:
+        """``text`` within ``max_observation_chars`` (the cut is marked and says how much)."""
+        limit = self.max_observation_chars
+        if len(text) <= limit:
+            return text
+        note = f"\n[observation cut: {len(text):,} characters, the first {{:,}} are shown]"
+        keep = limit - len(note.format(limit))
+        return text[:keep] + note.format(keep)
 
     def _cell(self, value: Any) -> Any:
         if isinstance(value, str) and len(value) > self.max_cell_chars:
@@ -397,18 +479,36 @@ class InterCodeSQLEnv(TextEnv):
             return value[: self.max_cell_chars] + b"..."
         return value
 
+    def tools(self) -> Sequence[Tool]:
+        return TOOLS
+
+    def _read(self, action: str) -> ParsedAction:
+        """The query and/or submit of a reply: tool calls, else the text forms."""
+        calls = self.read_tool_calls(action)
+        if calls is None:
+            return parse_action(action)
+        if isinstance(calls, list):
+            parsed = parsed_of_calls(calls)
+            if parsed.sql is not None and not parsed.sql.strip():
+                return ParsedAction(
+                    None, False, f"Tool call error: the query is empty. {FORMAT_HINT}"
+                )
+            return parsed
+        return ParsedAction(None, False, str(calls))
+
+    def as_tool_call(self, action: str) -> ToolCall | None:
+        parsed = parse_action(action)
+        if parsed.error is not None or parsed.submit:
+            return None
+        return ToolCall("execute_sql", {"query": parsed.sql})
+
     def _step(self, action: str) -> StepOutcome:
         assert self._task is not None
         last_turn = self.turns_left is not None and self.turns_left <= 1
-        parsed = parse_action(action)
+        parsed = self._read(action)
         extra: dict[str, Any] = {"db": self._task.db, "scoring": self.scoring, "transpiled": False}
         if parsed.error is not None:
-            solved = self._last_scores is not None and self._last_scores.get(self.scoring) >= 1.0
-            reward = (
-                self._last_scores.get(self.scoring) if (last_turn and self._last_scores) else 0.0
-            )
-            extra.update(self._score_info(None))
-            return StepOutcome(parsed.error, float(reward), False, solved, 0.0, parsed.error, extra)
+            return self._refuse(parsed.error)
         observation = ""
         if parsed.sql is not None:
             result, notes, transpiled = self.run_query(parsed.sql)
@@ -437,6 +537,16 @@ class InterCodeSQLEnv(TextEnv):
         return StepOutcome(
             observation, float(reward), terminated, solved, float(score), None, extra
         )
+
+    def _refuse(self, message: str) -> StepOutcome:
+        """A reply that holds no SQL (or is too long to read): a turn spent, nothing run."""
+        assert self._task is not None
+        last_turn = self.turns_left is not None and self.turns_left <= 1
+        extra: dict[str, Any] = {"db": self._task.db, "scoring": self.scoring, "transpiled": False}
+        solved = self._last_scores is not None and self._last_scores.get(self.scoring) >= 1.0
+        reward = self._last_scores.get(self.scoring) if (last_turn and self._last_scores) else 0.0
+        extra.update(self._score_info(None))
+        return StepOutcome(message, float(reward), False, solved, 0.0, message, extra)
 
     @staticmethod
     def _score_info(scores: Scores | None) -> dict[str, float]:

@@ -29,7 +29,7 @@ import unicodedata
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -196,21 +196,25 @@ def _python_format(mysql_format: str) -> str:
     return "".join(out)
 
 
+MAX_FORMAT_CHARS = 256
+"""Characters of a DATE_FORMAT/STR_TO_DATE format (longer ones give NULL)."""
+
+
 def _date_format(value: Any, fmt: Any) -> str | None:
     moment = parse_datetime(value)
-    if moment is None or fmt is None:
+    if moment is None or fmt is None or len(str(fmt)) > MAX_FORMAT_CHARS:
         return None
     text = moment.strftime(_python_format(str(fmt)))
     return text.format(c=moment.month, e=moment.day, k=moment.hour, l=(moment.hour % 12) or 12)
 
 
 def _str_to_date(value: Any, fmt: Any) -> str | None:
-    if value is None or fmt is None:
+    if value is None or fmt is None or len(str(fmt)) > MAX_FORMAT_CHARS:
         return None
     pattern = _python_format(str(fmt)).format(c="%m", e="%d", k="%H", l="%I")
     try:
         moment = dt.datetime.strptime(str(value).strip(), pattern)
-    except ValueError:
+    except (ValueError, re.error):  # re.error: a directive given twice
         return None
     has_time = any(tok in str(fmt) for tok in ("%H", "%h", "%i", "%s", "%S", "%T", "%k", "%l"))
     return moment.isoformat(sep=" ") if has_time else moment.date().isoformat()
@@ -268,13 +272,65 @@ def _datediff(end: Any, start: Any) -> int | None:
     return (a.date() - b.date()).days
 
 
-def _regexp(pattern: Any, value: Any) -> int | None:
-    if pattern is None or value is None:
-        return None
-    try:
-        return int(re.search(str(pattern), _as_text(value), re.IGNORECASE) is not None)
-    except re.error:
-        return None
+MAX_REGEXP_PATTERN = 1_000
+"""Characters of a ``REGEXP`` pattern (MySQL's patterns in InterCode's runs are a few dozen)."""
+
+
+class Regexp:
+    """MySQL's ``REGEXP``/``RLIKE`` (SQLite calls ``regexp(pattern, text)``), matched by RE2.
+
+    Python's ``re`` backtracks: ``'aaaa...b' REGEXP '(a+)+$'`` runs for hours inside one SQLite
+    VM instruction, where neither the progress handler nor the wall clock can stop it. RE2
+    (``google-re2``) matches in time linear in the text, so a REGEXP costs at most one pass over
+    a value (itself at most ``Limits.max_value_bytes``). RE2 has no backreferences or
+    lookaround; a pattern it rejects (or one longer than :data:`MAX_REGEXP_PATTERN`) is an error
+    with RE2's reason, as MySQL errors on a pattern its engine rejects. Matching is
+    case-insensitive, as MySQL's on ``_ci`` text; a NULL argument gives NULL.
+
+    ``error`` holds the message of the last failure (SQLite reports only "user-defined function
+    raised exception"); the connection clears it before each statement.
+    """
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self._compiled: dict[str, Any] = {}
+
+    def __call__(self, pattern: Any, value: Any) -> int | None:
+        if pattern is None or value is None:
+            return None
+        return int(self._compile(_as_text(pattern)).search(_as_text(value)) is not None)
+
+    def _compile(self, pattern: str) -> Any:
+        compiled = self._compiled.get(pattern)
+        if compiled is not None:
+            return compiled
+        if len(pattern) > MAX_REGEXP_PATTERN:
+            self._fail(f"REGEXP patterns are limited to {MAX_REGEXP_PATTERN:,} characters here")
+        try:
+            import re2
+        except ImportError:
+            self._fail("REGEXP needs the google-re2 package: pip install 'multiturn-envs[sql]'")
+        options = re2.Options()
+        options.case_sensitive = False
+        options.log_errors = False
+        try:
+            compiled = re2.compile(pattern, options)
+        except re2.error as exc:
+            reason = exc.args[0] if exc.args else exc
+            if isinstance(reason, bytes):
+                reason = reason.decode("utf-8", "replace")
+            self._fail(
+                f"Illegal argument to a regular expression: {reason} (REGEXP here is matched "
+                "by RE2, in linear time: no backreferences or lookaround)"
+            )
+        if len(self._compiled) >= 64:
+            self._compiled.clear()
+        self._compiled[pattern] = compiled
+        return compiled
+
+    def _fail(self, message: str) -> NoReturn:
+        self.error = message
+        raise ValueError(message)
 
 
 def _left(value: Any, n: Any) -> str | None:
@@ -298,9 +354,13 @@ def _if(condition: Any, then: Any, otherwise: Any) -> Any:
 def _truncate(value: Any, digits: Any) -> float | int | None:
     if value is None or digits is None:
         return None
-    factor = 10 ** int(digits)
-    result = math.trunc(float(value) * factor) / factor
-    return int(result) if int(digits) <= 0 else result
+    places = max(-308, min(int(digits), 308))  # a double has no digits past these
+    factor = 10**places  # (10 ** 1e9 would never finish)
+    try:
+        result = math.trunc(float(value) * factor) / factor
+    except OverflowError:  # value * factor is infinite: nothing to cut at that precision
+        result = float(value)
+    return int(result) if places <= 0 else result
 
 
 def _text_fn(fn: Callable[[str], Any]) -> Callable[[Any], Any]:
@@ -310,14 +370,28 @@ def _text_fn(fn: Callable[[str], Any]) -> Callable[[Any], Any]:
     return apply
 
 
+MYSQL_FUNCTION_NAMES: frozenset[str] = frozenset(
+    {
+        "concat", "concat_ws", "year", "month", "day", "dayofmonth", "hour", "minute", "second",
+        "date_format", "str_to_date", "from_unixtime", "timestampdiff", "datediff", "regexp",
+        "mysql_left", "mysql_right", "if", "truncate", "lcase", "ucase", "char_length",
+        "curdate", "current_date", "curtime", "now", "sysdate", "localtime", "unix_timestamp",
+        "rand",
+    }
+)  # fmt: skip
+"""The functions :func:`register_mysql_functions` installs (the sandbox allows them)."""
+
+
 def register_mysql_functions(
     conn: sqlite3.Connection,
     clock: MySQLClock | None = None,
     rand: StatementRandom | None = None,
+    regexp: Regexp | None = None,
 ) -> None:
     """Install the MySQL compatibility functions and collation on ``conn``."""
     clock = clock or MySQLClock()
     rand = rand or StatementRandom()
+    regexp = regexp or Regexp()
     conn.create_collation(PAD_SPACE_COLLATION, _general_ci)
     deterministic: dict[str, tuple[int, Callable[..., Any]]] = {
         "concat": (-1, _concat),
@@ -334,7 +408,7 @@ def register_mysql_functions(
         "from_unixtime": (-1, _from_unixtime),
         "timestampdiff": (3, _timestampdiff),
         "datediff": (2, _datediff),
-        "regexp": (2, _regexp),
+        "regexp": (2, regexp),
         "mysql_left": (2, _left),
         "mysql_right": (2, _right),
         "if": (3, _if),

@@ -32,6 +32,7 @@ from typing import Any
 
 from multiturn_envs.envs.intercode_sql.database import QueryResult, Row
 from multiturn_envs.envs.intercode_sql.functions import mysql_text_key
+from multiturn_envs.envs.intercode_sql.parse_bounds import parse_bound_problem
 
 _NEEDS_ORDER = re.compile(r"\b(group\s+by|order\s+by|union|intersect|except)\b", re.IGNORECASE)
 _AGGREGATES = ("Count", "Sum", "Avg", "Min", "Max", "GroupConcat")
@@ -48,6 +49,8 @@ def is_query(sql: str) -> bool:
 
 
 def _parse(sql: str) -> Any:
+    if parse_bound_problem(sql) is not None:
+        return None
     import sqlglot
     from sqlglot.errors import ErrorLevel
 

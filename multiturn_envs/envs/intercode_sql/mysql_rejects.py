@@ -25,13 +25,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
+from multiturn_envs.envs.intercode_sql.parse_bounds import parse_bound_problem
 
 RESERVED_TABLE_NAMES: frozenset[str] = frozenset(
     {"show", "select", "order", "group", "table", "desc", "where", "from", "key", "index"}
 )
 _AGGREGATES = ("Count", "Sum", "Avg", "Min", "Max", "GroupConcat")
 _SPACED_AGGREGATE = re.compile(r"\b(?:count|sum|avg|min|max)\s+\(\s*(.{0,80})", re.IGNORECASE)
-_POSTFIX_NOT_NULL = re.compile(r"(?<!\bis)(?<!\bIS)\s+not\s+null\b(.{0,80})", re.IGNORECASE)
+# (?<!\s): a match starts at the first blank of a run (otherwise every blank of a long run
+# re-scans the run: quadratic)
+_POSTFIX_NOT_NULL = re.compile(r"(?<!\s)(?<!\bis)(?<!\bIS)\s+not\s+null\b(.{0,80})", re.IGNORECASE)
 _CANDIDATE = re.compile(
     r"\bnot\s+null\b|\b(?:count|sum|avg|min|max|group_concat)\s*\(|\bgroup\s+by\b|\(\s*select\b|"
     rf"\b(?:from|join)\s+(?:{'|'.join(sorted(RESERVED_TABLE_NAMES))})\b",
@@ -178,6 +181,8 @@ def mysql_rejects(sql: str, tables: Mapping[str, MySQLTable], db: str) -> str | 
         and (m := _POSTFIX_NOT_NULL.search(masked)) is not None
     ):
         return syntax.format(("NULL" + m.group(1)).strip())
+    if parse_bound_problem(sql) is not None:
+        return None
     try:
         import sqlglot
         from sqlglot import exp

@@ -64,6 +64,7 @@ REPLAY_ENV_OPTIONS: Mapping[str, Any] = MappingProxyType(
         "mysql_strict": True,
         "max_rows_shown": 10**9,  # InterCode shows every row: compare whole observations
         "max_cell_chars": 10**9,
+        "max_observation_chars": 10**9,  # up to 86,494 characters there
     }
 )
 # The MySQL connector of the gpt-3.5 run returned DESC's types as str, the later runs' as bytes.

@@ -17,7 +17,12 @@ from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
 from multiturn_envs.envs.terminal.checker import Checker, CheckReport, archive_bytes
 from multiturn_envs.envs.terminal.image import TERMINAL_IMAGE
 from multiturn_envs.envs.terminal.oracle import error_command, expert_command
-from multiturn_envs.envs.terminal.parsing import FORMAT_HINT, parse_action
+from multiturn_envs.envs.terminal.parsing import (
+    FORMAT_HINT,
+    MAX_COMMAND_CHARS,
+    ParsedAction,
+    parse_action,
+)
 from multiturn_envs.envs.terminal.tasks import TerminalTask, files_tar, select_tasks, strip_top
 from multiturn_envs.sandbox.shell_session import (
     AGENT_UID,
@@ -26,6 +31,7 @@ from multiturn_envs.sandbox.shell_session import (
 )
 from multiturn_envs.sandbox.warm_containers import WarmContainers
 from multiturn_envs.spaces import UnicodeText
+from multiturn_envs.tools import Tool, ToolCall
 
 APP = "/app"
 SHELL_STATE_DIR = "/job/work/.shell"
@@ -42,6 +48,58 @@ SHELL_ENV = {
     "GIT_PAGER": "cat",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
+
+RUN_TOOL = Tool(
+    "run_command",
+    "Run a shell command (or a short script: several lines run as one) in the persistent bash "
+    "shell in /app and see its output, exit status and working directory.",
+    {
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "description": "the command or script",
+            }
+        },
+        "required": ["command"],
+    },
+)
+SUBMIT_TOOL = Tool(
+    "submit",
+    "Declare the task done; the task's hidden tests then decide whether it is solved. This "
+    "ends the episode. Call it after run_command in the same reply to run a last command "
+    "first.",
+    {"type": "object", "properties": {}},
+)
+TOOLS: tuple[Tool, ...] = (RUN_TOOL, SUBMIT_TOOL)
+"""The Terminal env's actions as typed tools: run a command, submit."""
+
+
+def parsed_of_calls(calls: Sequence[ToolCall]) -> ParsedAction:
+    """The action of ``run_command`` and/or ``submit`` calls (in that order), or why not."""
+    names = [c.name for c in calls]
+    command = str(calls[0].arguments.get("command", "")) if names[0] == "run_command" else None
+    if names in (["run_command"], ["run_command", "submit"]):
+        if command is None or not command.strip():
+            return ParsedAction(
+                None, False, f"Tool call error: the command is empty. {FORMAT_HINT}"
+            )
+        if len(command) > MAX_COMMAND_CHARS:
+            return ParsedAction(
+                None,
+                False,
+                f"The command is longer than {MAX_COMMAND_CHARS} characters: nothing was run.",
+            )
+        return ParsedAction(command, len(names) == 2)
+    if names == ["submit"]:
+        return ParsedAction(None, True)
+    return ParsedAction(
+        None,
+        False,
+        "Tool call error: call run_command, or submit, or run_command then submit; got "
+        f"{', '.join(names)}.",
+    )
+
 
 SYSTEM_PROMPT = """\
 You are an expert Linux user solving a task in a terminal. You work in a bash shell in a
@@ -133,7 +191,9 @@ class TerminalEnv(TextEnv):
 
     ## Spaces
     Observation and action: any ``str``. An action is a shell command (raw or fenced; several
-    lines run as one script) and/or ``submit``; empty text is a parse error that costs a turn.
+    lines run as one script) and/or ``submit``, or tool calls (:data:`TOOLS`:
+    ``run_command(command)``, ``submit()``, or both in that order); empty text is a parse
+    error that costs a turn.
 
     ## Rewards
     1.0 on the step that ends the episode with every check passing, else 0.0 (Terminal-Bench's
@@ -167,6 +227,9 @@ class TerminalEnv(TextEnv):
     ## Version History
     * v0: initial version.
     """
+
+    blocking_io = True  # commands and checks wait on containers: astep runs in a thread
+    max_tool_calls = 2  # run_command then submit
 
     def __init__(
         self,
@@ -429,11 +492,23 @@ class TerminalEnv(TextEnv):
         self._report = report
         return report
 
+    def tools(self) -> Sequence[Tool]:
+        return TOOLS
+
+    def _read(self, action: str) -> ParsedAction:
+        """The command and/or submit of a reply: tool calls, else the text forms."""
+        calls = self.read_tool_calls(action)
+        if calls is None:
+            return parse_action(action)
+        if isinstance(calls, list):
+            return parsed_of_calls(calls)
+        return ParsedAction(None, False, str(calls))
+
     def _step(self, action: str) -> StepOutcome:
         task = self.task()
         assert self._episode is not None
         last_turn = self.turns_left is not None and self.turns_left <= 1
-        parsed = parse_action(action)
+        parsed = self._read(action)
         extra: dict[str, Any] = {"exit_code": None, "cwd": self._episode.shell.cwd}
         if parsed.error is not None:
             observation = parsed.error
