@@ -354,6 +354,44 @@ def test_the_sft_loss_can_weigh_the_call_frame_down(start: Path) -> None:
         assert float(got) == pytest.approx(float(want), rel=1e-5)
 
 
+def test_expert_agreement_is_one_greedy_move_and_a_probability_per_move(start: Path) -> None:
+    """Asked about each of the four moves at the same states, the agreement must find the
+    greedy reply's move exactly once per state (the SFT'd model's replies are calls), and the
+    four calls' probabilities must sum to at most 1 (nearly 1: the model has learnt the
+    format)."""
+    from multiturn_envs.rl.evaluate import expert_agreement
+    from multiturn_envs.rl.tool_format import tool_call_message
+    from multiturn_envs.rl.train import act_tool, load_model, system_prompt
+    from multiturn_envs.rl.warm_start import expert_examples
+
+    config = _config(start)
+    model, tokenizer = load_model(str(start))
+    states = expert_examples(
+        config.env_id,
+        config.env_kwargs,
+        TASKS,
+        episodes=2,
+        max_turns=4,
+        system=system_prompt(config),
+        seed=5,
+        closing=False,
+    )[:4]
+    per_move = [
+        expert_agreement(
+            model,
+            tokenizer,
+            [act_tool(config)],
+            [{**e, "completion": [tool_call_message(move)]} for e in states],
+            max_tokens=24,
+        )
+        for move in ("Left", "Down", "Right", "Up")
+    ]
+    assert all(a.states == len(states) and a.malformed == 0.0 for a in per_move)
+    assert sum(a.greedy for a in per_move) == pytest.approx(1.0)
+    total = sum(a.sampled for a in per_move)
+    assert 0.5 < total <= 1.0 + 1e-6
+
+
 def _weights(folder: Path) -> dict[str, Any]:
     from multiturn_envs.rl.train import load_model
 
