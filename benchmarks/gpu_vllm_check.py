@@ -54,7 +54,10 @@ def main() -> None:
     if model is None:
         from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
 
-        model = str(build_tiny_chat_model(f"{workdir}/tiny"))
+        # the junk sampler of the tests (tests/conftest.py ``tiny_dir``): with the attention
+        # biases at 1.0 its replies vary in length and content, which the throughput and
+        # log-prob checks need; the fixed init's random model repeats one token
+        model = str(build_tiny_chat_model(f"{workdir}/tiny", qkv_bias=1.0))
     engine = {
         "dtype": args.dtype,
         "max_model_len": 4096,

@@ -29,15 +29,5 @@ for seed in ${SEEDS:-0}; do
     || { echo "study: seed $seed failed, see $out/seed-$seed.log" >&2; exit 1; }
   echo "study: seed $seed took $((SECONDS - start)) s; report: $out/seed-$seed/report.md" >&2
 done
-"$py" - "$out" ${SEEDS:-0} <<'PY'
-import json, sys
-from pathlib import Path
-out, seeds = Path(sys.argv[1]), sys.argv[2:]
-print("seed  best arm      Pass@(1,T_max) best - base [95% CI]   CI excludes 0")
-for s in seeds:
-    summary = json.loads((out / f"seed-{s}" / "summary.json").read_text())
-    best = summary["best_arm"]
-    d = summary["headline_pass1_tmax"][best]["diff"]
-    print(f"{s:>4}  {best:<12}  {d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
-          f"          {d['low'] > 0}")
-PY
+"$py" examples/study/spread.py "$out" ${SEEDS:-0} >"$out/spread.md"
+cat "$out/spread.md"

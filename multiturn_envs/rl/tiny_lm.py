@@ -5,6 +5,15 @@ trains a 512-token byte-level BPE tokenizer on synthetic lines (every byte is co
 text round-trips) and initialises a small Qwen2 model from a seed. Its replies are junk, which is
 the point for parsers: they must tolerate it. ``head_dim=64`` (``hidden_size=128``, 2 heads)
 because vLLM's attention kernels support only some head sizes.
+
+The initialisation is Hugging Face's in kind: weight matrices and embeddings normal (std 0.02,
+from the seed), norm weights 1, and the q/k/v attention biases 0. Earlier versions filled every
+1-D parameter with 1.0, meant for the norms, so the biases were 1 too. Under rotary position
+embeddings an all-ones query bias and key bias add a score that depends only on the distance
+between two positions and dwarfs the content's: attention became a content-blind recency
+pattern, and a trained model could not look anything up in its prompt (the study's base never
+learned to read the map). ``qkv_bias=1.0`` rebuilds that model
+bit for bit, for the record files it wrote and for tests that want its junk.
 """
 
 from __future__ import annotations
@@ -64,11 +73,14 @@ def build_tiny_chat_model(
     heads: int = 2,
     kv_heads: int = 1,
     embedding_scale: float = 4.0,
+    qkv_bias: float = 0.0,
 ) -> Path:
     """Write a tiny Qwen2 chat model and its tokenizer to ``directory``; return the folder.
 
     ``embedding_scale`` multiplies the random embeddings so that the softmax is not near
     uniform (replies then repeat tokens and often end; at x1 they run to ``max_tokens``).
+    ``qkv_bias``: the start value of the q/k/v attention biases (0, as Hugging Face
+    initialises them; 1.0 only to rebuild the models of earlier versions, see the module note).
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -111,8 +123,10 @@ def build_tiny_chat_model(
     generator = torch.Generator().manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 1:  # norms: ones, as in the default init
+        for name, param in model.named_parameters():
+            if name.endswith(".bias"):  # q/k/v projections: zero, as in the default init
+                param.fill_(qkv_bias)
+            elif param.dim() == 1:  # norms: ones, as in the default init
                 param.fill_(1.0)
             else:
                 param.copy_(torch.randn(param.shape, generator=generator) * 0.02)

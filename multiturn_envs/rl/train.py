@@ -240,6 +240,8 @@ def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
             learning_rate=config.sft_learning_rate,
             seed=config.seed,
             use_cpu=not _cuda(),
+            frame_weight=config.sft_frame_weight,
+            extra=config.sft_trl,
         )
         say(f"warm start (expert SFT): {report}")
     out = folder / "model"

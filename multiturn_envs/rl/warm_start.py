@@ -7,8 +7,17 @@ This makes the "base" model of a comparison: the harness plays episodes with
 prompt-completion example: the conversation so far (observations as tool results) and, as the
 completion, a call of the ``act`` tool with the **expert's** action in that state (so errors are
 seen in the context, never imitated), plus one closing reply after the episode ended (unless
-``closing=False``). The examples go to ``SFTTrainer`` with the same chat template and tool
-schema GRPO uses, and the loss covers the completion only.
+``closing=False``). The closing reply's context ends as GRPO shows an episode's end: the last
+observation followed by :func:`~multiturn_envs.adapters.trl.end_note` (under a hidden budget
+nothing else shows that the budget ran out). The examples go to ``SFTTrainer`` with the same
+chat template and tool schema GRPO uses, and the loss covers the completion only.
+
+**Frame weight.** A completion is mostly the call's fixed frame (the template's text around
+the action, and EOS); the action is one or two tokens of it. With a plain token mean the
+frame's easy tokens dominate the first steps, and Adam's second-moment estimate, built from
+them, then keeps the action's steps small for hundreds of steps. ``frame_weight`` < 1 scales
+the frame tokens' share of the loss (:func:`weighted_completion_loss`); the study's tiny
+model learns its moves with 0.1 (docs/training.md has the figures).
 """
 
 from __future__ import annotations
@@ -21,7 +30,13 @@ from typing import Any
 
 import gymnasium as gym
 
-from multiturn_envs.rl.tool_format import CLOSING_REPLY, ToolLayout
+from multiturn_envs.adapters.trl import end_note
+from multiturn_envs.rl.tool_format import (
+    CLOSING_REPLY,
+    ToolLayout,
+    split_reply,
+    tool_call_message,
+)
 
 
 @dataclass
@@ -79,7 +94,7 @@ def expert_examples(
     examples: list[dict[str, Any]] = []
     records = eval_records(config, NoisyExpertPolicy(error_share), progress=False, make_env=factory)
     with Replay(factory) as replay:
-        for episode in replay.episodes(records):
+        for record, episode in zip(records, replay.episodes(records)):
             for _ in episode.turns():
                 context = layout.chat(episode.base.messages(), system, episode.base)
                 expert = episode.base.expert_action()
@@ -87,9 +102,74 @@ def expert_examples(
                 examples.append({"prompt": context, "completion": [target]})
             if closing:
                 context = layout.chat(episode.base.messages(), system, episode.base)
+                note = end_note(bool(record["success"]), bool(record["truncated"]))
+                context[-1] = {**context[-1], "content": f"{context[-1]['content']}\n\n{note}"}
                 reply = {"role": "assistant", "content": CLOSING_REPLY}
                 examples.append({"prompt": context, "completion": [reply]})
     return examples
+
+
+def frame_token_ids(
+    tokenizer: Any, tools: Sequence[Callable[..., Any]], tool_name: str = "act"
+) -> list[int]:
+    """The ids of a tool call's fixed frame: the template's text before and after the action,
+    and EOS. Exact for a tokenizer that holds the frame as added tokens (the tiny model's,
+    :func:`~multiturn_envs.rl.tiny_agent.tool_frames`); for another, the frame's tokens
+    wherever they occur (an action token that also occurs in the frame counts as frame)."""
+    sentinel = "Qz7SENTINELQz7"
+    context = [{"role": "user", "content": "x"}]
+    _, reply = split_reply(tokenizer, tools, context, tool_call_message(sentinel, tool_name))
+    before, after = reply.split(sentinel)
+    ids = set(tokenizer.encode(before, add_special_tokens=False))
+    ids |= set(tokenizer.encode(after, add_special_tokens=False))
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return sorted(ids)
+
+
+def weighted_completion_loss(frame_ids: Sequence[int], frame_weight: float) -> Any:
+    """``loss(outputs, labels)``: the mean token NLL over the completion (labels not -100),
+    the frame's tokens weighted ``frame_weight``, every other token 1. With ``frame_weight=1``
+    it is the plain token mean (the model's own loss)."""
+    import torch
+
+    frame = torch.tensor(list(frame_ids), dtype=torch.long)
+
+    def loss(outputs: Any, labels: Any, num_items_in_batch: Any = None) -> Any:
+        logits = outputs.logits[:, :-1, :].float()
+        target = labels[:, 1:].to(logits.device)
+        mask = target != -100
+        nll = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), target.clamp(min=0).reshape(-1), reduction="none"
+        ).view_as(target)
+        is_frame = torch.isin(target, frame.to(target.device))
+        weight = torch.where(is_frame, frame_weight, 1.0) * mask
+        return (nll * weight).sum() / weight.sum().clamp(min=1e-9)
+
+    return loss
+
+
+def _frame_weighted_trainer(frame_ids: Sequence[int], frame_weight: float) -> Any:
+    """``SFTTrainer`` with :func:`weighted_completion_loss` (TRL's way: override
+    ``compute_loss``; its ``compute_loss_func`` costs a second forward pass per step)."""
+    from trl import SFTTrainer
+
+    weighted = weighted_completion_loss(frame_ids, frame_weight)
+
+    class FrameWeightedSFTTrainer(SFTTrainer):  # type: ignore[misc]
+        def compute_loss(
+            self,
+            model: Any,
+            inputs: dict[str, Any],
+            return_outputs: bool = False,
+            num_items_in_batch: Any = None,
+        ) -> Any:
+            features = {k: v for k, v in inputs.items() if k != "labels"}
+            outputs = model(**features, use_cache=False)
+            loss = weighted(outputs, inputs["labels"])
+            return (loss, outputs) if return_outputs else loss
+
+    return FrameWeightedSFTTrainer
 
 
 def sft_warm_start(
@@ -104,8 +184,15 @@ def sft_warm_start(
     learning_rate: float = 3e-3,
     seed: int = 0,
     use_cpu: bool = True,
+    frame_weight: float = 1.0,
+    extra: dict[str, Any] | None = None,
 ) -> SFTReport:
-    """``SFTTrainer`` on ``examples`` (completion-only loss), in place on ``model``."""
+    """``SFTTrainer`` on ``examples`` (completion-only loss), in place on ``model``.
+
+    ``frame_weight``: the weight of the call frame's tokens in the loss (module note; 1.0: the
+    plain token mean). ``extra``: more ``SFTConfig`` fields, on top of ours (e.g.
+    ``lr_scheduler_type``, ``warmup_steps``).
+    """
     import time
 
     from datasets import Dataset
@@ -117,7 +204,7 @@ def sft_warm_start(
         raise ValueError("no SFT examples: the expert played no turn")
     schema = json.dumps([get_json_schema(t) for t in tools])
     data = Dataset.from_list([{**e, "tools": schema} for e in examples])
-    args = SFTConfig(
+    settings: dict[str, Any] = dict(
         output_dir=str(output_dir),
         max_steps=steps,
         per_device_train_batch_size=batch_size,
@@ -136,9 +223,13 @@ def sft_warm_start(
         dataset_num_proc=None,
         disable_tqdm=True,
     )
+    args = SFTConfig(**{**settings, **(extra or {})})
+    trainer_class: Any = SFTTrainer
+    if frame_weight != 1.0:
+        trainer_class = _frame_weighted_trainer(frame_token_ids(tokenizer, tools), frame_weight)
     start = time.perf_counter()
     model.train()
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    trainer = trainer_class(model=model, args=args, train_dataset=data, processing_class=tokenizer)
     trainer.remove_callback(PrinterCallback)  # the report below sums it up
     trainer.train()
     model.eval()

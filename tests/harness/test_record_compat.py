@@ -77,7 +77,8 @@ def test_old_token_ids_score_back_to_their_logprobs() -> None:
     torch.set_num_threads(1)
     run = read_run(DATA / "v1_tiny_hf_tokens.jsonl")
     with tempfile.TemporaryDirectory() as tmp:
-        build_tiny_chat_model(tmp, seed=0)  # the model that wrote the file (seeded, reproducible)
+        # the model that wrote the file (seeded, reproducible; the init of its day: biases 1.0)
+        build_tiny_chat_model(tmp, seed=0, qkv_bias=1.0)
         model = load_scoring_model(f"hf:{tmp}")
         scored = score_generated(model, run)
     worst = 0.0

@@ -35,6 +35,7 @@ def _small(config: dict[str, Any]) -> dict[str, Any]:
     small = copy.deepcopy(config)
     small.update(train_maps=4, eval_maps=4, n_boot=50, same_state_actions=4)
     small.update(same_state_max_states=4, continuation={"error_after": 1, "samples": 1})
+    small.update(train_extra_layouts=False, agreement_episodes=4)
     small["base"].update(sft_steps=6, sft_episodes=8, steps=2, save_steps=1, batch_size=8)
     small["base"].update(num_generations=4)
     small["arms"] = {"outcome": {"reward": "outcome"}, "gigpo": {"reward": "gigpo"}}
@@ -53,9 +54,15 @@ def test_the_study_runs_every_stage_and_reports_every_analysis(tmp_path: Path) -
     }
     summary = study.run_study(config, tmp_path, lambda text: None, jobs=2)  # arms side by side
     assert set(summary["headline_pass1_tmax"]) == {"outcome", "gigpo"}
+    agreement = summary["base_agreement"]["held_out"]
+    assert agreement["states"] > 0 and 0.0 <= agreement["sampled"] <= 1.0
+    gap = summary["gap_surfaces"]["outcome"]  # arm - base, the heatmaps' direction
+    assert gap["ks"] == [1, 2] and gap["ts"] == list(range(1, config["t_max"] + 1))
     assert summary["best_arm"] in {"outcome", "gigpo"}
     report = (tmp_path / "report.md").read_text()
     for section in (
+        "## Paper vs miniature",
+        "Difference outcome - base",
         "## Headline",
         "## Pass@(K,T) surfaces",
         "## Same-state comparison",
@@ -80,6 +87,14 @@ def test_the_study_runs_every_stage_and_reports_every_analysis(tmp_path: Path) -
     stamps = {path: path.stat().st_mtime_ns for path in kept}
     again = study.run_study(config, tmp_path, lambda text: None)
     assert again["headline_pass1_tmax"] == summary["headline_pass1_tmax"]
+    assert again["base_agreement"] == summary["base_agreement"]
+    # the base-only check reuses the base and its evaluation
+    alone = study.run_base(config, tmp_path, lambda text: None)
+    assert alone["agreement"] == summary["base_agreement"]
+    assert (
+        alone["pass1_tmax"]["estimate"]
+        == summary["headline_pass1_tmax"]["outcome"]["base"]["estimate"]
+    )
     assert {path: path.stat().st_mtime_ns for path in kept} == stamps
     # an arm whose config changed is trained and evaluated again; nothing else is
     changed = copy.deepcopy(config)

@@ -93,6 +93,8 @@ def test_anchor_includes_the_turns_left() -> None:
         ("learning_rate", float("nan"), "finite"),
         ("max_turn_tokens", -1, "max_turn_tokens must be an int >= 0"),
         ("warm_start", "none", "random tiny model"),
+        ("sft_frame_weight", 0, "sft_frame_weight must be a finite number > 0"),
+        ("sft_trl", ["cosine"], "sft_trl must be a JSON object"),
     ],
 )
 def test_bad_config_fields_are_named(field: str, value: Any, match: str) -> None:
@@ -116,7 +118,9 @@ def test_cli_bad_config_is_one_line_exit_2(
     assert "nothing to resume" in capsys.readouterr().err
 
 
-STUDY = Path(__file__).resolve().parents[2] / "examples" / "study" / "config.json"
+STUDY = Path(__file__).parent / "data" / "old_study_config.json"
+"""``examples/study/config.json`` as of commit 7d4706a (the study's recipe has changed since; the
+arms saved below were made from this one)."""
 OLD_ARMS = json.loads((Path(__file__).parent / "data" / "old_study_train_configs.json").read_text())
 """The study's four arms as ``train_config.json`` saved them before the estimator had its own
 field (written by the config code of commit 7d4706a: ``"reward": "gigpo"``,
@@ -233,6 +237,7 @@ def test_train_cli_takes_a_reward_and_an_estimator(capsys: pytest.CaptureFixture
 def test_expert_examples_imitate_the_expert_and_close_only_when_asked(closing: bool) -> None:
     import gymnasium as gym
 
+    from multiturn_envs.adapters.trl import end_note
     from multiturn_envs.rl.tool_format import CLOSING_REPLY
     from multiturn_envs.rl.warm_start import expert_examples
 
@@ -250,19 +255,30 @@ def test_expert_examples_imitate_the_expert_and_close_only_when_asked(closing: b
     closings = [e for e in examples if e["completion"][0]["content"] == CLOSING_REPLY]
     assert len(closings) == (6 if closing else 0)  # one per episode, after its end
     env = gym.make("MT/FrozenLake-v0", is_slippery=False, max_turns=6)
+    endings = set()
     for example in examples:
-        if example in closings:
-            continue
-        (call,) = example["completion"][0]["tool_calls"]
         prompt = example["prompt"]
         assert prompt[0] == {"role": "system", "content": "sys"}
-        # the target is the expert's move in the state the context ends in
         task = next(t for t in TASKS if prompt[1]["content"] in _first_observations(env, t))
         env.reset(seed=0, options={"task_id": task})
+        step: tuple[Any, ...] = ()
         for message in prompt[2:]:
             if message["role"] == "assistant":
-                env.step(message["tool_calls"][0]["function"]["arguments"]["action"])
+                step = env.step(message["tool_calls"][0]["function"]["arguments"]["action"])
+        if example in closings:
+            # the episode is over, and the context shows it as GRPO's act tool does (a spent
+            # hidden budget shows nowhere else)
+            observation, _, terminated, truncated, info = step
+            assert terminated or truncated
+            note = end_note(bool(info["success"]), bool(truncated))
+            assert prompt[-1]["content"] == f"{observation}\n\n{note}"
+            endings.add(note)
+            continue
+        (call,) = example["completion"][0]["tool_calls"]
+        # the target is the expert's move in the state the context ends in
         assert call["function"]["arguments"]["action"] == env.unwrapped.expert_action()
+    if closing:
+        assert len(endings) >= 2  # holes, the goal or a spent budget: each says its own
 
 
 def _first_observations(env: Any, task: str) -> set[str]:
@@ -305,6 +321,77 @@ def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("start")
     return start_model(_config(folder), folder)
+
+
+def test_the_sft_loss_can_weigh_the_call_frame_down(start: Path) -> None:
+    import torch
+
+    from multiturn_envs.rl.tool_format import split_reply, tool_call_message
+    from multiturn_envs.rl.train import act_tool, load_model
+    from multiturn_envs.rl.warm_start import frame_token_ids, weighted_completion_loss
+
+    model, tokenizer = load_model(str(start))
+    tool = act_tool(_config(start))
+    frame = frame_token_ids(tokenizer, [tool])
+    added = set(tokenizer.get_added_vocab().values())
+    # the tiny model's call frame is two added tokens (before and after the action) and EOS
+    assert len(frame) == 3 and tokenizer.eos_token_id in frame and set(frame) <= added
+    context = [{"role": "user", "content": "x"}]
+    prompt, reply = split_reply(tokenizer, [tool], context, tool_call_message("Down"))
+    ids = tokenizer.encode(prompt + reply, add_special_tokens=False)
+    n = len(tokenizer.encode(prompt, add_special_tokens=False))
+    labels = torch.tensor([[-100] * n + ids[n:]])
+    assert [tokenizer.decode([i]) for i in ids[n:] if i not in frame] == ["Down"]
+    with torch.no_grad():
+        outputs = model(input_ids=torch.tensor([ids]), labels=labels)
+        plain = weighted_completion_loss(frame, 1.0)(outputs, labels)
+        assert float(plain) == pytest.approx(float(outputs.loss), rel=1e-5)
+        # frame weight w: (w x frame NLL + action NLL) / (w x frames + 1)
+        nll = torch.nn.functional.cross_entropy(
+            outputs.logits[0, n - 1 : -1], torch.tensor(ids[n:]), reduction="none"
+        )
+        is_frame = torch.tensor([i in frame for i in ids[n:]])
+        want = (0.1 * nll[is_frame].sum() + nll[~is_frame].sum()) / (0.1 * is_frame.sum() + 1)
+        got = weighted_completion_loss(frame, 0.1)(outputs, labels)
+        assert float(got) == pytest.approx(float(want), rel=1e-5)
+
+
+def test_expert_agreement_is_one_greedy_move_and_a_probability_per_move(start: Path) -> None:
+    """Asked about each of the four moves at the same states, the agreement must find the
+    greedy reply's move exactly once per state (the SFT'd model's replies are calls), and the
+    four calls' probabilities must sum to at most 1 (nearly 1: the model has learnt the
+    format)."""
+    from multiturn_envs.rl.evaluate import expert_agreement
+    from multiturn_envs.rl.tool_format import tool_call_message
+    from multiturn_envs.rl.train import act_tool, load_model, system_prompt
+    from multiturn_envs.rl.warm_start import expert_examples
+
+    config = _config(start)
+    model, tokenizer = load_model(str(start))
+    states = expert_examples(
+        config.env_id,
+        config.env_kwargs,
+        TASKS,
+        episodes=2,
+        max_turns=4,
+        system=system_prompt(config),
+        seed=5,
+        closing=False,
+    )[:4]
+    per_move = [
+        expert_agreement(
+            model,
+            tokenizer,
+            [act_tool(config)],
+            [{**e, "completion": [tool_call_message(move)]} for e in states],
+            max_tokens=24,
+        )
+        for move in ("Left", "Down", "Right", "Up")
+    ]
+    assert all(a.states == len(states) and a.malformed == 0.0 for a in per_move)
+    assert sum(a.greedy for a in per_move) == pytest.approx(1.0)
+    total = sum(a.sampled for a in per_move)
+    assert 0.5 < total <= 1.0 + 1e-6
 
 
 def _weights(folder: Path) -> dict[str, Any]:

@@ -19,7 +19,12 @@ from multiturn_envs.envs.frozenlake.maps import (
 )
 from multiturn_envs.envs.frozenlake.oracle import LakeOracle
 from multiturn_envs.envs.frozenlake.parsing import MOVE_WORDS, PARSE_HELP, ParsedMove, parse_move
-from multiturn_envs.envs.frozenlake.render import LakeRenderer, check_glyph_keys, move_feedback
+from multiturn_envs.envs.frozenlake.render import (
+    LakeRenderer,
+    check_glyph_keys,
+    check_observation,
+    move_feedback,
+)
 from multiturn_envs.tools import Tool, ToolCall
 
 DEFAULT_TASKS: tuple[str, ...] = tuple(random_task_id(4, 0.8, seed) for seed in range(100))
@@ -72,7 +77,7 @@ class _Task:
     structure that is replaced rather than filled (its finite-horizon table) with a lock.
     """
 
-    key: tuple[str, bool, float, float, str, GlyphItems]
+    key: tuple[str, bool, float, float, str, GlyphItems, str]
     lake: LakeMap
     dynamics: LakeDynamics
     oracle: LakeOracle
@@ -95,6 +100,7 @@ def build_task(
     gamma: float,
     separator: str,
     glyph_items: GlyphItems,
+    observation: str = "full",
 ) -> _Task:
     """The shared :class:`_Task` of ``task_id`` under these settings (memoised, bounded).
 
@@ -106,11 +112,11 @@ def build_task(
     dynamics = LakeDynamics(lake.desc, is_slippery, success_rate)
     glyphs = dict(glyph_items) if glyph_items else None
     return _Task(
-        (task_id, is_slippery, success_rate, gamma, separator, glyph_items),
+        (task_id, is_slippery, success_rate, gamma, separator, glyph_items, observation),
         lake,
         dynamics,
         LakeOracle(dynamics, gamma),
-        LakeRenderer(lake.desc, separator, glyphs),
+        LakeRenderer(lake.desc, separator, glyphs, observation),
     )
 
 
@@ -152,6 +158,9 @@ class FrozenLakeTextEnv(TextEnv):
     * ``is_slippery`` (default True) and ``success_rate`` (default 1/3): Gymnasium's slip model.
     * ``gamma`` (default 0.99): discount of the oracle's discounted Q (tie-breaks).
     * ``separator`` (default ``""``) and ``glyphs``: how the grid is drawn.
+    * ``observation`` (default ``"full"``): ``"full"`` (feedback, grid, legend, position) or
+      ``"compact"`` (the grid alone after each move, as RAGEN shows it; the first observation
+      keeps the rules and gives the legend once; a parse error keeps its one-line reason).
 
     ## Turn Budget
     Owned by the base class: every reply is one turn, unparseable ones included.
@@ -182,8 +191,10 @@ class FrozenLakeTextEnv(TextEnv):
         gamma: float = 0.99,
         separator: str = "",
         glyphs: Mapping[str, str] | None = None,
+        observation: str = "full",
     ) -> None:
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
+        check_observation(observation)
         if not 0.0 <= success_rate <= 1.0:
             raise ValueError(f"success_rate must be in [0, 1], got {success_rate}")
         if not 0.0 < gamma < 1.0:
@@ -194,6 +205,7 @@ class FrozenLakeTextEnv(TextEnv):
         self.separator = separator
         self.glyphs = dict(glyphs) if glyphs else None
         check_glyph_keys(self.glyphs)  # now, not at the first reset
+        self.observation = observation
         self._tasks: tuple[str, ...] = DEFAULT_TASKS if tasks is None else tuple(tasks)
         if tasks is not None:  # the defaults are valid by construction (a runner makes 64 envs)
             for task_id in self._tasks:
@@ -215,6 +227,7 @@ class FrozenLakeTextEnv(TextEnv):
             self.gamma,
             self.separator,
             self._glyph_items,
+            self.observation,
         )
 
     def _activate(self, task_id: str) -> _Task:
@@ -227,6 +240,9 @@ class FrozenLakeTextEnv(TextEnv):
         task = self._activate(task_id)
         self._cell = task.dynamics.sample_start(self.np_random.random())
         self._event = "start"
+        if task.renderer.compact:  # the legend once; no position line
+            grid = task.renderer.block(self._cell)
+            return f"{self._rules(task)}\n{task.renderer.legend}\n\n{grid}"
         row, col = divmod(self._cell, task.lake.ncol)
         return (
             f"{self._rules(task)}\n\nYou start at row {row}, column {col}.\n"
@@ -301,7 +317,9 @@ class FrozenLakeTextEnv(TextEnv):
             feedback = move_feedback(
                 a, outcome.direction, s2 != s, task.lake.desc[row][col], row, col
             )
-            cached = (f"{feedback.text}\n{task.renderer.block(s2)}", feedback.event)
+            block = task.renderer.block(s2)
+            text = block if task.renderer.compact else f"{feedback.text}\n{block}"
+            cached = (text, feedback.event)
             task.observations[key] = cached
         observation, event = cached
         self._cell = outcome.next_state

@@ -1,5 +1,9 @@
 """Text rendering of a FrozenLake state: the grid, a legend, the position, last turn's feedback.
 
+Two observation formats (the env's ``observation`` argument): ``"full"`` (last turn's feedback
+in words, the grid, a legend and the position) and ``"compact"`` (the grid alone after each
+move, RAGEN's observation; the legend once, in the first observation).
+
 Glyphs default to RAGEN's (``P`` you, ``_`` frozen, ``O`` hole, ``G`` goal, ``X`` you in a
 hole, ``√`` you on the goal; the start tile is drawn as frozen ice), the most common text
 FrozenLake in the RL-for-LLM literature. The part of an observation that depends only on the
@@ -22,6 +26,9 @@ RAGEN_GLYPHS: dict[str, str] = {
     "player_in_hole": "X",
     "player_on_goal": "√",
 }
+
+OBSERVATIONS: tuple[str, ...] = ("full", "compact")
+"""The observation formats (see the module note)."""
 
 # What happened last turn (``info["event"]``).
 EVENTS: tuple[str, ...] = (
@@ -71,6 +78,12 @@ def move_feedback(
     return Feedback(text, event)
 
 
+def check_observation(observation: str) -> None:
+    """Raise a clear ``ValueError`` for an unknown observation format."""
+    if observation not in OBSERVATIONS:
+        raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+
+
 def check_glyph_keys(glyphs: Mapping[str, str] | None) -> None:
     """Raise a clear ``ValueError`` for glyph overrides that name no known glyph."""
     unknown = set(glyphs or {}) - set(RAGEN_GLYPHS)
@@ -79,18 +92,26 @@ def check_glyph_keys(glyphs: Mapping[str, str] | None) -> None:
 
 
 class LakeRenderer:
-    """Draws one map; ``block(cell)`` is the grid + legend + position with the agent at ``cell``.
+    """Draws one map; ``block(cell)`` is what an observation shows of the state with the agent at
+    ``cell``: grid + legend + position (``"full"``) or the grid alone (``"compact"``).
 
     Args:
         desc: the map rows.
         separator: text between the cells of a row (RAGEN: none; rLLM: two spaces).
         glyphs: overrides of :data:`RAGEN_GLYPHS` by key.
+        observation: the format, one of :data:`OBSERVATIONS`.
     """
 
     def __init__(
-        self, desc: tuple[str, ...], separator: str = "", glyphs: Mapping[str, str] | None = None
+        self,
+        desc: tuple[str, ...],
+        separator: str = "",
+        glyphs: Mapping[str, str] | None = None,
+        observation: str = "full",
     ) -> None:
         check_glyph_keys(glyphs)
+        check_observation(observation)
+        self.compact = observation == "compact"
         self.glyphs = {**RAGEN_GLYPHS, **(glyphs or {})}
         self.separator = separator
         self.desc = desc
@@ -115,9 +136,11 @@ class LakeRenderer:
         return "\n".join(self.separator.join(r) for r in rows)
 
     def block(self, cell: int) -> str:
-        """Grid, legend and position for ``cell`` (memoised)."""
+        """Grid, legend and position for ``cell``, or the grid alone when compact (memoised)."""
         text = self._blocks.get(cell)
-        if text is None:
+        if text is None and self.compact:
+            text = self._blocks[cell] = self.grid(cell)
+        elif text is None:
             row, col = divmod(cell, self.ncol)
             text = (
                 f"{self.grid(cell)}\n{self.legend}\n"

@@ -63,6 +63,25 @@ def test_observation_has_grid_legend_position_and_event() -> None:
     assert info["event"] == "fell_in_hole" and "X" in obs and "fell into a hole" in obs
 
 
+def test_compact_observation_is_the_grid_alone() -> None:
+    env = FrozenLakeTextEnv(is_slippery=False, separator=" ", observation="compact")
+    obs, info = env.reset(seed=0, options={"task_id": "4x4"})
+    rules, grid = obs.split("\n\n")
+    assert "frozen lake of 4 rows" in rules and "\nLegend: P = you, _ = frozen ice" in rules
+    assert grid == "P _ _ _\n_ O _ O\n_ _ _ O\nO _ _ G" and "row 0" not in obs
+    obs, _, _, _, info = env.step("Right")
+    assert obs == "_ P _ _\n_ O _ O\n_ _ _ O\nO _ _ G" and info["event"] == "moved"
+    obs, _, _, _, info = env.step("Up")
+    assert obs == "_ P _ _\n_ O _ O\n_ _ _ O\nO _ _ G" and info["event"] == "bumped_wall"
+    obs, _, _, _, info = env.step("Left and Right")
+    assert info["parse_error"] and obs.endswith("You did not move.\n" + grid.replace("P _", "_ P"))
+    assert "more than one move" in obs
+    obs, _, terminated, _, info = env.step("down")
+    assert terminated and obs == "_ _ _ _\n_ X _ O\n_ _ _ O\nO _ _ G"
+    with pytest.raises(ValueError, match="observation must be one of"):
+        FrozenLakeTextEnv(observation="terse")
+
+
 def test_reaching_the_goal_is_success() -> None:
     env = FrozenLakeTextEnv(is_slippery=False)
     env.reset(seed=0, options={"task_id": "4x4"})

@@ -54,6 +54,35 @@ def test_same_seed_same_trajectory(
 
 
 @settings(max_examples=30)
+@given(TASKS, st.booleans(), st.sampled_from(["", " "]), st.integers(0, 2**31), st.lists(REPLIES))
+def test_compact_observation_changes_only_the_text(
+    task: str, slippery: bool, separator: str, seed: int, replies: list[str]
+) -> None:
+    """Same dynamics, infos and oracle; the text is the full observation's grid (plus a parse
+    error's reason), and it shows the agent where ``info["cell"]`` says."""
+    kwargs = {"max_turns": 12, "is_slippery": slippery, "separator": separator}
+    full_env = FrozenLakeTextEnv(**kwargs)  # type: ignore[arg-type]
+    compact_env = FrozenLakeTextEnv(observation="compact", **kwargs)  # type: ignore[arg-type]
+    full = _play(full_env, seed, task, replies)
+    compact = [compact_env.reset(seed=seed, options={"task_id": task})]
+    renderer = compact_env._task_for(task).renderer
+    grid = renderer.grid(compact_env.cell)
+    rules = full[0][0].split("\n\n")[0]
+    assert compact[0][0] == f"{rules}\n{renderer.legend}\n\n{grid}" and grid in full[0][0]
+    for reply in replies[: len(full) - 1]:
+        step = compact_env.step(reply)
+        compact.append(step)
+        obs, info = step[0], step[-1]
+        grid = renderer.grid(info["cell"])
+        assert grid in full[len(compact) - 1][0]
+        if info["parse_error"]:
+            assert obs == f"{info['error_message']} You did not move.\n{grid}"
+        else:
+            assert obs == grid
+    assert [s[1:] for s in full] == [s[1:] for s in compact]
+
+
+@settings(max_examples=30)
 @given(TASKS, st.integers(0, 2**31), st.lists(st.sampled_from(["Left", "Down", "Right", "Up"])))
 def test_episode_ends_exactly_on_holes_and_goals(task: str, seed: int, moves: list[str]) -> None:
     env = FrozenLakeTextEnv(is_slippery=True)

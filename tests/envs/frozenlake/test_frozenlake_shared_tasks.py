@@ -58,6 +58,7 @@ def test_instances_with_equal_settings_share_one_task() -> None:
         {"success_rate": 0.5},
         {"gamma": 0.9},
         {"separator": " "},
+        {"observation": "compact"},
         {"glyphs": {"player": "@"}},
     ],
 )
@@ -66,7 +67,7 @@ def test_instances_with_other_settings_never_share(kwargs: dict[str, object]) ->
     obs_plain, _ = plain.reset(seed=0, options={"task_id": "4x4"})
     obs_other, _ = other.reset(seed=0, options={"task_id": "4x4"})
     assert plain.oracle is not other.oracle
-    if "separator" in kwargs or "glyphs" in kwargs:
+    if {"separator", "glyphs", "observation"} & set(kwargs):
         assert obs_plain != obs_other
 
 
