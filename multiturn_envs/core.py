@@ -424,7 +424,9 @@ class TextEnv(gym.Env[str, str]):
         self._require_live()
         if not isinstance(action, str):
             action = action_text(action)
-        outcome = self._apply(action)
+        # the reply cap of _apply, inlined: this is every env's hot path
+        fits = len(action) <= self.max_action_chars
+        outcome = self._step(action) if fits else self._apply(action)
         self._turn += 1
         self._success = bool(outcome.success)
         terminated = bool(outcome.terminated)
@@ -555,12 +557,15 @@ class TextEnv(gym.Env[str, str]):
         Past the bound, the oldest turns after the first observation (the task) are dropped
         until a quarter of the bound is free again, so trimming costs O(1) per turn on average.
         """
-        self._history.append({"role": "assistant", "content": action})
-        self._history.append({"role": "user", "content": observation})
+        history = self._history
+        history.append({"role": "assistant", "content": action})
+        history.append({"role": "user", "content": observation})
         self._last_observation = observation
         self._history_chars += len(action) + len(observation)
-        if self._history_chars <= self.max_history_chars:
-            return
+        if self._history_chars > self.max_history_chars:
+            self._trim_history()
+
+    def _trim_history(self) -> None:
         target = self.max_history_chars * 3 // 4
         drop = 0
         chars = self._history_chars

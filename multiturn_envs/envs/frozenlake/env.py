@@ -290,6 +290,8 @@ class FrozenLakeTextEnv(TextEnv):
     def _read(self, action: str) -> ParsedMove:
         """The move of a reply: a ``move`` tool call, else the text rules of
         :mod:`~multiturn_envs.envs.frozenlake.parsing`."""
+        if "<tool_call>" not in action:  # text (the hot path): no tool-call reading at all
+            return parse_move(action)
         calls = self.read_tool_calls(action)
         if calls is None:
             return parse_move(action)
