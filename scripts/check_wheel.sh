@@ -7,7 +7,7 @@
 #
 # The fresh venv gets the wheel with --no-deps; its dependencies are the test venv's
 # site-packages, added as plain path entries (a .pth of paths processes no further .pth, so the
-# checkout's editable install stays out). What this proves is the wheel's own content: its
+# checkout's editable install stays out, even when the test venv is the checkout's .venv). What this proves is the wheel's own content: its
 # modules, its package data (the bundled tasks, the image definitions), its entry point.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +29,12 @@ site="$("$tmp/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()
 "$py" - "$repo" > "$site/_mte_test_deps.pth" <<'EOF'
 import os, sys
 repo = os.path.realpath(sys.argv[1])
+venv = os.path.join(repo, ".venv")  # the test venv may live in the checkout (CI's does)
 for entry in sys.path:
     real = os.path.realpath(entry) if entry else ""
-    if entry and os.path.isdir(entry) and not (real + os.sep).startswith(repo + os.sep):
+    inside = (real + os.sep).startswith(repo + os.sep)
+    in_venv = (real + os.sep).startswith(venv + os.sep)
+    if entry and os.path.isdir(entry) and (not inside or in_venv):
         print(entry)
 EOF
 

@@ -51,7 +51,9 @@ def recipe_version(
     if not terminal.is_dir() or not all(p.is_file() for p in scripts):
         return None
     recipe = [terminal / "packages.txt"] if base_only else sorted(terminal.rglob("*"))
-    recipe = [p for p in recipe if p.name != EXTRA_PACKAGES]
+    # not the extras list (its own variant), nor the bytecode an install compiles beside
+    # offline/mte_ctrf.py (a wheel's copy must give the checkout's digest)
+    recipe = [p for p in recipe if p.name != EXTRA_PACKAGES and "__pycache__" not in p.parts]
     if extras:
         recipe.append(terminal / EXTRA_PACKAGES)
     digest = hashlib.sha256(b"extras\0" if extras else b"")
