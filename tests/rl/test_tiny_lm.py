@@ -19,7 +19,7 @@ def _tiny(folder: Path, **kwargs: Any) -> Any:
     import torch
 
     torch.set_num_threads(1)
-    from multiturn_envs.testing.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model, load_tiny_chat_model
 
     return load_tiny_chat_model(build_tiny_chat_model(folder, seed=0, **kwargs))[0]
 
