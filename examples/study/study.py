@@ -146,7 +146,8 @@ def prepare_base(
     of each group of ``tasks`` (:func:`~multiturn_envs.rl.evaluate.expert_agreement`; kept
     beside the model)."""
     from multiturn_envs.rl.evaluate import expert_agreement
-    from multiturn_envs.rl.train import act_tool, load_model, start_model, system_prompt
+    from multiturn_envs.rl.models import load_model, start_model
+    from multiturn_envs.rl.rollout_env import act_tool, system_prompt
     from multiturn_envs.rl.warm_start import expert_examples
 
     base_dir = out / "base" / "model"
@@ -236,8 +237,9 @@ def run_study(
         trajectory_llr,
     )
     from multiturn_envs.harness.likelihood import format_llr, format_nll
+    from multiturn_envs.rl.checkpoints import ran_with
     from multiturn_envs.rl.evaluate import tool_layout_scorer
-    from multiturn_envs.rl.train import TrainResult, ran_with, train_many
+    from multiturn_envs.rl.train import TrainResult, train_many
 
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}

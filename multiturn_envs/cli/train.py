@@ -99,7 +99,8 @@ def config_of(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from multiturn_envs.rl.train import resume_checkpoint, train
+    from multiturn_envs.rl.checkpoints import resume_checkpoint
+    from multiturn_envs.rl.train import train
 
     with user_errors():
         config = config_of(args)

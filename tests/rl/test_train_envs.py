@@ -54,15 +54,9 @@ def _sft_until_copying(config: TrainConfig, folder: Path, *, chunk: int, most: i
     model's folder (``folder/model``)."""
     import torch
 
+    from multiturn_envs.rl.models import build_tiny, install_tool_template, load_model
+    from multiturn_envs.rl.rollout_env import layout, system_prompt, tool_callables
     from multiturn_envs.rl.tool_format import split_reply
-    from multiturn_envs.rl.train import (
-        build_tiny,
-        install_tool_template,
-        layout,
-        load_model,
-        system_prompt,
-        tool_callables,
-    )
     from multiturn_envs.rl.warm_start import expert_examples, sft_warm_start
 
     model, tokenizer = load_model(str(build_tiny(config, folder / "random")))
@@ -134,7 +128,8 @@ def test_one_grpo_step_on_the_env(
     if env_id == "MT/DeepCoder-v0":
         problem = _docker_ready()
         require(problem is None, f"a docker engine with the sandbox image ({problem})")
-    from multiturn_envs.rl.train import load_model, train
+    from multiturn_envs.rl.models import load_model
+    from multiturn_envs.rl.train import train
 
     common = {
         "env_id": env_id,

@@ -54,7 +54,7 @@ def _config(tmp: Path, **kw: Any) -> TrainConfig:
 def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("trl", "torch", "transformers", "datasets"):
         require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
-    from multiturn_envs.rl.train import start_model
+    from multiturn_envs.rl.models import start_model
 
     folder = tmp_path_factory.mktemp("typed-start")
     return start_model(_config(folder), folder)
@@ -99,7 +99,7 @@ def test_harness_evaluates_the_typed_model_in_its_training_layout(
 
     from multiturn_envs.harness import EvalConfig, read_run, run_eval, score_run
     from multiturn_envs.rl.evaluate import tool_layout_policy, tool_layout_scorer
-    from multiturn_envs.rl.train import system_prompt
+    from multiturn_envs.rl.rollout_env import system_prompt
 
     config = _config(tmp_path)
     policy = tool_layout_policy(start, config, name="start", temperature=1.0)
