@@ -219,12 +219,11 @@ def plan_image(
     from multiturn_envs.envs.terminal.image import terminal_image
     from multiturn_envs.envs.terminal.task_images import (
         ImageUnavailable,
-        build_image,
         content_tag,
+        ensure_task_image,
         image_exists,
         image_id,
         mapped_dockerfile,
-        missing_offline,
     )
 
     dockerfile = context / "Dockerfile"
@@ -253,25 +252,9 @@ def plan_image(
         )
         mapped = True
     tag = content_tag(prefix, context, image_id(terminal_image()))  # rebuilt when it changes
-    if not image_exists(tag):
-        if not build:
-            raise TaskUnavailable(f"the image {tag} is not in the local engine and build=False")
-        try:
-            build_image(context, text, tag, build_args={"BASE": terminal_image()})
-        except ImageUnavailable as exc:
-            raise ImageUnavailable(
-                f"its image cannot be built here: {exc}", exc.cause, exc.log
-            ) from exc
-    if mapped:
-        import docker
-
-        client = docker.from_env()
-        try:
-            lacking = missing_offline(client, tag)
-        finally:
-            client.close()
-        if lacking:
-            notes.append("offline, the image lacks: " + "; ".join(lacking))
+    notes += ensure_task_image(
+        context, text, tag, build=build, mapped=mapped, build_args={"BASE": terminal_image()}
+    )
     return None, tag, notes
 
 

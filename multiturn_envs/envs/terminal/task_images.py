@@ -283,6 +283,40 @@ def build_image(
     raise ImageUnavailable(why, cause, log)
 
 
+def ensure_task_image(
+    context: Path,
+    dockerfile_text: str,
+    tag: str,
+    *,
+    build: bool,
+    mapped: bool,
+    build_args: Mapping[str, str] | None = None,
+) -> list[str]:
+    """A task's image as ``tag``: built from ``dockerfile_text`` in ``context`` unless the
+    engine has it (``build=False``: :class:`TaskUnavailable` instead). Returns the notes to
+    report: for an image ``mapped`` onto the terminal image, what the offline stand-ins could
+    not provide while it was built. Both loaders (Terminal-Bench 1, Harbor) end here."""
+    if not image_exists(tag):
+        if not build:
+            raise TaskUnavailable(f"its image {tag} is not in the local engine and build=False")
+        try:
+            build_image(context, dockerfile_text, tag, build_args=build_args)
+        except ImageUnavailable as exc:
+            raise ImageUnavailable(
+                f"its image cannot be built here: {exc}", exc.cause, exc.log
+            ) from exc
+    if not mapped:
+        return []
+    import docker
+
+    client = docker.from_env()
+    try:
+        lacking = missing_offline(client, tag)
+    finally:
+        client.close()
+    return ["offline, the image lacks: " + "; ".join(lacking)] if lacking else []
+
+
 def _remove_images(ids: list[str]) -> None:
     for image_id in reversed(ids):
         subprocess.run(["docker", "rmi", image_id], capture_output=True, check=False)

@@ -236,12 +236,11 @@ def _image(
     from multiturn_envs.envs.terminal.image import terminal_image
     from multiturn_envs.envs.terminal.task_images import (
         ImageUnavailable,
-        build_image,
         content_tag,
+        ensure_task_image,
         image_exists,
         image_id,
         mapped_dockerfile,
-        missing_offline,
     )
 
     text = dockerfile.read_text(encoding="utf-8")
@@ -263,25 +262,7 @@ def _image(
         )
     # a mapped image is rebuilt when the terminal image changes
     tag = content_tag(f"mte-tb-{folder.name}", folder, image_id(terminal_image()) if mapped else "")
-    if not image_exists(tag):
-        if not build:
-            raise TaskUnavailable(f"its image {tag} is not in the local engine and build=False")
-        try:
-            build_image(context, text, tag)
-        except ImageUnavailable as exc:
-            raise ImageUnavailable(
-                f"its image cannot be built here: {exc}", exc.cause, exc.log
-            ) from exc
-    if mapped:
-        import docker
-
-        client = docker.from_env()
-        try:
-            lacking = missing_offline(client, tag)
-        finally:
-            client.close()
-        if lacking:
-            notes.append("offline, the image lacks: " + "; ".join(lacking))
+    notes += ensure_task_image(context, text, tag, build=build, mapped=mapped)
     return tag, notes
 
 
