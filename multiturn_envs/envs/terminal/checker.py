@@ -130,24 +130,9 @@ class CheckJob:
 
 def tests_tar(files: Mapping[str, bytes]) -> bytes:
     """The tests as a tar for ``/tests``: root's, readable by all, scripts executable."""
-    buf = io.BytesIO()
-    dirs: set[str] = set()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(files):
-            parts = path.split("/")
-            for i in range(1, len(parts)):
-                folder = "/".join(parts[:i])
-                if folder not in dirs:
-                    dirs.add(folder)
-                    info = tarfile.TarInfo(folder)
-                    info.type, info.mode = tarfile.DIRTYPE, 0o755
-                    tar.addfile(info)
-            data = files[path]
-            info = tarfile.TarInfo(path)
-            info.size = len(data)
-            info.mode = 0o755 if path.endswith(".sh") else 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    from multiturn_envs.envs.terminal.tasks import files_tar  # tasks imports this module
+
+    return files_tar(files, uid=0, mode=lambda path: 0o755 if path.endswith(".sh") else 0o644)
 
 
 def _runner_tar() -> bytes:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import re
 import tarfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from multiturn_envs.envs.terminal.checker import Check
@@ -114,9 +114,13 @@ class TerminalTask:
 
 
 def files_tar(
-    files: Mapping[str, str | bytes], uid: int = 65534, mode: int = 0o644, mtime: int = 0
+    files: Mapping[str, str | bytes],
+    uid: int = 65534,
+    mode: int | Callable[[str], int] = 0o644,
+    mtime: int = 0,
 ) -> bytes:
-    """A tar of ``files`` (relative paths), owned by ``uid``, for ``put_archive``."""
+    """A tar of ``files`` (relative paths), owned by ``uid``, for ``put_archive``; ``mode``:
+    every file's, or a function of its path."""
     buf = io.BytesIO()
     dirs: set[str] = set()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -133,7 +137,8 @@ def files_tar(
             content = files[path]
             data = content.encode("utf-8") if isinstance(content, str) else content
             info = tarfile.TarInfo(path)
-            info.size, info.mode, info.uid, info.gid = len(data), mode, uid, uid
+            info.size, info.uid, info.gid = len(data), uid, uid
+            info.mode = mode(path) if callable(mode) else mode
             info.mtime = mtime
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
