@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from multiturn_envs.envs.terminal.tar_files import files_tar
 from multiturn_envs.envs.terminal.verdicts import parse_pytest_summary, parse_reward
 from multiturn_envs.sandbox.shell_session import ExecStream
 
@@ -130,8 +131,6 @@ class CheckJob:
 
 def tests_tar(files: Mapping[str, bytes]) -> bytes:
     """The tests as a tar for ``/tests``: root's, readable by all, scripts executable."""
-    from multiturn_envs.envs.terminal.tasks import files_tar  # tasks imports this module
-
     return files_tar(files, uid=0, mode=lambda path: 0o755 if path.endswith(".sh") else 0o644)
 
 

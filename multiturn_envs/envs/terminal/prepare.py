@@ -41,6 +41,7 @@ from multiturn_envs.envs.terminal.dockerfile import (
     resolve_base,
     substitute,
 )
+from multiturn_envs.envs.terminal.tar_files import files_tar
 from multiturn_envs.envs.terminal.task_images import (
     OFFLINE_BIN,
     OFFLINE_DIR,
@@ -53,7 +54,7 @@ from multiturn_envs.envs.terminal.task_images import (
     resolve_user,
     top_level_dirs,
 )
-from multiturn_envs.envs.terminal.tasks import TerminalTask, files_tar
+from multiturn_envs.envs.terminal.tasks import TerminalTask
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 CHECK_ENV = {

@@ -17,10 +17,8 @@ Tasks come from the package's bundled task folders, from Terminal-Bench 1 or Har
 
 from __future__ import annotations
 
-import io
 import re
-import tarfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from multiturn_envs.envs.terminal.checker import Check
@@ -111,37 +109,6 @@ class TerminalTask:
         for path in [*(self.writable or ()), *([self.workdir] if self.workdir else [])]:
             if not path.startswith("/") or ".." in path.split("/"):
                 raise ValueError(f"task {self.task_id}: {path!r} is not an absolute path")
-
-
-def files_tar(
-    files: Mapping[str, str | bytes],
-    uid: int = 65534,
-    mode: int | Callable[[str], int] = 0o644,
-    mtime: int = 0,
-) -> bytes:
-    """A tar of ``files`` (relative paths), owned by ``uid``, for ``put_archive``; ``mode``:
-    every file's, or a function of its path."""
-    buf = io.BytesIO()
-    dirs: set[str] = set()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(files):
-            parts = path.split("/")
-            for i in range(1, len(parts)):
-                folder = "/".join(parts[:i])
-                if folder not in dirs:
-                    dirs.add(folder)
-                    info = tarfile.TarInfo(folder)
-                    info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, uid, uid
-                    info.mtime = mtime
-                    tar.addfile(info)
-            content = files[path]
-            data = content.encode("utf-8") if isinstance(content, str) else content
-            info = tarfile.TarInfo(path)
-            info.size, info.uid, info.gid = len(data), uid, uid
-            info.mode = mode(path) if callable(mode) else mode
-            info.mtime = mtime
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def select_tasks(
