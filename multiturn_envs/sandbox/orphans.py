@@ -49,7 +49,10 @@ def _owner_alive(tag: str) -> bool:
 def reap_orphans(client: Any) -> list[str]:
     """Remove our labelled containers whose owning process is gone; returns their ids."""
     removed = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
+    # ignore_removed: docker-py inspects each listed container; one removed in between (by a
+    # pool's background removal, another process's reaper) would raise NotFound mid-list
+    listed = client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
+    for container in listed:
         tag = container.labels.get(OWNER_LABEL, "")
         if _owner_alive(tag):
             continue

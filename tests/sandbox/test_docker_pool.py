@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from typing import Any
 
 import pytest
 
@@ -78,6 +79,38 @@ def test_orphans_are_reaped_by_label(docker_ready: None) -> None:
         assert mine.id in {c.id for c in client.containers.list(all=True)}
     finally:
         for c in (orphan, mine):
+            with contextlib.suppress(docker.errors.NotFound):
+                c.remove(force=True)
+
+
+def test_reaping_survives_a_container_removed_while_it_lists(docker_ready: None) -> None:
+    """docker-py inspects each listed container; one removed between the list and its inspect
+    (by a pool's background removal or another process's reaper) must not fail the reaper,
+    nor the reset that started a sandbox (a Terminal session failed on this in CI)."""
+    import docker
+
+    client = docker.from_env()
+    dead = owner_tag().rsplit(":", 1)[0] + ":not-a-start-time"
+    made = [
+        client.containers.create(
+            IMAGE, ["sleep", "infinity"], labels={LABEL: "1", OWNER_LABEL: dead}
+        )
+        for _ in range(2)
+    ]
+    listing = client.api.containers
+
+    def list_then_remove_one(*args: Any, **kwargs: Any) -> Any:
+        found = listing(*args, **kwargs)
+        made[0].remove(force=True)  # gone before the reaper inspects it
+        return found
+
+    client.api.containers = list_then_remove_one  # the real engine, this interleaving forced
+    try:
+        removed = reap_orphans(client)
+        assert made[1].id in removed and made[0].id not in removed
+    finally:
+        client.api.containers = listing
+        for c in made:
             with contextlib.suppress(docker.errors.NotFound):
                 c.remove(force=True)
 

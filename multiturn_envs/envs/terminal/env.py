@@ -319,20 +319,6 @@ class TerminalEnv(TextEnv):
         checker's job and the notes on what differs from its original harness."""
         return self._prepare(self.task(task_id))
 
-    @staticmethod
-    def _make(make: Any) -> Any:
-        import docker
-
-        # the sandbox's orphan reaper (on its first use) lists containers and inspects each;
-        # one removed in between (ours, by the background reaper) fails that: try again
-        for attempt in range(3):
-            try:
-                return make()
-            except docker.errors.NotFound:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
     def _pool(self, prepared: Prepared) -> WarmContainers[ShellSession]:
         key = (
             prepared.layout,
@@ -347,7 +333,7 @@ class TerminalEnv(TextEnv):
             layout, root = prepared.layout, prepared.root
 
             def make() -> Any:
-                return self._make(lambda: agent_container(sandbox, layout, root))
+                return agent_container(sandbox, layout, root)
 
             def prepare(container: Any) -> ShellSession:
                 # started before the task's files are in: in "/", moved at the episode's start
@@ -374,7 +360,7 @@ class TerminalEnv(TextEnv):
             layout: Layout = prepared.layout
 
             def make() -> Any:
-                return self._make(lambda: checker_container(sandbox, layout))
+                return checker_container(sandbox, layout)
 
             checker = Checker(make, layout.paths)
             self._checkers[key] = checker
