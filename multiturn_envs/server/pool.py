@@ -674,7 +674,8 @@ class WorkerPool:
             elif error is not None:
                 call.future.set_exception(error)
         died = [call for call in calls if call.runner in culprits and not call.future.done()]
-        worker.gone = asyncio.ensure_future(self._stop_process(worker, eof=False))
+        worker.gone = asyncio.get_running_loop().create_future()
+        worker.gone.add_done_callback(_consume)
         self._background(self._after_retire(worker, died, victims, cause))
 
     async def _after_retire(
@@ -700,6 +701,16 @@ class WorkerPool:
                 if not call.future.done():
                     call.future.set_exception(WorkerFailed(note))
             cause = f"its worker process died ({note}) while running a neighbouring session's call"
+        stopping = asyncio.ensure_future(self._stop_process(worker, eof=False))
+        gone = worker.gone
+
+        def stopped(_: asyncio.Future[None]) -> None:
+            if gone is not None and not gone.done():
+                gone.set_result(None)
+
+        stopping.add_done_callback(stopped)
+        self._jobs.add(stopping)
+        stopping.add_done_callback(self._jobs.discard)
         if not victims:
             return
         fresh = self._launch()

@@ -295,10 +295,28 @@ def first_reset(make_env: Callable[[], gym.Env[str, str]]) -> FirstReset:
 
 
 def blocks_on_io(make_env: Callable[[], gym.Env[str, str]]) -> bool:
-    """Whether the envs ``make_env`` builds wait on I/O (``blocking_io``): one is built, here,
-    and closed (what ``isolation="auto"`` needs when no :func:`first_reset` ran)."""
+    """Whether the envs ``make_env`` builds wait on I/O (``blocking_io``), what
+    ``isolation="auto"`` needs when no :func:`first_reset` ran. Read from the env's class
+    when the factory names one (a class, :func:`make_registered` of an id, or a
+    ``functools.partial`` of either); otherwise one env is built, here, and closed."""
+    import functools
+
+    from gymnasium.envs.registration import load_env_creator
+
     from multiturn_envs.core import blocks_on_io as env_blocks
 
+    target: Any = make_env
+    args: tuple[Any, ...] = ()
+    while isinstance(target, functools.partial):
+        args = target.args + args
+        target = target.func
+    if target is make_registered and args and isinstance(args[0], str):
+        import multiturn_envs  # noqa: F401  (registers the MT/* ids)
+
+        entry = gym.spec(args[0]).entry_point
+        target = load_env_creator(entry) if isinstance(entry, str) else entry
+    if isinstance(target, type):
+        return bool(getattr(target, "blocking_io", False))
     env = make_env()
     try:
         return env_blocks(env)
