@@ -34,10 +34,14 @@ A thread per session in the worker, not one request at a time. A session's call 
 soon as it arrives, so its timeout counts its own call, never time queued behind a neighbour;
 a SQLite query or a sandbox wait that releases the GIL does not hold the others back; and a
 session's env lives on one thread (SQLite connections refuse other threads). A neighbour that
-holds the GIL (a regex spinning in C) does freeze the worker's other threads, so a call's
-timer that fires while a neighbour's older call is still running is re-armed to that call's
-deadline plus a timeout: either the older call ends, or it is judged first (it is the one that
-overran), its worker killed and this call re-sent on the fresh worker with a fresh clock.
+holds the GIL (a regex spinning in C) does freeze the worker's other threads, so a call's clock
+leaves out the time during which another session's call that was already running when it was
+sent still ran: while such a call runs, this call's timer waits on it (the older call is judged
+first: it ends, or it overran, its worker is killed and this call is sent again on a fresh
+worker with a fresh clock); once it ended, this call's timeout counts from its end. (A
+GIL-holding call sent *later* can still make an earlier one look slow: nothing here measures
+CPU time per thread.) Serial processing would have made every session wait behind the slowest
+step of its worker, and its timeout count that wait.
 
 The wire (:mod:`.frames`): a request is JSON ``[sid, seq, op, *args]`` (``sid``: the
 session's id on that worker; ``seq``: the request's number, which keys the ids the session
@@ -234,6 +238,9 @@ class _Call:
     deadline: float
     timeout_s: float
     timer: asyncio.TimerHandle | None = None
+    behind: list[_Call] | None = None
+    """Other sessions' calls running on the worker when this one was sent."""
+    ended: float = 0.0
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -256,7 +263,8 @@ class PoolWorker(asyncio.Protocol):
         self.process: Any = None
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
-        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.loop = asyncio.get_running_loop()
+        self.ready: asyncio.Future[None] = self.loop.create_future()
         self.ready.add_done_callback(_consume)
         self.accepting = False
         self.sessions: dict[int, PoolRunner] = {}
@@ -310,6 +318,7 @@ class PoolWorker(asyncio.Protocol):
                 del self.calls[sid]
             if call.timer is not None:
                 call.timer.cancel()
+            call.ended = self.loop.time()
             if not call.future.done():
                 call.future.set_result(reply)
 
@@ -324,12 +333,19 @@ class PoolWorker(asyncio.Protocol):
         (``TimeoutError`` if this call overran and was judged the culprit, :class:`Moved` if
         the worker was replaced meanwhile, ``WorkerFailed`` if it died running this call).
         Its timeout counts from when its session's earlier calls here are answered."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         now = loop.time()
-        queued = self.calls.setdefault(runner.sid, deque())
-        start = max([now] + [c.deadline for c in queued])
+        sid = runner.sid
+        queued = self.calls.get(sid)
+        if queued is None:
+            start = now
+            queued = self.calls[sid] = deque()
+        else:
+            start = max([now] + [c.deadline for c in queued])
         call = _Call(runner, loop.create_future(), now, start + timeout_s, timeout_s)
         call.future.add_done_callback(_consume)
+        if len(self.calls) > 1:
+            call.behind = [q[0] for s, q in self.calls.items() if q and s != sid]
         queued.append(call)
         call.timer = loop.call_at(call.deadline, self.pool.expired, self, call)
         assert self.transport is not None
@@ -451,8 +467,8 @@ class PoolRunner:
         if self.closing or self.failure is not None:
             return self.give_up(None)
         if self.unrestorable is not None:
-            return self.give_up(f"{cause}, and this session could not be restored: "
-                                 f"{self.unrestorable}")  # fmt: skip
+            restored = f"{cause}, and this session could not be restored"
+            return self.give_up(f"{restored}: {self.unrestorable}")
         timeout = self.pool.limits.request_timeout_s
         self.sid = worker.adopt(self)
         why: str | None = None
@@ -477,9 +493,8 @@ class PoolRunner:
         except WorkerFailed as exc:
             why = f"its replay failed: {exc.message}"
         if why is not None or self.closing:
-            message = None if why is None else f"{cause}, and this session could not be " \
-                f"restored: {why}"  # fmt: skip
-            self.give_up(message)
+            restored = f"{cause}, and this session could not be restored"
+            self.give_up(None if why is None else f"{restored}: {why}")
             self.pool.spawn(self._close_on(worker))
             return
         self.worker = worker
@@ -614,17 +629,16 @@ class WorkerPool:
         replaced and its session closed with ``TIMEOUT``."""
         if call.future.done() or not worker.accepting:
             return
-        queued = worker.calls.get(call.runner.sid)
-        head = queued[0] if queued else call
-        older = [
-            q[0]
-            for sid, q in worker.calls.items()
-            if q and sid != call.runner.sid and q[0].sent < head.sent
-        ]
-        loop = asyncio.get_running_loop()
-        if older:
-            call.deadline = max(c.deadline for c in older) + call.timeout_s
-            call.timer = loop.call_at(call.deadline, self.expired, worker, call)
+        loop = worker.loop
+        behind = call.behind or []
+        running = [c for c in behind if not c.future.done()]
+        if running:  # judged first: it ends, or it is the one that overran
+            deadline = max(c.deadline for c in running) + call.timeout_s
+        else:  # this call's clock starts once those calls had ended
+            deadline = max([call.sent] + [c.ended for c in behind]) + call.timeout_s
+        if deadline > call.deadline:
+            call.deadline = deadline
+            call.timer = loop.call_at(deadline, self.expired, worker, call)
             return
         timeout = call.timeout_s
         cause = (

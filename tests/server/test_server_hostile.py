@@ -110,8 +110,16 @@ def test_request_timeout_a_gil_holding_step_is_stopped_and_freezes_no_one() -> N
     REGEXP attack) must not stall other clients, /health or the timeout itself; the client
     gets TIMEOUT, the worker is killed and its slot is free again."""
     with server(
-        "--request-timeout", "2", "--close-timeout", "1", "--max-sessions", "2",
-        "--max-sessions-per-client", "2", "--pool-workers", "2",
+        "--request-timeout",
+        "2",
+        "--close-timeout",
+        "1",
+        "--max-sessions",
+        "2",
+        "--max-sessions-per-client",
+        "2",
+        "--pool-workers",
+        "2",
     ) as url:  # fmt: skip  (a worker each: a neighbour on the spinner's worker is frozen
         spinner, other = Client(url), Client(url)  # until it is moved, test_server_pool.py)
         spinner.reset()
