@@ -27,21 +27,26 @@ recorded one; a call that was in flight is then sent again, with its full timeou
 whose replay differs (an env that is not deterministic), whose log went over
 ``max_replay_requests``/``max_replay_bytes``, or whose replay fails, is closed with an
 ``EXECUTION_ERROR`` saying why, at its next request, rather than served a different state. A
-worker that dies (a segfault, the OOM killer) is replaced the same way; the sessions with a
-call running on it are closed (the server cannot tell which call killed it).
+worker that dies (a segfault, the OOM killer, an operator's SIGKILL) is replaced the same way,
+and the session whose call was running is moved too, its call sent again (the call may only
+have reached a worker that was already dead); if the worker running that call dies as well, its
+session is closed, naming the signal or exit status.
 
-A thread per session in the worker, not one request at a time. A session's call starts as
-soon as it arrives, so its timeout counts its own call, never time queued behind a neighbour;
-a SQLite query or a sandbox wait that releases the GIL does not hold the others back; and a
-session's env lives on one thread (SQLite connections refuse other threads). A neighbour that
-holds the GIL (a regex spinning in C) does freeze the worker's other threads, so a call's clock
-leaves out the time during which another session's call that was already running when it was
-sent still ran: while such a call runs, this call's timer waits on it (the older call is judged
-first: it ends, or it overran, its worker is killed and this call is sent again on a fresh
-worker with a fresh clock); once it ended, this call's timeout counts from its end. (A
-GIL-holding call sent *later* can still make an earlier one look slow: nothing here measures
-CPU time per thread.) Serial processing would have made every session wait behind the slowest
-step of its worker, and its timeout count that wait.
+One request at a time in a worker, not a thread per session. A worker runs its sessions'
+requests in the order they were sent, on its main thread, so the server knows which call is
+running (the oldest unanswered one) and starts a call's clock when the calls before it are
+answered: a call's timeout counts its own run only, never time queued behind a neighbour, and
+the call judged to have overrun is always the one that did (with threads, a neighbour holding
+the GIL in C code freezes the others, and the server cannot tell which of the calls in flight
+is to blame without per-thread CPU accounting). It also costs a worker less CPU than a
+hand-off to a session thread (one worker driven alone: ~25-35 us a FrozenLake request against
+~50 us with a thread per session, ~30 us with a process per session), every env lives on
+one thread (SQLite connections refuse others), and SIGTERM interrupts a running step in Python
+code, as with a process per session. What is lost: within
+one worker, a SQLite query that releases the GIL no longer overlaps a neighbour's step (the
+workers, one per CPU, still run in parallel), and a slow but legal step delays its worker's
+other sessions (their latency, never their timeouts). Envs whose steps wait on I/O
+(``blocking_io``) are served with a process per session by default.
 
 The wire (:mod:`.frames`): a request is JSON ``[sid, seq, op, *args]`` (``sid``: the
 session's id on that worker; ``seq``: the request's number, which keys the ids the session
@@ -55,7 +60,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import queue
 import resource
 import secrets
 import signal
@@ -124,99 +128,60 @@ def fit_memory(limit_bytes: int, sessions: int, most_sessions: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (min(soft, hard), hard))
 
 
-class _Hosted:
-    """One session in a pool worker: its thread, which builds the env and runs its calls."""
-
-    def __init__(
-        self,
-        sid: int,
-        salt: bytes,
-        make_env: Callable[[], gym.Env[str, str]],
-        env_id: str,
-        limits: p.Limits,
-        reply: Callable[[int, bytes], None],
-    ) -> None:
-        self.sid = sid
-        self.jobs: queue.SimpleQueue[tuple[int, str, list[Any]] | None] = queue.SimpleQueue()
-        self.args = (salt, make_env, env_id, limits, reply)
-        # a daemon: a thread stuck in a call must not keep the worker from exiting
-        self.thread = threading.Thread(target=self.run, name=f"mte-session-{sid}", daemon=True)
-        self.thread.start()
-
-    def run(self) -> None:
-        salt, make_env, env_id, limits, reply = self.args
-        sid = self.sid
-        try:
-            session = EnvSession(make_env(), env_id, limits, salt=salt)
-        except Exception as exc:
-            message = f"building {env_id} failed: {type(exc).__name__}: {exc}"[:4000]
-            reply(sid, CRASH + message.encode("utf-8", "backslashreplace"))
-            return
-        reply(sid, OK + b"null")
-        try:
-            while (job := self.jobs.get()) is not None:
-                seq, op, args = job
-                if op == "close":
-                    break
-                reply(sid, handle(session, op, args, limits.max_reply_bytes, seq, True))
-        finally:
-            with contextlib.suppress(Exception):
-                session.close()
-            with contextlib.suppress(OSError):
-                reply(sid, OK + b"null")  # the close's answer
-
-
 def pool_worker_main(
     sock: socket.socket,
     make_env: Callable[[], gym.Env[str, str]],
     env_id: str,
     limits: p.Limits,
 ) -> None:
-    """A pool worker process: host sessions (a thread each) until EOF on ``sock``."""
+    """A pool worker process: host sessions, running their requests one at a time in the
+    order they come, until EOF on ``sock`` (or SIGTERM, which interrupts a call in Python
+    code); then close every env."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
     signal.signal(signal.SIGTERM, on_sigterm)
     die_with_parent()
     memory, most = limits.worker_memory_bytes, limits.max_sessions
     fit_memory(memory, 1, most)
-    lock = threading.Lock()
+    hosted: dict[int, EnvSession] = {}
 
     def reply(sid: int, body: bytes) -> None:
-        with lock:
-            send_frame(sock, sid.to_bytes(SID_BYTES, "big") + body)
+        send_frame(sock, sid.to_bytes(SID_BYTES, "big") + body)
 
-    hosted: dict[int, _Hosted] = {}
     try:
         reply(0, OK + b"null")  # ready
         requests = FrameReader(sock)
         while (request := requests.next()) is not None:
             sid, seq, op, *args = json.loads(request)
+            session = hosted.get(sid)
             if op == "open":
                 fit_memory(memory, len(hosted) + 1, most)
-                salt = bytes.fromhex(args[0])
-                hosted[sid] = _Hosted(sid, salt, make_env, env_id, limits, reply)
-                continue
-            session = hosted.get(sid)
-            if op == "close":
+                try:
+                    env = make_env()
+                    hosted[sid] = EnvSession(env, env_id, limits, salt=bytes.fromhex(args[0]))
+                except Exception as exc:
+                    message = f"building {env_id} failed: {type(exc).__name__}: {exc}"[:4000]
+                    reply(sid, CRASH + message.encode("utf-8", "backslashreplace"))
+                    continue
+                reply(sid, OK + b"null")
+            elif op == "close":
                 hosted.pop(sid, None)
+                with contextlib.suppress(Exception):
+                    if session is not None:
+                        session.close()
                 fit_memory(memory, len(hosted), most)
-                if session is not None and session.thread.is_alive():
-                    session.jobs.put((seq, op, args))
-                else:  # never built: nothing to close
-                    reply(sid, OK + b"null")
-            elif session is None or not session.thread.is_alive():
-                message = f"no session {sid} on this worker"
-                reply(sid, CRASH + message.encode())
+                reply(sid, OK + b"null")
+            elif session is None:
+                reply(sid, CRASH + f"no session {sid} on this worker".encode())
             else:
-                session.jobs.put((seq, op, args))
+                reply(sid, handle(session, op, args, limits.max_reply_bytes, seq, True))
     except (Stopped, OSError):
         pass
     finally:
         signal.signal(signal.SIGTERM, on_sigterm)  # a second SIGTERM stops a slow close
         with contextlib.suppress(Stopped, Exception):
             for session in hosted.values():
-                session.jobs.put(None)
-            for session in hosted.values():
-                session.thread.join(limits.close_timeout_s)
+                with contextlib.suppress(Exception):
+                    session.close()
             # a multiprocessing child skips atexit; run it, as worker.worker_main does
             import atexit
 
@@ -234,13 +199,8 @@ class Moved(Exception):
 class _Call:
     runner: PoolRunner
     future: asyncio.Future[bytes]
-    sent: float
-    deadline: float
     timeout_s: float
     timer: asyncio.TimerHandle | None = None
-    behind: list[_Call] | None = None
-    """Other sessions' calls running on the worker when this one was sent."""
-    ended: float = 0.0
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -268,7 +228,9 @@ class PoolWorker(asyncio.Protocol):
         self.ready.add_done_callback(_consume)
         self.accepting = False
         self.sessions: dict[int, PoolRunner] = {}
-        self.calls: dict[int, deque[_Call]] = {}
+        self.queue: deque[_Call] = deque()
+        """Calls sent and not answered, in the order the worker runs them (the first is
+        running; its timer is the only one armed)."""
         self.next_sid = 1
         self.gone: asyncio.Future[None] | None = None
         self.failure: str | None = None
@@ -310,17 +272,19 @@ class PoolWorker(asyncio.Protocol):
                     self.accepting = True
                     self.ready.set_result(None)
                 continue
-            calls = self.calls.get(sid)
-            if not calls:
-                continue  # the answer to a close nobody waits for
-            call = calls.popleft()
-            if not calls:
-                del self.calls[sid]
+            queue = self.queue
+            if not queue or queue[0].runner.sid != sid:
+                self.failure = "the env process answered out of turn"
+                if self.transport is not None:
+                    self.transport.abort()
+                return
+            call = queue.popleft()
             if call.timer is not None:
                 call.timer.cancel()
-            call.ended = self.loop.time()
             if not call.future.done():
                 call.future.set_result(reply)
+            if queue:  # the next call starts now: its clock too
+                self._arm(queue[0])
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.ready.done():
@@ -332,25 +296,19 @@ class PoolWorker(asyncio.Protocol):
         """Send ``body`` (JSON ``[seq, op, ...]``) for ``runner``'s session; its reply's future
         (``TimeoutError`` if this call overran and was judged the culprit, :class:`Moved` if
         the worker was replaced meanwhile, ``WorkerFailed`` if it died running this call).
-        Its timeout counts from when its session's earlier calls here are answered."""
-        loop = self.loop
-        now = loop.time()
-        sid = runner.sid
-        queued = self.calls.get(sid)
-        if queued is None:
-            start = now
-            queued = self.calls[sid] = deque()
-        else:
-            start = max([now] + [c.deadline for c in queued])
-        call = _Call(runner, loop.create_future(), now, start + timeout_s, timeout_s)
+        The worker runs calls in the order they were sent, so a call's clock starts when the
+        calls before it are answered: time queued behind a neighbour never counts."""
+        call = _Call(runner, self.loop.create_future(), timeout_s)
         call.future.add_done_callback(_consume)
-        if len(self.calls) > 1:
-            call.behind = [q[0] for s, q in self.calls.items() if q and s != sid]
-        queued.append(call)
-        call.timer = loop.call_at(call.deadline, self.pool.expired, self, call)
+        self.queue.append(call)
+        if len(self.queue) == 1:
+            self._arm(call)
         assert self.transport is not None
         self.transport.write(frame(b"[%d," % runner.sid + body[1:]))
         return call.future
+
+    def _arm(self, call: _Call) -> None:
+        call.timer = self.loop.call_later(call.timeout_s, self.pool.expired, self, call)
 
 
 class PoolRunner:
@@ -370,6 +328,9 @@ class PoolRunner:
         self.unrestorable: str | None = None
         self.failure: str | None = None
         self.closing = False
+        self.suspect = False
+        """Its call was running when its worker died; a second death running its call makes
+        it the culprit."""
         self._lock = asyncio.Lock()  # one request at a time
         self._ready = asyncio.Event()  # placed on a live worker (or failed)
 
@@ -384,7 +345,13 @@ class PoolRunner:
         worker = await self.pool.place(self)
         self.worker = worker
         timeout = self.pool.limits.request_timeout_s
-        reply = await worker.request(self, self._open_body(), timeout)
+        try:
+            reply = await worker.request(self, self._open_body(), timeout)
+        except Moved:  # its worker died meanwhile: built on the fresh one instead
+            await self._ready.wait()
+            if self.failure is not None:
+                raise WorkerFailed(self.failure) from None
+            return
         if reply[:1] != OK:
             raise FactoryFailed(reply[1:].decode("utf-8", "replace"))
         self._ready.set()
@@ -417,6 +384,7 @@ class PoolRunner:
                     self._detach(exc.message)
                     raise
                 break
+            self.suspect = False
             self._record(op, args, body, reply)
             return OK + reply[1:] if reply[:1] == CHECKPOINT else reply
         finally:
@@ -515,7 +483,7 @@ class PoolRunner:
         """Close this session's env on ``worker`` (its thread there closes it and ends)."""
         if not worker.accepting or worker.sessions.get(self.sid) is not self:
             return
-        busy = bool(worker.calls.get(self.sid))
+        busy = any(call.runner is self for call in worker.queue)
         if not (busy and self.pool.shutting_down):  # else the worker is stopped anyway
             close = json.dumps([self.seq + 1, "close"]).encode()
             with contextlib.suppress(Moved, TimeoutError, WorkerFailed):
@@ -624,21 +592,11 @@ class WorkerPool:
 
     # -------------------------------------------------------------- timeouts and deaths
     def expired(self, worker: PoolWorker, call: _Call) -> None:
-        """A call's timer fired: re-armed if an older call of another session is still
-        running on the worker (it may hold the GIL); else this call overran: its worker is
-        replaced and its session closed with ``TIMEOUT``."""
-        if call.future.done() or not worker.accepting:
+        """The running call's timer fired: it overran; its worker is replaced (its other
+        sessions moved) and its session closed with ``TIMEOUT``."""
+        if call.future.done() or not worker.accepting or not worker.queue:
             return
-        loop = worker.loop
-        behind = call.behind or []
-        running = [c for c in behind if not c.future.done()]
-        if running:  # judged first: it ends, or it is the one that overran
-            deadline = max(c.deadline for c in running) + call.timeout_s
-        else:  # this call's clock starts once those calls had ended
-            deadline = max([call.sent] + [c.ended for c in behind]) + call.timeout_s
-        if deadline > call.deadline:
-            call.deadline = deadline
-            call.timer = loop.call_at(deadline, self.expired, worker, call)
+        if worker.queue[0] is not call:  # answered meanwhile; its successor has its own timer
             return
         timeout = call.timeout_s
         cause = (
@@ -651,8 +609,14 @@ class WorkerPool:
         """A worker's socket closed without the server asking: it died (or broke the wire)."""
         if not worker.accepting:
             return  # retired by the server, or never started
-        running = {q[0].runner for q in worker.calls.values() if q}
-        self._retire(worker, running, None, None)
+        culprits: set[PoolRunner] = set()
+        if worker.queue:  # the running call; it may also have been sent to a dead worker
+            runner = worker.queue[0].runner
+            if runner.suspect:  # it killed a worker before: this is no coincidence
+                culprits.add(runner)
+            else:  # moved with the others, its call sent again: judged if that one dies too
+                runner.suspect = True
+        self._retire(worker, culprits, None, None)
 
     def _retire(
         self,
@@ -673,8 +637,8 @@ class WorkerPool:
             runner.begin_move(worker)
         for runner in culprits:
             runner.retired = worker
-        calls = [call for queued in worker.calls.values() for call in queued]
-        worker.calls.clear()
+        calls = list(worker.queue)
+        worker.queue.clear()
         worker.sessions.clear()
         for call in calls:
             if call.timer is not None:
@@ -706,11 +670,6 @@ class WorkerPool:
             note = worker.failure or (
                 describe_exit(code) if code is not None else "the env process closed its socket"
             )
-            if len({call.runner for call in died}) > 1:
-                note += (
-                    f" while {len({c.runner for c in died})} sessions' calls ran on it (the "
-                    "server cannot tell which call killed it: each of them is closed)"
-                )
             for call in died:
                 if not call.future.done():
                     call.future.set_exception(WorkerFailed(note))
