@@ -201,6 +201,8 @@ class _Call:
     future: asyncio.Future[bytes]
     timeout_s: float
     timer: asyncio.TimerHandle | None = None
+    replay: bool = False
+    """A request of a restore (rebuilding the env, replaying the log): it ran before."""
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -292,13 +294,15 @@ class PoolWorker(asyncio.Protocol):
         self.pool.lost(self)
 
     # -------------------------------------------------------------- requests
-    def request(self, runner: PoolRunner, body: bytes, timeout_s: float) -> asyncio.Future[bytes]:
+    def request(
+        self, runner: PoolRunner, body: bytes, timeout_s: float, replay: bool = False
+    ) -> asyncio.Future[bytes]:
         """Send ``body`` (JSON ``[seq, op, ...]``) for ``runner``'s session; its reply's future
         (``TimeoutError`` if this call overran and was judged the culprit, :class:`Moved` if
         the worker was replaced meanwhile, ``WorkerFailed`` if it died running this call).
         The worker runs calls in the order they were sent, so a call's clock starts when the
         calls before it are answered: time queued behind a neighbour never counts."""
-        call = _Call(runner, self.loop.create_future(), timeout_s)
+        call = _Call(runner, self.loop.create_future(), timeout_s, replay=replay)
         call.future.add_done_callback(_consume)
         self.queue.append(call)
         if len(self.queue) == 1:
@@ -343,9 +347,10 @@ class PoolRunner:
 
     async def start(self) -> None:
         worker = await self.pool.place(self)
-        self.worker = worker
         timeout = self.pool.limits.request_timeout_s
         try:
+            if worker is None:
+                raise Moved
             reply = await worker.request(self, self._open_body(), timeout)
         except Moved:  # its worker died meanwhile: built on the fresh one instead
             await self._ready.wait()
@@ -441,13 +446,13 @@ class PoolRunner:
         self.sid = worker.adopt(self)
         why: str | None = None
         try:
-            reply = await worker.request(self, self._open_body(), timeout)
+            reply = await worker.request(self, self._open_body(), timeout, replay=True)
             if reply[:1] != OK:
                 why = f"rebuilding its env failed: {reply[1:].decode('utf-8', 'replace')}"
             else:
                 chain = b""
                 for body in list(self.log):
-                    chain = _chain(chain, await worker.request(self, body, timeout))
+                    chain = _chain(chain, await worker.request(self, body, timeout, True))
                 if chain != self.chain:
                     why = (
                         f"replaying its {len(self.log)} requests since its last seeded reset "
@@ -535,19 +540,25 @@ class WorkerPool:
         self._jobs: set[asyncio.Future[None]] = set()
 
     # -------------------------------------------------------------- placement
-    async def place(self, runner: PoolRunner) -> PoolWorker:
+    async def place(self, runner: PoolRunner) -> PoolWorker | None:
         """The least-loaded worker (a new one while there are fewer than ``size``), with
-        ``runner`` adopted on it."""
-        if len(self.workers) < self.size:
-            worker = self._launch()
-        else:
-            worker = min(self.workers, key=lambda w: len(w.sessions))
-        runner.sid = worker.adopt(runner)
-        runner.worker = worker
-        await asyncio.shield(worker.ready)
-        if not worker.accepting:
-            raise WorkerFailed(worker.failure or "the env process is gone")
-        return worker
+        ``runner`` adopted on it; ``None`` if that worker was stopped as soon as it was up
+        (the runner is then being moved like any other session of it)."""
+        for _ in range(3):  # a worker killed while it starts: the next one
+            if len(self.workers) < self.size:
+                worker = self._launch()
+            else:
+                worker = min(self.workers, key=lambda w: len(w.sessions))
+            runner.sid = worker.adopt(runner)
+            runner.worker = worker
+            with contextlib.suppress(WorkerFailed):
+                await asyncio.shield(worker.ready)
+            if worker.accepting:
+                return worker
+            if runner.retired is worker:
+                return None
+            worker.sessions.pop(runner.sid, None)  # it never started: try another
+        raise WorkerFailed(worker.failure or "the env process is gone")
 
     def _launch(self) -> PoolWorker:
         """A new worker, in the list at once (so that placement counts it); it starts in
@@ -607,11 +618,13 @@ class WorkerPool:
 
     def lost(self, worker: PoolWorker) -> None:
         """A worker's socket closed without the server asking: it died (or broke the wire)."""
-        if not worker.accepting:
-            return  # retired by the server, or never started
+        if not worker.accepting:  # retired by the server, or died before it was up
+            with contextlib.suppress(ValueError):
+                self.workers.remove(worker)  # (so that no session is placed on it)
+            return
         culprits: set[PoolRunner] = set()
-        if worker.queue:  # the running call; it may also have been sent to a dead worker
-            runner = worker.queue[0].runner
+        if worker.queue and not worker.queue[0].replay:  # the running call (it may also have
+            runner = worker.queue[0].runner  # been sent to a worker already dead)
             if runner.suspect:  # it killed a worker before: this is no coincidence
                 culprits.add(runner)
             else:  # moved with the others, its call sent again: judged if that one dies too
@@ -686,9 +699,12 @@ class WorkerPool:
         stopping.add_done_callback(self._jobs.discard)
         if not victims:
             return
-        fresh = self._launch()
-        with contextlib.suppress(Exception):
-            await asyncio.shield(fresh.ready)
+        for _ in range(8):  # a start can fail for a passing reason (the worker was killed)
+            fresh = self._launch()
+            with contextlib.suppress(Exception):
+                await asyncio.shield(fresh.ready)
+            if fresh.accepting:
+                break
         if not fresh.accepting:
             why = fresh.failure or "no fresh worker could be started"
             for runner in victims:

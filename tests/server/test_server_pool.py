@@ -10,6 +10,7 @@ Wall-clock asserts are generous bounds (the machine may be loaded).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -124,6 +125,19 @@ def test_neighbours_of_a_timed_out_step_are_moved_and_go_on_exactly(pool1: str) 
         c.close()
 
 
+def worker_pid(url: str) -> int:
+    """The pid of the pool's first worker, once one is up (it may be starting)."""
+    found: list[int] = []
+
+    def up() -> bool:
+        pids = stats(url)["pool_worker_pids"]
+        found[:] = [pid for pid in pids[:1] if isinstance(pid, int)]
+        return bool(found)
+
+    wait_until(up, 20, "a worker")
+    return found[0]
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -140,7 +154,7 @@ def test_a_worker_killed_from_outside_moves_all_its_sessions(pool1: str) -> None
     sessions = [episode(pool1, secret) for secret in (2, 7, 13)]
     for c, local in sessions:
         both(c, local, "guess 8")
-    os.kill(stats(pool1)["pool_worker_pids"][0], signal.SIGKILL)
+    os.kill(worker_pid(pool1), signal.SIGKILL)
     for c, local in sessions:
         both(c, local, "guess 4")
         both(c, local, "guess 6")
@@ -169,7 +183,7 @@ def test_a_session_whose_replay_differs_or_whose_log_is_over_its_bound_is_closed
     fine = fine_local[0]
     both(fine, fine_local[1], "guess 8")
     before = stats(pool1)
-    os.kill(before["pool_worker_pids"][0], signal.SIGKILL)
+    os.kill(worker_pid(pool1), signal.SIGKILL)
     both(fine, fine_local[1], "guess 10")
     for c, why in ((noisy, "not deterministic"), (long, "over the replay log's bound")):
         reply = c.step("guess 1")
@@ -248,12 +262,13 @@ def test_any_interleaving_with_worker_kills_gives_each_session_its_in_process_tr
         for who, move in script:
             who %= len(clients)
             if move < 0:
-                os.kill(stats(frozenlake_pool)["pool_worker_pids"][0], signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it may have died already
+                    os.kill(worker_pid(frozenlake_pool), signal.SIGKILL)
                 continue
             env, over = locals_[who]
             reply = clients[who].step(MOVES[move])
             if over[0]:
-                assert code_of(reply) == p.EPISODE_OVER
+                assert code_of(reply) == p.EPISODE_OVER, reply
                 continue
             observation, reward, terminated, truncated, _ = env.step(MOVES[move])
             over[0] = bool(terminated or truncated)
