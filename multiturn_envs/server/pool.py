@@ -449,10 +449,11 @@ class PoolRunner:
             reply = await worker.request(self, self._open_body(), timeout, replay=True)
             if reply[:1] != OK:
                 why = f"rebuilding its env failed: {reply[1:].decode('utf-8', 'replace')}"
-            else:
+            else:  # sent at once: the worker runs them in order, each under its own clock
+                sent = [worker.request(self, body, timeout, True) for body in self.log]
                 chain = b""
-                for body in list(self.log):
-                    chain = _chain(chain, await worker.request(self, body, timeout, True))
+                for reply in await asyncio.gather(*sent):
+                    chain = _chain(chain, reply)
                 if chain != self.chain:
                     why = (
                         f"replaying its {len(self.log)} requests since its last seeded reset "
