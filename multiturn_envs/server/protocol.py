@@ -116,8 +116,8 @@ class Limits:
     docs/security.md ("The server") says what a client sees at each limit.
 
     Attributes:
-        max_sessions: live sessions (each one env in its own process, sandbox containers
-            included); past it, ``CAPACITY_REACHED``.
+        max_sessions: live sessions (each one env, sandbox containers included, in a worker
+            process of the pool or of its own); past it, ``CAPACITY_REACHED``.
         max_sessions_per_client: live sessions of one client address; past it,
             ``CLIENT_LIMIT``. ``None``: all but an eighth of ``max_sessions`` (at least one
             slot stays free for other clients; 56 of 64). Closing sessions count until their

@@ -1,7 +1,8 @@
 """One served env: the synchronous operations a session runs on its env (reset, step, tools).
 
-Everything here runs on the session's own thread (see :mod:`.manager`), so an env never sees
-two calls at once and thread-affine resources (a sandbox pool, a SQLite connection) stay on the
+Everything here runs on one thread for the session's life (its worker process's main thread,
+or the session's own thread of the server: see :mod:`.manager`), so an env never sees two
+calls at once and thread-affine resources (a sandbox pool, a SQLite connection) stay on the
 thread that made them. The methods take and return plain JSON-able payloads in OpenEnv's shape
 (:mod:`.protocol`); nothing here knows about HTTP or WebSockets.
 

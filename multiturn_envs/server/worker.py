@@ -1,4 +1,6 @@
-"""Where a session's env runs: its own process (the default), or a thread of the server.
+"""Where a session's env runs: its own process, or a thread of the server (a pool of shared
+worker processes, the default for envs without blocking I/O, is :mod:`.pool`; ``auto``
+chooses: :func:`resolve_isolation`).
 
 Why a process. An env step runs whatever the agent's text makes it run: a regex that
 backtracks for minutes while holding the GIL, a SQLite call that segfaults, an allocation of
@@ -9,13 +11,13 @@ and its slot freed, a crash takes only that session, and the process lives under
 space limit. :class:`ThreadRunner` is the old way (``serve --isolation thread``): no process
 per session, but nothing can stop a runaway step.
 
-The wire between the server and a worker process: frames of a 4-byte big-endian length and a
-body, on a socket pair. A request is JSON ``[op, *args]`` (``reset``, ``step``, ``state``,
-``tool``, ``close``); a reply is one tag byte and a body: ``o`` + the result's JSON text (the
-server wraps it into its frame without parsing it), ``e`` + ``{"code", "message"}`` (a
-:class:`~.protocol.ProtocolError`: the session lives on), ``c`` + a message (the env crashed:
-the session is closed). Only JSON crosses the socket once the worker runs, so a worker that an
-agent took over cannot reach into the server through it.
+The wire between the server and a worker process (:mod:`.frames`): frames of a 4-byte
+big-endian length and a body, on a socket pair. A request is JSON ``[op, *args]``
+(``reset``, ``step``, ``state``, ``tool``, ``close``); a reply is one tag byte and a body:
+``o`` + the result's JSON text (the server wraps it into its frame without parsing it), ``e`` +
+``{"code", "message"}`` (a :class:`~.protocol.ProtocolError`: the session lives on), ``c`` + a
+message (the env crashed: the session is closed). Only JSON crosses the socket once the worker
+runs, so a worker that an agent took over cannot reach into the server through it.
 
 Workers are forked by multiprocessing's fork server (:func:`prepare`), a small process that
 imported the package once: a session starts in milliseconds, and the worker does not inherit
