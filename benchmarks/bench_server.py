@@ -12,7 +12,12 @@ For each env (FrozenLake, InterCode-SQL) and each N in ``--clients``:
 Printed: p50/p99 of in-process steps, of served round trips, the p50/p99 *added* (served minus
 in-process at the same quantile), steps/s served, and the ratio served/in-process steps/s.
 
-Run: ``.venv/bin/python benchmarks/bench_server.py`` (``--quick`` for a short run).
+``--isolation`` serves each env under each of the named modes in turn (``auto``: the server's
+default; ``pool``, ``process``, ``thread``: docs/security.md), one server each, and ends with a
+table of each mode's ratio over the first mode's, per env and number of clients.
+
+Run: ``.venv/bin/python benchmarks/bench_server.py`` (``--quick`` for a short run;
+``--isolation thread process pool`` for an A/B of the isolation modes).
 """
 
 from __future__ import annotations
@@ -115,10 +120,19 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--quick", action="store_true", help="1 and 8 clients, 2 s each")
+    parser.add_argument(
+        "--isolation",
+        nargs="+",
+        default=["auto"],
+        choices=["auto", "pool", "process", "thread"],
+        help="serve under each of these modes in turn (default: the server's default)",
+    )
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), help="env ids to serve")
     args = parser.parse_args()
     if args.quick:
         args.clients, args.seconds = [1, 8], 2.0
-    for env_id in ENVS:
+    ratios: dict[tuple[str, str, int], float] = {}
+    for env_id in args.envs:
         probe = gym.make(env_id, disable_env_checker=True)
         tasks = [str(t) for t in probe.unwrapped.task_ids()[:8]]
         probe.close()
@@ -129,18 +143,32 @@ def main() -> None:
             f"\n{env_id}: in-process step p50 {ms(local, 0.5):.3f} ms, "
             f"p99 {ms(local, 0.99):.3f} ms, {local_rate:.0f} steps/s (one thread)"
         )
-        with ServerProcess(env_id, args=["--max-sessions", str(max(args.clients) + 4)]) as url:
-            served(url, pools, 1, 0.5)  # warm-up: imports, first sessions, caches
-            for n in args.clients:
-                rtt, wall = served(url, pools, n, args.seconds)
-                rate = len(rtt) / wall
-                print(
-                    f"  {n:3d} clients: round trip p50 {ms(rtt, 0.5):7.3f} ms, "
-                    f"p99 {ms(rtt, 0.99):7.3f} ms | added p50 "
-                    f"{ms(rtt, 0.5) - ms(local, 0.5):7.3f} ms, p99 "
-                    f"{ms(rtt, 0.99) - ms(local, 0.99):7.3f} ms | {rate:7.0f} steps/s "
-                    f"= {rate / local_rate:.3g}x in-process"
+        for isolation in args.isolation:
+            flags = ["--max-sessions", str(max(args.clients) + 4), "--isolation", isolation]
+            with ServerProcess(env_id, args=flags) as url:
+                served(url, pools, 1, 0.5)  # warm-up: imports, first sessions, caches
+                print(f"  --isolation {isolation}")
+                for n in args.clients:
+                    rtt, wall = served(url, pools, n, args.seconds)
+                    rate = len(rtt) / wall
+                    ratios[env_id, isolation, n] = rate / local_rate
+                    print(
+                        f"  {n:3d} clients: round trip p50 {ms(rtt, 0.5):7.3f} ms, "
+                        f"p99 {ms(rtt, 0.99):7.3f} ms | added p50 "
+                        f"{ms(rtt, 0.5) - ms(local, 0.5):7.3f} ms, p99 "
+                        f"{ms(rtt, 0.99) - ms(local, 0.99):7.3f} ms | {rate:7.0f} steps/s "
+                        f"= {rate / local_rate:.3g}x in-process"
+                    )
+    if len(args.isolation) > 1:
+        first = args.isolation[0]
+        print(f"\nserved steps/s of each mode over --isolation {first}'s, same run:")
+        for env_id in args.envs:
+            for isolation in args.isolation[1:]:
+                cells = " ".join(
+                    f"{n} clients {ratios[env_id, isolation, n] / ratios[env_id, first, n]:.3g}"
+                    for n in args.clients
                 )
+                print(f"  {env_id} {isolation}: {cells}")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ def add_parser(sub: Any) -> None:
         help="serve an env over OpenEnv's protocol (WebSocket /ws, one env per session)",
         description="""\
 An MT env over OpenEnv's protocol (WebSocket /ws, one env per session, plus /health,
-/metadata, /schema, /reset, /mcp and our /sessions); each session's env runs in a worker
-process of its own (--isolation process), stopped when a call overruns --request-timeout.
+/metadata, /schema, /reset, /mcp and our /sessions); sessions' envs run in worker
+processes (--isolation), and a call that overruns --request-timeout is stopped.
 Bound to anything but loopback it requires a token. Needs the [server] extra.
 docs/ecosystem.md has the protocol, docs/security.md every limit.""",
         epilog="multiturn-envs serve MT/InterCode-SQL-v0 --env-arg tasks=intercode --port 8000",
@@ -46,9 +46,19 @@ docs/ecosystem.md has the protocol, docs/security.md every limit.""",
     p.add_argument(
         "--isolation",
         choices=ISOLATIONS,
-        default="process",
-        help="process: each session's env in its own process, stopped when a call overruns "
-        "--request-timeout (default); thread: on a thread of the server, never stopped",
+        default="auto",
+        help="pool: envs in --pool-workers processes, several sessions each; a call that "
+        "overruns --request-timeout is stopped with its worker, whose other sessions move to "
+        "a fresh one and are restored by replay; process: each session's env in its own "
+        "process, stopped when a call overruns; thread: on threads of the server, never "
+        "stopped; auto (default): pool, or process for envs that wait on containers "
+        "(DeepCoder, Terminal)",
+    )
+    p.add_argument(
+        "--pool-workers",
+        type=IntRange(1, 1024),
+        default=None,
+        help="worker processes of --isolation pool (default: one per CPU)",
     )
     limit = p.add_argument_group("limits (docs/security.md, 'The server')")
     limit.add_argument(
@@ -109,7 +119,21 @@ docs/ecosystem.md has the protocol, docs/security.md every limit.""",
         "--worker-memory-mb",
         type=IntRange(0, 1 << 24),
         default=defaults.worker_memory_bytes >> 20,
-        help="address space of one env process in MiB (0: no limit)",
+        help="address space of one env process in MiB (0: no limit); a pool worker gets "
+        "this much per session it hosts",
+    )
+    limit.add_argument(
+        "--max-replay-requests",
+        type=IntRange(1, 10_000_000),
+        default=defaults.max_replay_requests,
+        help="requests a pool session's replay log keeps since its last seeded reset; over "
+        "it, the session is closed instead of moved if its worker is replaced",
+    )
+    limit.add_argument(
+        "--max-replay-bytes",
+        type=IntRange(1024, 1 << 34),
+        default=defaults.max_replay_bytes,
+        help="the same bound in bytes of requests",
     )
     limit.add_argument(
         "--handshake-timeout",
@@ -155,6 +179,9 @@ def limits_of(args: argparse.Namespace) -> Any:
         max_reply_bytes=args.max_reply_bytes,
         max_snapshots=args.max_snapshots,
         worker_memory_bytes=args.worker_memory_mb << 20,
+        pool_workers=args.pool_workers,
+        max_replay_requests=args.max_replay_requests,
+        max_replay_bytes=args.max_replay_bytes,
         handshake_timeout_s=args.handshake_timeout,
         max_connections=args.max_connections,
         max_connections_per_client=args.max_connections_per_client,

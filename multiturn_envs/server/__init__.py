@@ -8,7 +8,8 @@
 * :class:`~multiturn_envs.server.process.ServerProcess`: a server in a child process on
   loopback (tests and benchmarks).
 
-Each session's env runs in a worker process of its own (:mod:`~multiturn_envs.server.worker`),
+Sessions' envs run in worker processes: a pool of a few, each hosting several sessions
+(:mod:`~multiturn_envs.server.pool`), or one per session (:mod:`~multiturn_envs.server.worker`),
 so no env step can stall the event loop, and one that overruns its timeout is stopped;
 :mod:`~multiturn_envs.server.connections` bounds connections before they are sessions.
 

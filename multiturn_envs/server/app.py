@@ -47,7 +47,13 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from multiturn_envs.server import protocol as p
 from multiturn_envs.server.manager import Session, SessionManager
-from multiturn_envs.server.worker import Isolation, make_registered, prepare
+from multiturn_envs.server.worker import (
+    Isolation,
+    blocks_on_io,
+    make_registered,
+    prepare,
+    resolve_isolation,
+)
 
 OPEN_PATHS = frozenset({"/health"})
 """Paths answered without the token (liveness probes)."""
@@ -134,7 +140,7 @@ def create_app(
     limits: p.Limits | None = None,
     token: str | None = None,
     make_env: Callable[[], gym.Env[str, str]] | None = None,
-    isolation: Isolation = "process",
+    isolation: Isolation = "auto",
     connection_stats: Callable[[], dict[str, int]] | None = None,
 ) -> ASGIApp:
     """The app serving ``env_id`` (each session: ``gym.make(env_id, **env_kwargs)``).
@@ -144,12 +150,15 @@ def create_app(
         env_kwargs: ``gym.make`` keyword arguments for every session's env.
         limits: sessions, sizes and timeouts (:class:`~multiturn_envs.server.protocol.Limits`).
         token: when set, every request but ``/health`` needs ``Authorization: Bearer <token>``.
-        make_env: builds one env instead of ``gym.make`` (custom wrappers); with
-            ``isolation="process"`` it must pickle (a module-level function or class, or a
+        make_env: builds one env instead of ``gym.make`` (custom wrappers); unless
+            ``isolation="thread"`` it must pickle (a module-level function or class, or a
             ``functools.partial`` of one).
-        isolation: ``"process"``: each session's env in a worker process of its own, stopped
-            when a call overruns its timeout; ``"thread"``: on a thread of this process
-            (:mod:`~multiturn_envs.server.worker`).
+        isolation: ``"pool"``: sessions' envs in a few worker processes (``limits.
+            pool_workers``), a call that overruns its timeout stopped with its worker and the
+            worker's other sessions moved (:mod:`~multiturn_envs.server.pool`);
+            ``"process"``: a worker process per session; ``"thread"``: on threads of this
+            process (:mod:`~multiturn_envs.server.worker`); ``"auto"`` (default): ``"pool"``,
+            or ``"process"`` for an env with ``blocking_io`` (one env is built here to see).
         connection_stats: more numbers for ``GET /stats`` (the connection guard's).
     """
     import multiturn_envs  # noqa: F401  (registers the MT/* ids)
@@ -157,6 +166,8 @@ def create_app(
     kwargs = dict(env_kwargs or {})
     limits = limits or p.Limits()
     factory = make_env or functools.partial(make_registered, env_id, kwargs)
+    if isolation == "auto":
+        isolation = resolve_isolation(isolation, blocks_on_io(factory))
     manager = SessionManager(factory, env_id, limits, isolation)
 
     async def health(request: Request) -> Response:
@@ -350,7 +361,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if isolation == "process":  # the fork server (serve() has started it already)
+        if isolation in ("pool", "process"):  # the fork server (serve() started it already)
             await asyncio.get_running_loop().run_in_executor(None, prepare, env_id)
         manager.start_reaper()
         try:

@@ -18,8 +18,11 @@ nothing an env does can stall it. What can go wrong with one session stays with 
 * **Greedy** (one client address opening session after session): past
   ``max_sessions_per_client`` it gets ``CLIENT_LIMIT``; the other clients keep their share.
 
-With ``isolation="thread"`` (:class:`~.worker.ThreadRunner`) a timed-out call cannot be
-stopped: its session is closed once the call returns.
+With ``isolation="pool"`` (:class:`~.pool.PoolRunner`) a few worker processes host the
+sessions; stopping a call kills its worker, and the other sessions on it are moved to a fresh
+worker and restored exactly, transparently to their clients (:mod:`.pool`). With
+``isolation="thread"`` (:class:`~.worker.ThreadRunner`) a timed-out call cannot be stopped:
+its session is closed once the call returns.
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ from typing import Any
 import gymnasium as gym
 
 from multiturn_envs.server import protocol as p
+from multiturn_envs.server.frames import CRASH, OK
+from multiturn_envs.server.pool import PoolRunner, WorkerPool
 from multiturn_envs.server.worker import (
-    CRASH,
-    OK,
     EnvRunner,
     FactoryFailed,
     Isolation,
@@ -72,7 +75,9 @@ class SessionManager:
             worker process, so with ``isolation="process"`` it must pickle.
         env_id: the id every session serves.
         limits: the server's :class:`~multiturn_envs.server.protocol.Limits`.
-        isolation: ``"process"`` (a worker process per session) or ``"thread"``.
+        isolation: ``"pool"`` (a few worker processes, several sessions each),
+            ``"process"`` (a worker process per session) or ``"thread"``; ``"auto"`` is
+            resolved by the caller (:func:`~.worker.resolve_isolation`).
     """
 
     def __init__(
@@ -82,17 +87,18 @@ class SessionManager:
         limits: p.Limits,
         isolation: Isolation = "process",
     ) -> None:
-        if isolation == "process":
+        if isolation in ("pool", "process"):
             try:
                 pickle.dumps(make_env)
             except Exception as exc:
                 raise ValueError(
-                    "with isolation='process' the env factory runs in a worker process and "
-                    "must pickle (a module-level function or class, or a functools.partial "
-                    f"of one): {type(exc).__name__}: {exc}; or use isolation='thread'"
+                    f"with isolation={isolation!r} the env factory runs in a worker process "
+                    "and must pickle (a module-level function or class, or a "
+                    f"functools.partial of one): {type(exc).__name__}: {exc}; or use "
+                    "isolation='thread'"
                 ) from None
         elif isolation != "thread":
-            raise ValueError(f"isolation is 'process' or 'thread', got {isolation!r}")
+            raise ValueError(f"isolation is 'pool', 'process' or 'thread', got {isolation!r}")
         self.make_env = make_env
         self.env_id = env_id
         self.limits = limits
@@ -107,10 +113,17 @@ class SessionManager:
         self.refused = 0
         self._lock = asyncio.Lock()
         self._process_lock = threading.Lock()
+        self.pool = (
+            WorkerPool(make_env, env_id, limits, self._process_lock)
+            if isolation == "pool"
+            else None
+        )
         self._reaper: asyncio.Task[None] | None = None
         self._jobs: set[asyncio.Future[None]] = set()
 
     def _runner(self) -> EnvRunner:
+        if self.pool is not None:
+            return PoolRunner(self.pool)
         if self.isolation == "process":
             return ProcessRunner(self.make_env, self.env_id, self.limits, self._process_lock)
         return ThreadRunner(self.make_env, self.env_id, self.limits)
@@ -201,10 +214,14 @@ class SessionManager:
                 del self.per_client[session.client]
 
     async def close_all(self) -> None:
+        if self.pool is not None:  # calls still running are stopped with their workers
+            self.pool.shutting_down = True
         live = list(self.sessions.values())
         await asyncio.gather(*(self.close(s, "server shutdown") for s in live))
         if self._jobs:  # closes already under way (timeouts, crashes)
             await asyncio.gather(*self._jobs, return_exceptions=True)
+        if self.pool is not None:
+            await self.pool.close()
 
     # ------------------------------------------------------------------ running requests
     async def run(self, session: Session, op: str, *args: Any) -> str:
@@ -226,11 +243,11 @@ class SessionManager:
         except (asyncio.TimeoutError, TimeoutError):  # one type from Python 3.11 on
             self.timed_out += 1
             self._background(self.close(session, "a request timed out", graceful=False))
-            stopped = (
-                "its env process is stopped"
-                if self.isolation == "process"
-                else "its env may be midway through the call"
-            )
+            stopped = {
+                "process": "its env process is stopped",
+                "pool": "its worker process is stopped (the other sessions on it are moved "
+                "to a fresh one)",
+            }.get(self.isolation, "its env may be midway through the call")
             raise p.ProtocolError(
                 p.TIMEOUT,
                 f"the request took over {self.limits.request_timeout_s:g} s; the session is "
@@ -315,4 +332,5 @@ class SessionManager:
             "sessions_timed_out": self.timed_out,
             "sessions_reaped": self.reaped,
             "sessions_refused": self.refused,
+            **(self.pool.stats() if self.pool is not None else {}),
         }

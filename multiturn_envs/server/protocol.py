@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,8 +116,8 @@ class Limits:
     docs/security.md ("The server") says what a client sees at each limit.
 
     Attributes:
-        max_sessions: live sessions (each one env in its own process, sandbox containers
-            included); past it, ``CAPACITY_REACHED``.
+        max_sessions: live sessions (each one env, sandbox containers included, in a worker
+            process of the pool or of its own); past it, ``CAPACITY_REACHED``.
         max_sessions_per_client: live sessions of one client address; past it,
             ``CLIENT_LIMIT``. ``None``: all but an eighth of ``max_sessions`` (at least one
             slot stays free for other clients; 56 of 64). Closing sessions count until their
@@ -136,7 +137,14 @@ class Limits:
             or step: the session is closed, since the env moved on without the client).
         max_snapshots: snapshots kept per session (the oldest is dropped first).
         worker_memory_bytes: address space of one env process (0: no limit); past it the env
-            gets ``MemoryError``, which closes that session only.
+            gets ``MemoryError``, which closes that session only. A pool worker
+            (``isolation="pool"``) gets this much per session it hosts (at least one).
+        pool_workers: worker processes of ``isolation="pool"`` (``None``: one per CPU);
+            sessions are placed on the least-loaded one.
+        max_replay_requests: requests a pool session's replay log keeps since its last
+            seeded reset (what moving it to a fresh worker replays); a session over it is
+            closed, not moved, if its worker is replaced.
+        max_replay_bytes: the same bound in bytes of requests.
         handshake_timeout_s: a connection must send a whole request (headers and body) within
             this long of opening, or of its previous answer; idle and half-open sockets go.
         max_connections: HTTP connections open at once (WebSocket sessions are counted by
@@ -158,6 +166,9 @@ class Limits:
     max_reply_bytes: int = 16 << 20
     max_snapshots: int = 64
     worker_memory_bytes: int = 8 << 30
+    pool_workers: int | None = None
+    max_replay_requests: int = 1000
+    max_replay_bytes: int = 4 << 20
     handshake_timeout_s: float = 10.0
     max_connections: int = 1024
     max_connections_per_client: int = 128
@@ -173,6 +184,8 @@ class Limits:
             "max_snapshots",
             "max_connections",
             "max_connections_per_client",
+            "max_replay_requests",
+            "max_replay_bytes",
         )
         for name in positive_ints:
             value = getattr(self, name)
@@ -183,6 +196,11 @@ class Limits:
             isinstance(per_client, bool) or not isinstance(per_client, int) or per_client < 1
         ):
             raise ValueError(f"max_sessions_per_client must be a positive int, got {per_client!r}")
+        workers = self.pool_workers
+        if workers is not None and (
+            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+        ):
+            raise ValueError(f"pool_workers must be a positive int, got {workers!r}")
         memory = self.worker_memory_bytes
         if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
             raise ValueError(f"worker_memory_bytes must be an int >= 0, got {memory!r}")
@@ -201,6 +219,16 @@ class Limits:
                 or math.isinf(value)
             ):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+    @property
+    def pool_size(self) -> int:
+        """``pool_workers``, resolved (``None``: the CPUs this process may run on)."""
+        if self.pool_workers is not None:
+            return self.pool_workers
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):  # not Linux
+            return max(1, os.cpu_count() or 1)
 
     @property
     def sessions_per_client(self) -> int:

@@ -22,6 +22,7 @@ from multiturn_envs.server.worker import (
     first_reset,
     make_registered,
     prepare,
+    resolve_isolation,
 )
 
 TOKEN_ENV = "MTE_SERVE_TOKEN"
@@ -50,7 +51,7 @@ def serve(
     *,
     token: str | None = None,
     limits: Limits | None = None,
-    isolation: Isolation = "process",
+    isolation: Isolation = "auto",
     log_level: str = "warning",
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
@@ -65,8 +66,11 @@ def serve(
         token: the bearer token clients must send (``Authorization: Bearer ...``).
         limits: sessions, sizes, timeouts, connections
             (:class:`~multiturn_envs.server.protocol.Limits`; docs/security.md).
-        isolation: ``"process"`` (each session's env in a worker process, stopped when a call
-            overruns its timeout) or ``"thread"`` (:mod:`~multiturn_envs.server.worker`).
+        isolation: ``"pool"`` (sessions' envs in ``limits.pool_workers`` worker processes;
+            a call that overruns its timeout is stopped with its worker, whose other sessions
+            are moved: :mod:`~multiturn_envs.server.pool`), ``"process"`` (a worker process
+            per session), ``"thread"`` (:mod:`~multiturn_envs.server.worker`), or ``"auto"``
+            (default): ``"pool"``, or ``"process"`` for an env with ``blocking_io``.
         log_level: uvicorn's log level.
         on_ready: called with the base URL once the socket is bound (default: print it).
     """
@@ -93,7 +97,8 @@ def serve(
     make_env = functools.partial(make_registered, env_id, dict(env_kwargs or {}))
     first = first_reset(make_env)
     _raise_file_limit(limits)
-    if isolation == "process":  # the fork server, before the address is announced
+    isolation = resolve_isolation(isolation, first.blocking_io)
+    if isolation in ("pool", "process"):  # the fork server, before the address is announced
         prepare(env_id, first.modules, warm=make_env if first.warmable else None)
     # the longest one HTTP request may take: building an env and resetting it (stateless
     # /reset), then closing it, plus reading the body and writing the answer

@@ -1,7 +1,8 @@
 """One served env: the synchronous operations a session runs on its env (reset, step, tools).
 
-Everything here runs on the session's own thread (see :mod:`.manager`), so an env never sees
-two calls at once and thread-affine resources (a sandbox pool, a SQLite connection) stay on the
+Everything here runs on one thread for the session's life (its worker process's main thread,
+or the session's own thread of the server: see :mod:`.manager`), so an env never sees two
+calls at once and thread-affine resources (a sandbox pool, a SQLite connection) stay on the
 thread that made them. The methods take and return plain JSON-able payloads in OpenEnv's shape
 (:mod:`.protocol`); nothing here knows about HTTP or WebSockets.
 
@@ -23,11 +24,19 @@ frame, ``tools/list`` / ``tools/call``):
 
 Snapshots stay on the server (a client gets an id): a snapshot holds live env state (a
 database, a sandbox's files) that a client could not hand back safely.
+
+Replayable. :mod:`.pool` restores a session on a fresh worker by replaying its requests, so
+nothing here may differ between the first run and a replay: ids (episodes, snapshots) are
+keyed hashes of the request's number (``seq``, which the server sends) under a salt the server
+chose for the session, so they are unguessable across sessions and identical on replay; a
+first reset without a seed gets one derived from the salt (what Gymnasium would draw from the
+OS instead).
 """
 
 from __future__ import annotations
 
-import uuid
+import hashlib
+import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -123,6 +132,10 @@ TOOLS: dict[str, tuple[str, dict[str, dict[str, str]]]] = {
 """The oracle hooks and snapshot calls, as tools: name -> (description, argument schema).
 Tool ``name`` runs ``EnvSession._tool_<name>``."""
 
+READ_ONLY_TOOLS = frozenset(TOOLS) - {"play_prefix", "snapshot", "restore", "drop_snapshot"}
+"""Tools that never change the session's state (the draws use the client's generator), so a
+replay (:mod:`.pool`) may leave them out."""
+
 
 def tool_specs() -> list[dict[str, Any]]:
     """OpenEnv's ``Tool`` list (``name``, ``description``, ``input_schema``)."""
@@ -148,9 +161,17 @@ class EnvSession:
         env: a made env (``gym.make(env_id, **env_kwargs)``), owned by the session from now on.
         env_id: its registered id (reported by ``describe``).
         limits: the server's limits (observation size, snapshots kept).
+        salt: the key of the session's ids and of its first seed (default: random); the
+            server's pool passes the same salt when it replays the session elsewhere.
     """
 
-    def __init__(self, env: gym.Env[str, str], env_id: str, limits: p.Limits) -> None:
+    def __init__(
+        self,
+        env: gym.Env[str, str],
+        env_id: str,
+        limits: p.Limits,
+        salt: bytes | None = None,
+    ) -> None:
         self.env = env
         self.base = text_env_of(env)
         self.env_id = env_id
@@ -162,6 +183,22 @@ class EnvSession:
         self.step_count = 0
         self.expert_in_metadata = False
         self.snapshots: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.salt = salt if salt is not None else secrets.token_bytes(16)
+        self.seq = 0
+        """The number of the request being run (the server's, or counted here)."""
+        self.seeded = False
+        self.start_point = False
+        """Whether the last request was a reset with a seed (the client's, or the first
+        one's derived seed) that succeeded: a fresh env given that reset alone is here."""
+
+    def new_id(self, kind: str) -> str:
+        """An id for ``kind`` drawn by the current request: a keyed hash of its number."""
+        data = f"{kind}:{self.seq}".encode()
+        return hashlib.blake2b(data, key=self.salt, digest_size=16).hexdigest()
+
+    def _first_seed(self) -> int:
+        digest = hashlib.blake2b(b"first-seed", key=self.salt, digest_size=8).digest()
+        return int.from_bytes(digest, "big")
 
     # ------------------------------------------------------------------ OpenEnv's operations
     def reset(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -199,6 +236,8 @@ class EnvSession:
         except (ValueError, TypeError) as exc:
             raise p.ProtocolError(p.VALIDATION_ERROR, str(exc)[:2000]) from None
         self.expert_in_metadata = bool(data.get("expert_in_metadata", False))
+        if seed is None and not self.seeded:
+            seed = self._first_seed()  # what Gymnasium would draw from the OS, but replayable
         try:
             observation, info = self.env.reset(seed=seed, options=options or None)
         except Exception as exc:
@@ -207,7 +246,9 @@ class EnvSession:
                     p.VALIDATION_ERROR, f"reset refused: {type(exc).__name__}: {exc}"[:2000]
                 ) from None
             raise EnvCrashed(f"reset raised {type(exc).__name__}: {exc}") from exc
-        self.episode_id = episode_id or uuid.uuid4().hex
+        self.seeded = True
+        self.start_point = seed is not None
+        self.episode_id = episode_id or self.new_id("episode")
         self.step_count = 0
         self.reward = reward
         self.tally = reward.tally(info)
@@ -458,7 +499,7 @@ class EnvSession:
         return {"observation": text, "info": self.base.current_info()}
 
     def _tool_snapshot(self, arguments: dict[str, Any]) -> dict[str, str]:
-        snapshot_id = uuid.uuid4().hex
+        snapshot_id = self.new_id("snapshot")
         self.snapshots[snapshot_id] = self.base.get_state()
         while len(self.snapshots) > self.limits.max_snapshots:
             self.snapshots.popitem(last=False)

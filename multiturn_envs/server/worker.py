@@ -1,4 +1,6 @@
-"""Where a session's env runs: its own process (the default), or a thread of the server.
+"""Where a session's env runs: its own process, or a thread of the server (a pool of shared
+worker processes, the default for envs without blocking I/O, is :mod:`.pool`; ``auto``
+chooses: :func:`resolve_isolation`).
 
 Why a process. An env step runs whatever the agent's text makes it run: a regex that
 backtracks for minutes while holding the GIL, a SQLite call that segfaults, an allocation of
@@ -9,13 +11,13 @@ and its slot freed, a crash takes only that session, and the process lives under
 space limit. :class:`ThreadRunner` is the old way (``serve --isolation thread``): no process
 per session, but nothing can stop a runaway step.
 
-The wire between the server and a worker process: frames of a 4-byte big-endian length and a
-body, on a socket pair. A request is JSON ``[op, *args]`` (``reset``, ``step``, ``state``,
-``tool``, ``close``); a reply is one tag byte and a body: ``o`` + the result's JSON text (the
-server wraps it into its frame without parsing it), ``e`` + ``{"code", "message"}`` (a
-:class:`~.protocol.ProtocolError`: the session lives on), ``c`` + a message (the env crashed:
-the session is closed). Only JSON crosses the socket once the worker runs, so a worker that an
-agent took over cannot reach into the server through it.
+The wire between the server and a worker process (:mod:`.frames`): frames of a 4-byte
+big-endian length and a body, on a socket pair. A request is JSON ``[op, *args]``
+(``reset``, ``step``, ``state``, ``tool``, ``close``); a reply is one tag byte and a body:
+``o`` + the result's JSON text (the server wraps it into its frame without parsing it), ``e`` +
+``{"code", "message"}`` (a :class:`~.protocol.ProtocolError`: the session lives on), ``c`` + a
+message (the env crashed: the session is closed). Only JSON crosses the socket once the worker
+runs, so a worker that an agent took over cannot reach into the server through it.
 
 Workers are forked by multiprocessing's fork server (:func:`prepare`), a small process that
 imported the package once: a session starts in milliseconds, and the worker does not inherit
@@ -35,20 +37,47 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, cast
 
 import gymnasium as gym
 
 from multiturn_envs.server import protocol as p
+from multiturn_envs.server.frames import (
+    CHECKPOINT,
+    CRASH,
+    ERROR,
+    HEADER,
+    OK,
+    FrameReader,
+    frame,
+    send_frame,
+)
 from multiturn_envs.server.session import EnvCrashed, EnvSession
 
-Isolation = Literal["process", "thread"]
-ISOLATIONS: tuple[str, ...] = ("process", "thread")
+Isolation = Literal["auto", "pool", "process", "thread"]
+ISOLATIONS: tuple[str, ...] = ("auto", "pool", "process", "thread")
+"""Where sessions' envs run: ``pool`` (a few worker processes hosting several sessions each,
+:mod:`.pool`), ``process`` (a worker process per session), ``thread`` (threads of the
+server), or ``auto`` (:func:`resolve_isolation`)."""
 
-OK, ERROR, CRASH = b"o", b"e", b"c"
-"""Reply tags (one byte before the body)."""
 
-_HEADER = 4
+def resolve_isolation(isolation: str, blocking_io: bool) -> Isolation:
+    """``auto``: ``pool`` for an env whose steps do no blocking I/O, else ``process``.
+
+    Why: a pool worker hosts several sessions, so what one of them holds on to while it
+    waits (DeepCoder's and Terminal's sandbox containers, a process) would be shared by the
+    worker's envs and lost with it when a neighbour's step is stopped; and such envs' steps
+    are long (10-100 ms in a container), where a process per session costs nothing that
+    matters. Cheap in-memory envs (FrozenLake, InterCode-SQL, BFCL) are where a process per
+    session costs most (docs/ecosystem.md) and replay cheaply when moved.
+    """
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"isolation is one of {', '.join(ISOLATIONS)}; got {isolation!r}")
+    if isolation == "auto":
+        return "process" if blocking_io else "pool"
+    return cast(Isolation, isolation)
+
+
 _STOPPED_EXIT = 3
 
 
@@ -76,8 +105,22 @@ def make_registered(env_id: str, env_kwargs: dict[str, Any]) -> gym.Env[str, str
 
 
 # ------------------------------------------------------------------------------ one request
-def handle(session: EnvSession, op: str, args: list[Any], max_reply_bytes: int) -> bytes:
-    """Run one request on ``session``: the tagged reply (tag byte + body)."""
+def handle(
+    session: EnvSession,
+    op: str,
+    args: list[Any],
+    max_reply_bytes: int,
+    seq: int | None = None,
+    checkpoints: bool = False,
+) -> bytes:
+    """Run one request on ``session``: the tagged reply (tag byte + body).
+
+    ``seq``: the request's number, which keys the ids it draws (default: the next one).
+    ``checkpoints``: tag a reset that leaves the session at a start point (a seeded reset,
+    no snapshot kept) :data:`~.frames.CHECKPOINT` instead of :data:`~.frames.OK`.
+    """
+    session.seq = session.seq + 1 if seq is None else seq
+    session.start_point = False
     try:
         if op == "reset":
             result: Any = session.reset(args[0])
@@ -118,6 +161,8 @@ def handle(session: EnvSession, op: str, args: list[Any], max_reply_bytes: int) 
         if op in ("reset", "step"):  # the env moved on; the client cannot follow it
             return CRASH + message.encode()
         return ERROR + _error_body(p.TOO_LARGE, message)
+    if checkpoints and op == "reset" and session.start_point and not session.snapshots:
+        return CHECKPOINT + body
     return OK + body
 
 
@@ -130,16 +175,16 @@ def _error_body(code: str, message: str) -> bytes:
 
 
 # ------------------------------------------------------------------------------ the worker
-class _Stopped(BaseException):
+class Stopped(BaseException):
     """Raised in the worker by SIGTERM: the server gave up on the current call."""
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
+def on_sigterm(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise _Stopped
+    raise Stopped
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """SIGKILL this worker when the fork server exits (Linux); the fork server exits with the
     server once no process holds its liveness pipe, so this worker lets go of its copy."""
     with contextlib.suppress(Exception):
@@ -159,39 +204,12 @@ def _die_with_parent() -> None:
                 os._exit(_STOPPED_EXIT)
 
 
-def _limit_memory(limit_bytes: int) -> None:
+def limit_memory(limit_bytes: int) -> None:
     if limit_bytes > 0:
         import resource
 
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
-
-class _Requests:
-    """The worker's end of the socket: whole request frames, one ``recv`` for most."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = bytearray()
-
-    def next(self) -> bytes | None:
-        """The next request, or ``None`` once the server closed the socket."""
-        buffer = self.buffer
-        while True:
-            if len(buffer) >= _HEADER:
-                end = _HEADER + int.from_bytes(buffer[:_HEADER], "big")
-                if len(buffer) >= end:
-                    frame = bytes(buffer[_HEADER:end])
-                    del buffer[:end]
-                    return frame
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                return None
-            buffer += chunk
-
-
-def _send_frame(sock: socket.socket, body: bytes) -> None:
-    sock.sendall(len(body).to_bytes(_HEADER, "big") + body)
 
 
 def worker_main(
@@ -202,19 +220,19 @@ def worker_main(
 ) -> None:
     """The worker process: build the env, then answer requests until ``close`` or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    _die_with_parent()
-    _limit_memory(limits.worker_memory_bytes)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    die_with_parent()
+    limit_memory(limits.worker_memory_bytes)
     session: EnvSession | None = None
     try:
         try:
             session = EnvSession(make_env(), env_id, limits)
         except Exception as exc:
             message = f"building {env_id} failed: {type(exc).__name__}: {exc}"[:4000]
-            _send_frame(sock, CRASH + message.encode("utf-8", "backslashreplace"))
+            send_frame(sock, CRASH + message.encode("utf-8", "backslashreplace"))
             return
-        _send_frame(sock, OK + b"null")
-        requests = _Requests(sock)
+        send_frame(sock, OK + b"null")
+        requests = FrameReader(sock)
         while True:
             request = requests.next()
             if request is None:
@@ -222,12 +240,12 @@ def worker_main(
             op, *args = json.loads(request)
             if op == "close":
                 return
-            _send_frame(sock, handle(session, op, args, limits.max_reply_bytes))
-    except (_Stopped, OSError):
+            send_frame(sock, handle(session, op, args, limits.max_reply_bytes))
+    except (Stopped, OSError):
         pass
     finally:
-        signal.signal(signal.SIGTERM, _on_sigterm)  # a second SIGTERM stops a slow close
-        with contextlib.suppress(_Stopped, Exception):
+        signal.signal(signal.SIGTERM, on_sigterm)  # a second SIGTERM stops a slow close
+        with contextlib.suppress(Stopped, Exception):
             if session is not None:
                 session.close()
             # a multiprocessing child skips atexit; run it, so that what the env registered
@@ -249,6 +267,8 @@ class FirstReset(NamedTuple):
     steps do no blocking I/O (``blocking_io``: no containers or processes, which the fork
     server would hold client sockets to and every worker inherit) and no thread it started
     was still alive after ``close`` (a fork with a thread alive may copy a held lock)."""
+    blocking_io: bool = False
+    """The env's ``blocking_io`` (what ``isolation="auto"`` decides by)."""
 
 
 def first_reset(make_env: Callable[[], gym.Env[str, str]]) -> FirstReset:
@@ -273,7 +293,37 @@ def first_reset(make_env: Callable[[], gym.Env[str, str]]) -> FirstReset:
         env.close()
     modules = sorted(name for name in set(sys.modules) - before if not name.startswith("_"))
     left = any(t.is_alive() for t in set(threading.enumerate()) - threads)
-    return FirstReset(modules, warmable=not base.blocking_io and not left)
+    return FirstReset(modules, not base.blocking_io and not left, base.blocking_io)
+
+
+def blocks_on_io(make_env: Callable[[], gym.Env[str, str]]) -> bool:
+    """Whether the envs ``make_env`` builds wait on I/O (``blocking_io``), what
+    ``isolation="auto"`` needs when no :func:`first_reset` ran. Read from the env's class
+    when the factory names one (a class, :func:`make_registered` of an id, or a
+    ``functools.partial`` of either); otherwise one env is built, here, and closed."""
+    import functools
+
+    from gymnasium.envs.registration import load_env_creator
+
+    from multiturn_envs.core import blocks_on_io as env_blocks
+
+    target: Any = make_env
+    args: tuple[Any, ...] = ()
+    while isinstance(target, functools.partial):
+        args = target.args + args
+        target = target.func
+    if target is make_registered and args and isinstance(args[0], str):
+        import multiturn_envs  # noqa: F401  (registers the MT/* ids)
+
+        entry = gym.spec(args[0]).entry_point
+        target = load_env_creator(entry) if isinstance(entry, str) else entry
+    if isinstance(target, type):
+        return bool(getattr(target, "blocking_io", False))
+    env = make_env()
+    try:
+        return env_blocks(env)
+    finally:
+        env.close()
 
 
 def prepare(
@@ -356,20 +406,20 @@ class _Replies(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer
         buffer += data
-        while len(buffer) >= _HEADER:
-            size = int.from_bytes(buffer[:_HEADER], "big")
+        while len(buffer) >= HEADER:
+            size = int.from_bytes(buffer[:HEADER], "big")
             if size > self.max_bytes + 1:
                 self._fail(f"the env process sent a reply of {size:,} bytes (limit exceeded)")
                 if self.transport is not None:
                     self.transport.abort()
                 return
-            if len(buffer) < _HEADER + size:
+            if len(buffer) < HEADER + size:
                 return
-            frame = bytes(buffer[_HEADER : _HEADER + size])
-            del buffer[: _HEADER + size]
+            body = bytes(buffer[HEADER : HEADER + size])
+            del buffer[: HEADER + size]
             waiter = self.waiter
             if waiter is not None and not waiter.done():
-                waiter.set_result(frame)
+                waiter.set_result(body)
             # else: the answer to a call given up on; that session is being stopped
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -381,6 +431,42 @@ class _Replies(asyncio.Protocol):
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(self.failure)
+
+
+def describe_exit(code: int) -> str:
+    """What a worker's exit status says, for the client (a signal by its name)."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the env process was killed by {name}"
+    return f"the env process exited with status {code}"
+
+
+async def wait_exited(process: Any, process_lock: threading.Lock, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for a started ``multiprocessing`` process to exit (on its
+    sentinel: no thread, no polling); whether it has."""
+    with process_lock:
+        if process.exitcode is not None:
+            return True
+        sentinel = process.sentinel
+    loop = asyncio.get_running_loop()
+    gone: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not gone.done():
+            gone.set_result(None)
+
+    loop.add_reader(sentinel, ready)
+    try:
+        await asyncio.wait_for(gone, timeout_s)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        loop.remove_reader(sentinel)
+    with process_lock:
+        return bool(process.exitcode is not None)
 
 
 def _expire(waiter: asyncio.Future[bytes]) -> None:
@@ -475,7 +561,7 @@ class ProcessRunner:
         replies.waiter = waiter
         if request is not None:
             assert replies.transport is not None
-            replies.transport.write(len(request).to_bytes(_HEADER, "big") + request)
+            replies.transport.write(frame(request))
         self.in_call = True
         timer = loop.call_at(deadline, _expire, waiter)
         try:
@@ -495,15 +581,7 @@ class ProcessRunner:
     def _death_note(self, message: str) -> str:
         with self._process_lock:
             code = self.process.exitcode if self._started else None
-        if code is None:
-            return message
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            return f"the env process was killed by {name}"
-        return f"the env process exited with status {code}"
+        return message if code is None else describe_exit(code)
 
     async def stop(self, *, graceful: bool) -> None:
         transport = self._replies.transport
@@ -518,7 +596,7 @@ class ProcessRunner:
                 and not transport.is_closing()
             ):
                 request = json.dumps(["close"]).encode()
-                transport.write(len(request).to_bytes(_HEADER, "big") + request)
+                transport.write(frame(request))
                 if await self._exited(self.limits.close_timeout_s):
                     return
             if self._signal(signal.SIGTERM) and await self._exited(self.limits.close_timeout_s):
@@ -543,26 +621,7 @@ class ProcessRunner:
 
     async def _exited(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the worker to exit; whether it has."""
-        with self._process_lock:
-            if self.process.exitcode is not None:
-                return True
-            sentinel = self.process.sentinel
-        loop = asyncio.get_running_loop()
-        gone: asyncio.Future[None] = loop.create_future()
-
-        def ready() -> None:
-            if not gone.done():
-                gone.set_result(None)
-
-        loop.add_reader(sentinel, ready)
-        try:
-            await asyncio.wait_for(gone, timeout_s)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            loop.remove_reader(sentinel)
-        with self._process_lock:
-            return self.process.exitcode is not None
+        return await wait_exited(self.process, self._process_lock, timeout_s)
 
     def _reap(self) -> None:
         with self._process_lock, contextlib.suppress(ValueError):

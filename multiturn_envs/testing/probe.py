@@ -7,6 +7,10 @@ action (``guess N``). Commands:
 
 * ``crash``: ``_step`` raises ``RuntimeError`` (an env bug: the contract says it never raises);
 * ``sleep S``: sleeps ``S`` seconds (a slow step that a signal can interrupt);
+* ``hold S``: sleeps ``S`` seconds in a C call that keeps the GIL (a slow but legal step that
+  freezes every other thread of its process meanwhile, as a long regex does);
+* ``random``: answers with 8 random bytes from the OS (a step that is not deterministic:
+  a replay of the episode gives another observation);
 * ``regex N``: ``re.fullmatch(r"(a+)+b", "a" * N)``, catastrophic backtracking that holds the
   GIL in C code and runs for ~2**N steps (``regex 40``: for ever, as far as a test goes);
 * ``segv``: reads address 0 (a segfault, as SQLite calling through an agent-chosen pointer);
@@ -53,6 +57,12 @@ class ProbeEnv(GuessEnv):
             raise RuntimeError("boom (the probe was told to crash)")
         if word == "sleep":
             time.sleep(float(arg))
+        elif word == "hold":
+            import ctypes
+
+            ctypes.PyDLL(None).usleep(int(float(arg) * 1e6))  # PyDLL: the GIL is kept
+        elif word == "random":
+            return StepOutcome(os.urandom(8).hex(), 0.0, False, False, 0.0)
         elif word == "regex":
             re.fullmatch(r"(a+)+b", "a" * int(arg))
         elif word == "segv":

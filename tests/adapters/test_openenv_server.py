@@ -82,7 +82,8 @@ def probe(idle_timeout_s: float) -> Iterator[tuple[str, CloseLog]]:
             request_timeout_s=0.5,
             close_timeout_s=2.0,
             max_request_bytes=4096,
-        )
+            pool_workers=3,  # a worker per session: the close log has one line per session
+        )  # (a session moved off a stopped worker closes its old env too: tests/server)
         factory = functools.partial(ProbeEnv, max_turns=6, close_log=str(log))
         app = create_app("Probe", limits=limits, make_env=factory)
         with thread_server(app) as url:

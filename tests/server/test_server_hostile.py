@@ -110,10 +110,18 @@ def test_request_timeout_a_gil_holding_step_is_stopped_and_freezes_no_one() -> N
     REGEXP attack) must not stall other clients, /health or the timeout itself; the client
     gets TIMEOUT, the worker is killed and its slot is free again."""
     with server(
-        "--request-timeout", "2", "--close-timeout", "1", "--max-sessions", "2",
-        "--max-sessions-per-client", "2",
-    ) as url:  # fmt: skip
-        spinner, other = Client(url), Client(url)
+        "--request-timeout",
+        "2",
+        "--close-timeout",
+        "1",
+        "--max-sessions",
+        "2",
+        "--max-sessions-per-client",
+        "2",
+        "--pool-workers",
+        "2",
+    ) as url:  # fmt: skip  (a worker each: a neighbour on the spinner's worker is frozen
+        spinner, other = Client(url), Client(url)  # until it is moved, test_server_pool.py)
         spinner.reset()
         other.reset()
         pid = int(spinner.step("pid")["data"]["observation"]["text"])
@@ -326,10 +334,11 @@ def test_idle_timeout_silent_sessions_free_their_slots() -> None:
     ) as url:
         silent, vanished = Client(url), Client(url)
         vanished.reset()
-        vanished.ws.socket.close()  # no close frame: the client process died, say
         silent.reset()
         assert code_of(json.loads(Client(url).ws.recv(timeout=10))) == p.CAPACITY_REACHED
+        vanished.ws.socket.close()  # no close frame: the client process died, say
         wait_until(lambda: stats(url)["active_sessions"] == 0, 20, "both sessions to go")
+        assert stats(url)["sessions_reaped"] >= 1  # the silent one
         assert Client(url).reset()["type"] == "observation"
 
 
