@@ -304,6 +304,9 @@ class PoolWorker(asyncio.Protocol):
         calls before it are answered: time queued behind a neighbour never counts."""
         call = _Call(runner, self.loop.create_future(), timeout_s, replay=replay)
         call.future.add_done_callback(_consume)
+        if not self.accepting:  # retired: its queue was settled, nothing would answer this
+            call.future.set_exception(Moved())
+            return call.future
         self.queue.append(call)
         if len(self.queue) == 1:
             self._arm(call)
@@ -434,16 +437,22 @@ class PoolRunner:
         self.worker = None
         self._ready.clear()
 
-    async def restore(self, worker: PoolWorker, cause: str) -> None:
+    async def restore(self, worker: PoolWorker, cause: str) -> bool:
         """Rebuild the env on ``worker`` and replay the log; on any failure the session is
-        closed at its next request, with the reason."""
+        closed at its next request, with the reason. ``False``: ``worker`` was stopped before
+        this session was placed on it (so its retirement did not move it): the caller places
+        it on another."""
         if self.closing or self.failure is not None:
-            return self.give_up(None)
+            self.give_up(None)
+            return True
         if self.unrestorable is not None:
             restored = f"{cause}, and this session could not be restored"
-            return self.give_up(f"{restored}: {self.unrestorable}")
+            self.give_up(f"{restored}: {self.unrestorable}")
+            return True
+        if not worker.accepting:  # killed between its start and now
+            return False
         timeout = self.pool.limits.request_timeout_s
-        self.sid = worker.adopt(self)
+        self.sid = worker.adopt(self)  # no await since the check: a retirement now moves it
         why: str | None = None
         try:
             reply = await worker.request(self, self._open_body(), timeout, replay=True)
@@ -461,7 +470,7 @@ class PoolRunner:
                         "deterministic given its seed and actions)"
                     )
         except Moved:
-            return  # that worker was replaced too: the pool moves this session again
+            return True  # that worker was replaced too: its retirement moves this session
         except TimeoutError:
             why = f"replaying a request took over {timeout:g} s"
         except WorkerFailed as exc:
@@ -470,11 +479,12 @@ class PoolRunner:
             restored = f"{cause}, and this session could not be restored"
             self.give_up(None if why is None else f"{restored}: {why}")
             self.pool.spawn(self._close_on(worker))
-            return
+            return True
         self.worker = worker
         self.retired = None
         self.pool.moved += 1
         self._ready.set()
+        return True
 
     def give_up(self, message: str | None) -> None:
         """Not restored: closed at its next request, with ``message``."""
@@ -698,20 +708,23 @@ class WorkerPool:
         stopping.add_done_callback(stopped)
         self._jobs.add(stopping)
         stopping.add_done_callback(self._jobs.discard)
-        if not victims:
-            return
+        pending = victims
+        why = "no fresh worker could be started"
         for _ in range(8):  # a start can fail for a passing reason (the worker was killed)
+            if not pending:
+                return
             fresh = self._launch()
             with contextlib.suppress(Exception):
                 await asyncio.shield(fresh.ready)
-            if fresh.accepting:
-                break
-        if not fresh.accepting:
-            why = fresh.failure or "no fresh worker could be started"
-            for runner in victims:
-                runner.give_up(f"{cause}, and this session could not be restored: {why}")
-            return
-        await asyncio.gather(*(runner.restore(fresh, cause) for runner in victims))
+            if not fresh.accepting:
+                why = fresh.failure or why
+                continue
+            # a worker killed between its start and a session's placement does not move
+            # that session (it was not on it yet): place it on the next one
+            placed = await asyncio.gather(*(r.restore(fresh, cause) for r in pending))
+            pending = [r for r, done in zip(pending, placed, strict=True) if not done]
+        for runner in pending:
+            runner.give_up(f"{cause}, and this session could not be restored: {why}")
 
     async def _stop_process(self, worker: PoolWorker, *, eof: bool) -> None:
         """Stop a worker's process: with ``eof`` it is asked to close its envs first (its
