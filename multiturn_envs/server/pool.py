@@ -91,6 +91,7 @@ from multiturn_envs.server.worker import (
     die_with_parent,
     handle,
     on_sigterm,
+    terminate,
     wait_exited,
 )
 
@@ -737,29 +738,13 @@ class WorkerPool:
                 worker.transport.close()
                 if await wait_exited(worker.process, self.process_lock, close_timeout):
                     return
-            if self._signal(worker, signal.SIGTERM) and await wait_exited(
-                worker.process, self.process_lock, close_timeout
-            ):
-                return
-            self._signal(worker, signal.SIGKILL)
-            await wait_exited(worker.process, self.process_lock, 10.0)
+            await terminate(worker.process, self.process_lock, close_timeout)
         finally:
             if worker.transport is not None:
                 worker.transport.abort()
             with self.process_lock, contextlib.suppress(ValueError, AttributeError):
                 if worker.process.exitcode is not None:
                     worker.process.close()
-
-    def _signal(self, worker: PoolWorker, signum: int) -> bool:
-        with self.process_lock:
-            process = worker.process
-            if process.exitcode is not None or process.pid is None:
-                return False
-            with contextlib.suppress(ProcessLookupError):
-                import os
-
-                os.kill(process.pid, signum)
-            return True
 
     # -------------------------------------------------------------- the rest
     def spawn(self, job: Coroutine[Any, Any, None]) -> None:

@@ -469,6 +469,28 @@ async def wait_exited(process: Any, process_lock: threading.Lock, timeout_s: flo
         return bool(process.exitcode is not None)
 
 
+async def terminate(process: Any, process_lock: threading.Lock, grace_s: float) -> None:
+    """Stop a started ``multiprocessing`` process that did not exit when asked: SIGTERM (a
+    worker's handler ends the call it is in), then SIGKILL if it is still there after
+    ``grace_s``; waits (bounded) for its exit."""
+    if _signal_running(process, process_lock, signal.SIGTERM) and await wait_exited(
+        process, process_lock, grace_s
+    ):
+        return
+    _signal_running(process, process_lock, signal.SIGKILL)
+    await wait_exited(process, process_lock, 10.0)
+
+
+def _signal_running(process: Any, process_lock: threading.Lock, signum: int) -> bool:
+    """Send ``signum`` to ``process`` if it is still running; whether it was."""
+    with process_lock:
+        if process.exitcode is not None or process.pid is None:
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signum)
+        return True
+
+
 def _expire(waiter: asyncio.Future[bytes]) -> None:
     if not waiter.done():
         waiter.set_exception(TimeoutError())
@@ -599,25 +621,13 @@ class ProcessRunner:
                 transport.write(frame(request))
                 if await self._exited(self.limits.close_timeout_s):
                     return
-            if self._signal(signal.SIGTERM) and await self._exited(self.limits.close_timeout_s):
-                return
-            self._signal(signal.SIGKILL)
-            await self._exited(10.0)
+            await terminate(self.process, self._process_lock, self.limits.close_timeout_s)
         finally:
             if transport is not None:
                 transport.abort()
             else:
                 self._server_end.close()
             self._reap()
-
-    def _signal(self, signum: int) -> bool:
-        """Send ``signum`` to a worker that is still running; whether it was."""
-        with self._process_lock:
-            if self.process.exitcode is not None or self.process.pid is None:
-                return False
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signum)
-            return True
 
     async def _exited(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the worker to exit; whether it has."""
