@@ -155,9 +155,17 @@ class RunnerSession:
         """End the session's connection for good (``shutdown`` reaches the kernel even while the
         SDK's response still references the socket; ``close`` alone would not, and the engine
         would keep copying the runner's output into a socket nobody reads)."""
-        with contextlib.suppress(Exception):
-            self.raw.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(Exception):
-            self.raw.close()
-        with contextlib.suppress(Exception):
-            self.sock.close()
+        close_stream(self.sock, self.raw)
+
+
+def close_stream(sock: Any, raw: socket.socket) -> None:
+    """Close an exec's attached stream for good: ``shutdown`` on the raw socket first, which
+    reaches the kernel even while the SDK's response object still references the socket
+    (``close`` alone would not, and the engine would keep copying the process's output into a
+    socket nobody reads), then both objects. Never raises."""
+    with contextlib.suppress(Exception):
+        raw.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception):
+        raw.close()
+    with contextlib.suppress(Exception):
+        sock.close()

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multiturn_envs.sandbox.archive_stream import read_small_file
-from multiturn_envs.sandbox.exec_session import pop_frames
+from multiturn_envs.sandbox.exec_session import close_stream, pop_frames
 
 AGENT_UID = 65534
 STATE_DIR = "/tmp/.mte-shell"
@@ -178,12 +178,7 @@ class ExecStream:
         later call that waits for that exec (removing the container) hangs.
         """
         self.closed = True
-        with contextlib.suppress(Exception):
-            self.raw.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(Exception):
-            self.raw.close()
-        with contextlib.suppress(Exception):
-            self.sock.close()
+        close_stream(self.sock, self.raw)
 
 
 class _CappedOutput:
