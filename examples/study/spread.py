@@ -1,13 +1,22 @@
-"""The study over seeds: what ``study.py`` wrote for each seed, side by side, with the spread.
+"""The study over seeds: the pre-registered conclusion, pooled over seeds and held-out maps.
 
-    python examples/study/spread.py runs/study 0 1 2 3 4 5 6 7
+    python examples/study/spread.py runs/study 0 1 2 3
 
-Reads ``<out>/seed-<s>/summary.json`` (a full run) or, where there is none,
-``<out>/seed-<s>/base_summary.json`` (``--base-only``), and prints markdown: the base (does it
-read the map: held-out p(expert move), greedy and sampled; its held-out Pass@(1,T_max)), the
-headline (Pass@(1,T_max) best arm - base with its paired 95% CI, and every arm's own gap), and
-the "paper vs miniature" table with each figure's median and range over the seeds and its value
-on every seed.
+Reads ``<out>/seed-<s>/summary.json`` (a full run of ``study.py``) or, where there is none,
+``<out>/seed-<s>/base_summary.json`` (``--base-only``), and prints markdown:
+
+1. the runs' fingerprints (what must match for two runs to give the same digits);
+2. the **conclusion**, stated before the runs (config ``headline``): the RL arm's Pass@(k,T_max)
+   gain over the base, and whether the gain shrinks from K = k to K = wide_k (sharpening rather
+   than coverage), each pooled over the seeds and the held-out maps with a 95% interval that
+   resamples both (``pooled_bootstrap_ci``), and whether its interval excludes 0;
+3. the paper's findings next to the pooled figures, every figure with its interval;
+4. every seed's figures: the base, every arm's gain, the paper table's median and range.
+
+One seed is one draw of a chaotic training run; a machine with another floating-point path
+draws another. The pooled conclusion is what should not change from machine to machine; the
+per-seed digits will. Runs whose configs differ (the fingerprint's ``config_digest``: the study
+config without seed and threads) are not pooled: exit 2 with the seeds of each config.
 """
 
 from __future__ import annotations
@@ -20,15 +29,279 @@ from typing import Any
 import numpy as np
 from study import _figure, paper_rows
 
+from multiturn_envs.harness import pooled_bootstrap_ci
+
+
+class SpreadError(Exception):
+    """A reason not to pool: the message is printed as is, and the exit status is 2."""
+
 
 def _ci(d: dict[str, Any]) -> str:
     return f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
 
 
+def _interval(est: float, low: float, high: float, kind: str = "gap") -> str:
+    if kind == "pct":
+        return f"{100 * est:.1f} % [{100 * low:.1f}, {100 * high:.1f}]"
+    if kind == "num":
+        return f"{est:.3f} [{low:.3f}, {high:.3f}]"
+    return f"{est:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+# ----------------------------------------------------------------------------- reading runs
+def load(out: Path, seeds: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Full runs and bases by seed; a seed with neither file, unreadable JSON or no
+    fingerprint is a :class:`SpreadError`."""
+    runs: dict[str, dict[str, Any]] = {}
+    bases: dict[str, dict[str, Any]] = {}
+    if not seeds:
+        raise SpreadError("usage: spread.py OUT SEED [SEED ...]")
+    for seed in seeds:
+        folder = out / f"seed-{seed}"
+        full, alone = folder / "summary.json", folder / "base_summary.json"
+        path = full if full.exists() else alone
+        if not path.exists():
+            raise SpreadError(f"seed {seed}: neither {full} nor {alone} exists (did it finish?)")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SpreadError(f"seed {seed}: {path} is not readable JSON ({exc})") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), dict):
+            raise SpreadError(
+                f"seed {seed}: {path} has no fingerprint (written by an older study.py): "
+                "rerun that seed"
+            )
+        if path == full:
+            runs[seed] = data
+            p1 = data["headline_pass1_tmax"][data["rl_arm"]]["base"]
+            bases[seed] = {
+                "agreement": data["base_agreement"],
+                "pass1_tmax": p1,
+                "fingerprint": data["fingerprint"],
+            }
+        else:
+            bases[seed] = data
+    return runs, bases
+
+
+def check_poolable(bases: dict[str, Any]) -> str:
+    """The one config digest of all the runs, or a :class:`SpreadError` naming each config's
+    seeds: runs of different configs measure different things and are never pooled."""
+    by_digest: dict[str, list[str]] = {}
+    for seed, b in bases.items():
+        by_digest.setdefault(str(b["fingerprint"]["config_digest"]), []).append(seed)
+    if len(by_digest) > 1:
+        groups = "; ".join(f"config {d}: seeds {', '.join(s)}" for d, s in by_digest.items())
+        raise SpreadError(
+            f"spread: the runs' configs differ ({groups}); pooling them would mix designs. "
+            "Rerun the odd seeds with the same config (and --arms), or spread each config alone."
+        )
+    return next(iter(by_digest))
+
+
+def fingerprint_lines(bases: dict[str, Any]) -> list[str]:
+    lines = [
+        "| seed | torch CPU capability | threads | float-path variables | torch / transformers "
+        "/ trl | code | CPU |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    paths = set()
+    for seed, b in bases.items():
+        f = b["fingerprint"]
+        env = ", ".join(f"{k}={v}" for k, v in f["float_path_env"].items()) or "none"
+        pk = f["packages"]
+        paths.add((f["cpu_capability"], f["threads"], env, f["cpu"], json.dumps(pk)))
+        lines.append(
+            f"| {seed} | {f['cpu_capability']} | {f['threads']} | {env} | {pk.get('torch')} / "
+            f"{pk.get('transformers')} / {pk.get('trl')} | {f.get('commit', 'unknown')} "
+            f"| {f['cpu']} |"
+        )
+    lines.append(
+        f"\nOne config (digest `{next(iter(bases.values()))['fingerprint']['config_digest']}`); "
+        f"{len(paths)} float path{'s' if len(paths) > 1 else ''} among the runs."
+    )
+    return lines
+
+
+# ----------------------------------------------------------------------------- pooled figures
+def _per_map(s: dict[str, Any], model: str, k: int, t: int) -> np.ndarray:
+    pm = s["per_map"]
+    return np.asarray(pm["surfaces"][model])[:, pm["ks"].index(k), pm["ts"].index(t)]
+
+
+def _pool(values: list[np.ndarray], crossed: bool, n_boot: int) -> tuple[float, float, float]:
+    ci = pooled_bootstrap_ci(values, crossed=crossed, n_boot=n_boot, seed=0)
+    return float(ci.estimate), float(ci.low), float(ci.high)
+
+
+def pooled_gap(
+    runs: dict[str, Any], arm: str, cells: list[tuple[int, int, float]], n_boot: int
+) -> tuple[float, float, float]:
+    """sum of ``weight x (Pass@(k,t) arm - base)`` over ``cells``, per map, pooled over seeds
+    and maps (the maps are the same under every seed: crossed)."""
+    values = [
+        sum(w * (_per_map(s, arm, k, t) - _per_map(s, "base", k, t)) for k, t, w in cells)
+        for s in runs.values()
+    ]
+    return _pool([np.asarray(v, dtype=float) for v in values], True, n_boot)
+
+
+def verdict(low: float, high: float) -> str:
+    if low > 0:
+        return "**holds** (the interval excludes 0)"
+    if high < 0:
+        return "**reversed** (the interval is below 0)"
+    return "**not shown** (the interval includes 0)"
+
+
+def conclusion(runs: dict[str, Any], n_boot: int) -> list[str]:
+    s0 = next(iter(runs.values()))
+    head, t_max = s0["config"]["headline"], int(s0["config"]["t_max"])
+    rl, k, wide = head["arm"], int(head["k"]), int(head["wide_k"])
+    n_maps = len(s0["per_map"]["tasks"])
+    gain = pooled_gap(runs, rl, [(k, t_max, 1.0)], n_boot)
+    sharp = pooled_gap(runs, rl, [(k, t_max, 1.0), (wide, t_max, -1.0)], n_boot)
+    seeds = ", ".join(runs)
+    lines = [
+        f"Pooled over {len(runs)} seed{'s' if len(runs) > 1 else ''} ({seeds}) x {n_maps} "
+        f"held-out maps; 95% interval resampling seeds and maps (B={n_boot})"
+        + ("" if len(runs) > 1 else "; one seed: the run-to-run spread is not sampled")
+        + ". Stated before the runs (config `headline`):",
+        "",
+        f"1. RL ({rl}) raises held-out Pass@({k},{t_max}) over the base: "
+        f"{_interval(*gain)}: {verdict(gain[1], gain[2])}.",
+        f"2. RL's gain shrinks as K grows (sharpening, not coverage): gain at K={k} minus gain "
+        f"at K={wide}: {_interval(*sharp)}: {verdict(sharp[1], sharp[2])}.",
+    ]
+    return lines
+
+
+def _outcome_rates(outcomes: list[str]) -> np.ndarray:
+    return np.array([[o == "win", o == "tie", o == "loss"] for o in outcomes], dtype=float)
+
+
+def pooled_paper_table(runs: dict[str, Any], n_boot: int) -> list[str]:
+    """The paper's findings next to figures pooled over seeds (and maps or states), each with
+    its 95% interval."""
+    s0 = next(iter(runs.values()))
+    t_max, rl = int(s0["config"]["t_max"]), s0["config"]["headline"]["arm"]
+    ks = [k for k in (1, 2, 4, 8, 16) if k in s0["per_map"]["ks"]]
+    wide = int(s0["config"]["headline"]["wide_k"])
+    ts = [t for t in s0["per_map"]["ts"] if t >= max(1, t_max - 2)]
+
+    def level(model: str) -> tuple[float, float, float]:
+        return _pool([_per_map(s, model, 1, t_max) for s in runs.values()], True, n_boot)
+
+    rows = [
+        (
+            f"Pass@(1,{t_max}) on held-out maps, base / RL ({rl}) / RL - base",
+            "RL above base",
+            "; ".join(
+                [
+                    f"base {_interval(*level('base'), kind='num')}",
+                    f"RL {_interval(*level(rl), kind='num')}",
+                    f"gain {_interval(*pooled_gap(runs, rl, [(1, t_max, 1.0)], n_boot))}",
+                ]
+            ),
+        ),
+        (
+            f"K sweep: Pass@(K,{t_max}) RL - base",
+            "RL stays ahead as K grows",
+            "; ".join(
+                f"K={k} {_interval(*pooled_gap(runs, rl, [(k, t_max, 1.0)], n_boot))}" for k in ks
+            ),
+        ),
+        (
+            f"T sweep: Pass@({wide},T) RL - base",
+            "shrinking T shrinks the gain; on some tasks it reverses",
+            "; ".join(
+                f"T={t} {_interval(*pooled_gap(runs, rl, [(wide, t, 1.0)], n_boot))}" for t in ts
+            ),
+        ),
+    ]
+    for key, name, paper in (
+        ("normal", "normal states", "42.8 %"),
+        ("error", "error states", "65.7 %"),
+    ):
+        per_seed = [_outcome_rates(s["same_state_outcomes"][key]) for s in runs.values()]
+        if any(len(p) == 0 for p in per_seed):
+            text = "n/a (a seed has no such states)"
+        else:
+            ci = pooled_bootstrap_ci(per_seed, crossed=False, n_boot=n_boot, seed=0)
+            text = "; ".join(
+                f"{label} {_interval(ci.estimate[i], ci.low[i], ci.high[i], 'pct')}"
+                for i, label in enumerate(("better", "tied", "worse"))
+            )
+        states = sum(len(s["same_state_outcomes"][key]) for s in runs.values())
+        rows.append(
+            (
+                f"RL's action better at the same state, {name} ({states} states; ties not better)",
+                paper,
+                text,
+            )
+        )
+    common = sorted(
+        set.intersection(
+            *(
+                set(s["continuation"]["rl"]["per_task_success"])
+                & set(s["continuation"]["base"]["per_task_success"])
+                for s in runs.values()
+            )
+        )
+    )
+    if common:
+        cont = [
+            np.array(
+                [
+                    [
+                        s["continuation"]["rl"]["per_task_success"][t],
+                        s["continuation"]["base"]["per_task_success"][t],
+                    ]
+                    for t in common
+                ]
+            )
+            for s in runs.values()
+        ]
+        cont = [np.column_stack([c, c[:, 0] - c[:, 1]]) for c in cont]
+        ci = pooled_bootstrap_ci(cont, crossed=True, n_boot=n_boot, seed=0)
+        rows.append(
+            (
+                "Success continuing from an injected error state, RL / base / RL - base",
+                "51.3 % vs 38.6 %",
+                "; ".join(
+                    f"{label} {_interval(ci.estimate[i], ci.low[i], ci.high[i], kind)}"
+                    for i, (label, kind) in enumerate(
+                        (("RL", "pct"), ("base", "pct"), ("RL - base", "gap"))
+                    )
+                ),
+            )
+        )
+    others = [a for a in s0["config"]["arms"] if a != rl]
+    if others:
+        rows.append(
+            (
+                f"Process reward / GiGPO / BudgetMix vs outcome reward: Pass@(1,{t_max}) - base",
+                "exact process reward helps on FrozenLake",
+                "; ".join(
+                    f"{a} {_interval(*pooled_gap(runs, a, [(1, t_max, 1.0)], n_boot))}"
+                    for a in s0["config"]["arms"]
+                ),
+            )
+        )
+    lines = [
+        "| finding | paper (FrozenLake, Qwen3-4B, unless noted) | miniature, pooled over "
+        f"{len(runs)} seeds [95% CI] |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {finding} | {paper} | {text} |" for finding, paper, text in rows]
+    return lines
+
+
+# ----------------------------------------------------------------------------- per seed
 def base_table(bases: dict[str, dict[str, Any]]) -> list[str]:
     lines = [
         "| seed | held-out p(expert move) greedy | sampled | training greedy | sampled "
-        "| held-out Pass@(1,T_max) [95% CI] |",
+        "| held-out Pass@(1,T_max) [95% CI over maps] |",
         "|---|---|---|---|---|---|",
     ]
     for seed, b in bases.items():
@@ -54,27 +327,39 @@ def base_table(bases: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def headline_table(runs: dict[str, dict[str, Any]]) -> list[str]:
-    arms = list(next(iter(runs.values()))["headline_pass1_tmax"])
+def headline_table(runs: dict[str, dict[str, Any]], n_boot: int) -> list[str]:
+    s0 = next(iter(runs.values()))
+    arms = list(s0["headline_pass1_tmax"])
+    rl, t_max = s0["rl_arm"], int(s0["config"]["t_max"])
     lines = [
-        "| seed | base | best arm | best - base [95% CI] | "
-        + " | ".join(f"{a} - base" for a in arms)
-        + " |",
-        "|---|---|---|---|" + "---|" * len(arms),
+        f"| seed | base | RL ({rl}) | RL - base [95% CI over maps] | "
+        + " | ".join(f"{a} - base" for a in arms if a != rl)
+        + (" |" if len(arms) > 1 else "|"),
+        "|---|---|---|---|" + "---|" * (len(arms) - 1),
     ]
     for seed, s in runs.items():
-        best = s["best_arm"]
         h = s["headline_pass1_tmax"]
-        d = h[best]["diff"]
-        mark = "**" if d["low"] > 0 else ""
-        base, arm = h[best]["base"]["estimate"], h[best]["arm"]["estimate"]
         lines.append(
-            f"| {seed} | {base:.3f} | {best} {arm:.3f} | {mark}{_ci(d)}{mark} | "
-            + " | ".join(_ci(h[a]["diff"]) for a in arms)
-            + " |"
+            f"| {seed} | {h[rl]['base']['estimate']:.3f} | {h[rl]['arm']['estimate']:.3f} | "
+            f"{_ci(h[rl]['diff'])} | "
+            + " | ".join(_ci(h[a]["diff"]) for a in arms if a != rl)
+            + (" |" if len(arms) > 1 else "|")
         )
-    held = sum(s["headline_pass1_tmax"][s["best_arm"]]["diff"]["low"] > 0 for s in runs.values())
-    lines.append(f"\nThe best arm's CI excludes 0 above the base on {held} of {len(runs)} seeds.")
+    pooled = " | ".join(
+        _interval(*pooled_gap(runs, a, [(1, t_max, 1.0)], n_boot)) for a in arms if a != rl
+    )
+    base = _pool([_per_map(s, "base", 1, t_max) for s in runs.values()], True, n_boot)
+    arm = _pool([_per_map(s, rl, 1, t_max) for s in runs.values()], True, n_boot)
+    gain = pooled_gap(runs, rl, [(1, t_max, 1.0)], n_boot)
+    lines.append(
+        f"| pooled | {_interval(*base, kind='num')} | {_interval(*arm, kind='num')} | "
+        f"**{_interval(*gain)}** | {pooled}" + (" |" if len(arms) > 1 else "|")
+    )
+    held = sum(s["headline_pass1_tmax"][rl]["diff"]["low"] > 0 for s in runs.values())
+    lines.append(
+        f"\nRL's interval over maps excludes 0 on {held} of {len(runs)} seeds alone; the pooled "
+        "row resamples seeds and maps (the conclusion above)."
+    )
     return lines
 
 
@@ -90,7 +375,10 @@ def paper_spread(runs: dict[str, dict[str, Any]]) -> list[str]:
     for i, (finding, paper, figures) in enumerate(first):
         spread, seeds = [], []
         for j, (label, _, kind) in enumerate(figures):
-            values = [float(rows[i][2][j][1]) for rows in per_seed.values()]
+            values = [
+                np.nan if rows[i][2][j][1] is None else float(rows[i][2][j][1])
+                for rows in per_seed.values()
+            ]
             labels = {rows[i][2][j][0] for rows in per_seed.values()}
             name = label if len(labels) == 1 else f"({j + 1})"
             finite = [v for v in values if np.isfinite(v)]
@@ -103,28 +391,42 @@ def paper_spread(runs: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def main() -> None:
-    out, seeds = Path(sys.argv[1]), sys.argv[2:]
-    runs: dict[str, dict[str, Any]] = {}
-    bases: dict[str, dict[str, Any]] = {}
-    for seed in seeds:
-        folder = out / f"seed-{seed}"
-        if (folder / "summary.json").exists():
-            runs[seed] = json.loads((folder / "summary.json").read_text())
-        if seed in runs:  # a full run keeps the base's figures in its summary
-            s = runs[seed]
-            p1 = s["headline_pass1_tmax"][s["best_arm"]]["base"]
-            bases[seed] = {"agreement": s["base_agreement"], "pass1_tmax": p1}
-        elif (folder / "base_summary.json").exists():
-            bases[seed] = json.loads((folder / "base_summary.json").read_text())
-    if bases:
-        print("## The base\n")
-        print("\n".join(base_table(bases)))
+def spread(out: Path, seeds: list[str]) -> str:
+    """The whole markdown of ``spread.md`` (a :class:`SpreadError` when the runs cannot be
+    pooled)."""
+    runs, bases = load(out, seeds)
+    check_poolable(bases)
+    parts = [f"# The study over seeds {', '.join(seeds)}", "", "## Runs", ""]
+    parts += fingerprint_lines(bases)
     if runs:
-        print("\n## Pass@(1,T_max) on held-out maps, arm - base (paired 95% CI over maps)\n")
-        print("\n".join(headline_table(runs)))
-        print("\n## Paper vs miniature (best arm vs base)\n")
-        print("\n".join(paper_spread(runs)))
+        n_boot = int(next(iter(runs.values()))["config"]["headline"].get("n_boot", 4000))
+        parts += ["", "## Conclusion", "", *conclusion(runs, n_boot)]
+        parts += ["", "## Paper vs miniature, pooled over seeds", ""]
+        parts += pooled_paper_table(runs, n_boot)
+        parts += ["", "## Pass@(1,T_max) on held-out maps, arm - base, per seed and pooled", ""]
+        parts += headline_table(runs, n_boot)
+    parts += ["", "## The base", "", *base_table(bases)]
+    if runs:
+        parts += ["", "## Paper vs miniature per seed (RL arm vs base)", ""]
+        parts += paper_spread(runs)
+    return "\n".join(parts) + "\n"
+
+
+def main() -> None:
+    if len(sys.argv) < 3:
+        print("usage: spread.py OUT SEED [SEED ...]", file=sys.stderr)
+        raise SystemExit(2)
+    try:
+        text = spread(Path(sys.argv[1]), sys.argv[2:])
+    except SpreadError as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(2) from exc
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        print(
+            f"spread: a summary lacks what this spread.py reads ({exc!r}): rerun", file=sys.stderr
+        )
+        raise SystemExit(2) from exc
+    sys.stdout.write(text)
 
 
 if __name__ == "__main__":
