@@ -155,25 +155,28 @@ def verdict(low: float, high: float) -> str:
 
 
 def conclusion(runs: dict[str, Any], n_boot: int) -> list[str]:
+    """The two statements of config ``headline``, pooled, each with its verdict: first the main
+    one (RL's advantage shrinks from K = k to K = wide_k), then RL's gain at K = k."""
     s0 = next(iter(runs.values()))
     head, t_max = s0["config"]["headline"], int(s0["config"]["t_max"])
     rl, k, wide = head["arm"], int(head["k"]), int(head["wide_k"])
     n_maps = len(s0["per_map"]["tasks"])
     gain = pooled_gap(runs, rl, [(k, t_max, 1.0)], n_boot)
+    at_wide = pooled_gap(runs, rl, [(wide, t_max, 1.0)], n_boot)
     sharp = pooled_gap(runs, rl, [(k, t_max, 1.0), (wide, t_max, -1.0)], n_boot)
     seeds = ", ".join(runs)
-    lines = [
+    return [
         f"Pooled over {len(runs)} seed{'s' if len(runs) > 1 else ''} ({seeds}) x {n_maps} "
         f"held-out maps; 95% interval resampling seeds and maps (B={n_boot})"
         + ("" if len(runs) > 1 else "; one seed: the run-to-run spread is not sampled")
-        + ". Stated before the runs (config `headline`):",
+        + ". Stated before the runs (config `headline`), the main statement first:",
         "",
-        f"1. RL ({rl}) raises held-out Pass@({k},{t_max}) over the base: "
-        f"{_interval(*gain)}: {verdict(gain[1], gain[2])}.",
-        f"2. RL's gain shrinks as K grows (sharpening, not coverage): gain at K={k} minus gain "
-        f"at K={wide}: {_interval(*sharp)}: {verdict(sharp[1], sharp[2])}.",
+        f"1. RL's advantage over the base shrinks as K grows: RL ({rl}) - base at "
+        f"Pass@({k},{t_max}) minus RL - base at Pass@({wide},{t_max}): {_interval(*sharp)}: "
+        f"{verdict(sharp[1], sharp[2])}. (At K={wide} alone RL - base is {_interval(*at_wide)}.)",
+        f"2. RL raises held-out Pass@({k},{t_max}) over the base: {_interval(*gain)}: "
+        f"{verdict(gain[1], gain[2])}.",
     ]
-    return lines
 
 
 def _outcome_rates(outcomes: list[str]) -> np.ndarray:
@@ -328,37 +331,56 @@ def base_table(bases: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def headline_table(runs: dict[str, dict[str, Any]], n_boot: int) -> list[str]:
+    """Per seed: base, RL, RL - base at Pass@(k,T_max) with its CI over maps, the main
+    statement's contrast, and every other arm's gain; then the pooled row."""
     s0 = next(iter(runs.values()))
-    arms = list(s0["headline_pass1_tmax"])
     rl, t_max = s0["rl_arm"], int(s0["config"]["t_max"])
+    k, wide = int(s0["config"]["headline"]["k"]), int(s0["config"]["headline"]["wide_k"])
+    others = [a for a in s0["headline_pass1_tmax"] if a != rl]
+    cells = [f"{a} - base" for a in others]
     lines = [
-        f"| seed | base | RL ({rl}) | RL - base [95% CI over maps] | "
-        + " | ".join(f"{a} - base" for a in arms if a != rl)
-        + (" |" if len(arms) > 1 else "|"),
-        "|---|---|---|---|" + "---|" * (len(arms) - 1),
+        "| "
+        + " | ".join(
+            [
+                "seed",
+                "base",
+                f"RL ({rl})",
+                "RL - base [95% CI over maps]",
+                f"(RL - base) at K={k} minus at K={wide}",
+                *cells,
+            ]
+        )
+        + " |",
+        "|" + "---|" * (5 + len(others)),
     ]
     for seed, s in runs.items():
         h = s["headline_pass1_tmax"]
-        lines.append(
-            f"| {seed} | {h[rl]['base']['estimate']:.3f} | {h[rl]['arm']['estimate']:.3f} | "
-            f"{_ci(h[rl]['diff'])} | "
-            + " | ".join(_ci(h[a]["diff"]) for a in arms if a != rl)
-            + (" |" if len(arms) > 1 else "|")
-        )
-    pooled = " | ".join(
-        _interval(*pooled_gap(runs, a, [(1, t_max, 1.0)], n_boot)) for a in arms if a != rl
-    )
-    base = _pool([_per_map(s, "base", 1, t_max) for s in runs.values()], True, n_boot)
-    arm = _pool([_per_map(s, rl, 1, t_max) for s in runs.values()], True, n_boot)
-    gain = pooled_gap(runs, rl, [(1, t_max, 1.0)], n_boot)
-    lines.append(
-        f"| pooled | {_interval(*base, kind='num')} | {_interval(*arm, kind='num')} | "
-        f"**{_interval(*gain)}** | {pooled}" + (" |" if len(arms) > 1 else "|")
-    )
+        one = {seed: s}
+        contrast = pooled_gap(one, rl, [(k, t_max, 1.0), (wide, t_max, -1.0)], n_boot)
+        row = [
+            seed,
+            f"{h[rl]['base']['estimate']:.3f}",
+            f"{h[rl]['arm']['estimate']:.3f}",
+            _ci(h[rl]["diff"]),
+            _interval(*contrast),
+            *(_ci(h[a]["diff"]) for a in others),
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    base = _pool([_per_map(s, "base", k, t_max) for s in runs.values()], True, n_boot)
+    arm = _pool([_per_map(s, rl, k, t_max) for s in runs.values()], True, n_boot)
+    row = [
+        "pooled",
+        _interval(*base, kind="num"),
+        _interval(*arm, kind="num"),
+        _interval(*pooled_gap(runs, rl, [(k, t_max, 1.0)], n_boot)),
+        _interval(*pooled_gap(runs, rl, [(k, t_max, 1.0), (wide, t_max, -1.0)], n_boot)),
+        *(_interval(*pooled_gap(runs, a, [(k, t_max, 1.0)], n_boot)) for a in others),
+    ]
+    lines.append("| " + " | ".join(row) + " |")
     held = sum(s["headline_pass1_tmax"][rl]["diff"]["low"] > 0 for s in runs.values())
     lines.append(
-        f"\nRL's interval over maps excludes 0 on {held} of {len(runs)} seeds alone; the pooled "
-        "row resamples seeds and maps (the conclusion above)."
+        "\nPer seed, intervals are over maps only (that seed's run is held fixed); RL - base "
+        f"excludes 0 on {held} of {len(runs)} seeds alone. The pooled row resamples seeds and maps."
     )
     return lines
 
