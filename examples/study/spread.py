@@ -6,10 +6,11 @@ Reads ``<out>/seed-<s>/summary.json`` (a full run of ``study.py``) or, where the
 ``<out>/seed-<s>/base_summary.json`` (``--base-only``), and prints markdown:
 
 1. the runs' fingerprints (what must match for two runs to give the same digits);
-2. the **conclusion**, stated before the runs (config ``headline``): the RL arm's Pass@(k,T_max)
-   gain over the base, and whether the gain shrinks from K = k to K = wide_k (sharpening rather
-   than coverage), each pooled over the seeds and the held-out maps with a 95% interval that
-   resamples both (``pooled_bootstrap_ci``), and whether its interval excludes 0;
+2. the **conclusion**: each claim stated before the runs (config ``headline.claims``: RL's
+   advantage shrinks with K, RL's Pass@(1,T_max) gain, and two of the paper's findings the
+   miniature is set to test), its figure pooled over the seeds and the held-out maps (or the
+   compared states) with a 95% interval that resamples both (``pooled_bootstrap_ci``), and
+   whether the interval lies on the claimed side of its bound;
 3. the paper's findings next to the pooled figures, every figure with its interval;
 4. every seed's figures: the base, every arm's gain, the paper table's median and range.
 
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from study import _figure, paper_rows
+from study import CLAIM_FIGURES, _figure, paper_rows
 
 from multiturn_envs.harness import pooled_bootstrap_ci
 
@@ -146,91 +147,169 @@ def pooled_gap(
     return _pool([np.asarray(v, dtype=float) for v in values], True, n_boot)
 
 
-def verdict(low: float, high: float) -> str:
-    if low > 0:
-        return "**holds** (the interval excludes 0)"
-    if high < 0:
-        return "**reversed** (the interval is below 0)"
-    return "**not shown** (the interval includes 0)"
-
-
-def conclusion(runs: dict[str, Any], n_boot: int) -> list[str]:
-    """The two statements of config ``headline``, pooled, each with its verdict: first the main
-    one (RL's advantage shrinks from K = k to K = wide_k), then RL's gain at K = k."""
-    s0 = next(iter(runs.values()))
-    head, t_max = s0["config"]["headline"], int(s0["config"]["t_max"])
-    rl, k, wide = head["arm"], int(head["k"]), int(head["wide_k"])
-    n_maps = len(s0["per_map"]["tasks"])
-    gain = pooled_gap(runs, rl, [(k, t_max, 1.0)], n_boot)
-    at_wide = pooled_gap(runs, rl, [(wide, t_max, 1.0)], n_boot)
-    sharp = pooled_gap(runs, rl, [(k, t_max, 1.0), (wide, t_max, -1.0)], n_boot)
-    seeds = ", ".join(runs)
-    return [
-        f"Pooled over {len(runs)} seed{'s' if len(runs) > 1 else ''} ({seeds}) x {n_maps} "
-        f"held-out maps; 95% interval resampling seeds and maps (B={n_boot})"
-        + ("" if len(runs) > 1 else "; one seed: the run-to-run spread is not sampled")
-        + ". Stated before the runs (config `headline`), the main statement first:",
-        "",
-        f"1. RL's advantage over the base shrinks as K grows: RL ({rl}) - base at "
-        f"Pass@({k},{t_max}) minus RL - base at Pass@({wide},{t_max}): {_interval(*sharp)}: "
-        f"{verdict(sharp[1], sharp[2])}. (At K={wide} alone RL - base is {_interval(*at_wide)}.)",
-        f"2. RL raises held-out Pass@({k},{t_max}) over the base: {_interval(*gain)}: "
-        f"{verdict(gain[1], gain[2])}.",
-    ]
+def verdict(claim: dict[str, Any], low: float, high: float) -> str:
+    """Whether the interval lies on the claimed side of the claim's bound."""
+    if "above" in claim:
+        bound, holds, reversed_ = claim["above"], low > claim["above"], high < claim["above"]
+        side = "above"
+    else:
+        bound, holds, reversed_ = claim["below"], high < claim["below"], low > claim["below"]
+        side = "below"
+    if holds:
+        return f"**holds** (the interval lies {side} {bound:g})"
+    if reversed_:
+        return f"**reversed** (the interval lies on the other side of {bound:g})"
+    return f"**not shown** (the interval includes {bound:g})"
 
 
 def _outcome_rates(outcomes: list[str]) -> np.ndarray:
     return np.array([[o == "win", o == "tie", o == "loss"] for o in outcomes], dtype=float)
 
 
+def same_state_rates(runs: dict[str, Any], key: str, n_boot: int) -> Any:
+    """Better / tied / worse shares of ``key`` ("normal" or "error") states, pooled over seeds
+    (each seed's own states: nested), or ``None`` when a seed has no such state."""
+    per_seed = [_outcome_rates(s["same_state_outcomes"][key]) for s in runs.values()]
+    if any(len(p) == 0 for p in per_seed):
+        return None
+    return pooled_bootstrap_ci(per_seed, crossed=False, n_boot=n_boot, seed=0)
+
+
+def continuation(runs: dict[str, Any], n_boot: int) -> Any:
+    """RL's, the base's and RL - base success after an injected error, per task, pooled over
+    seeds and the tasks every seed continued from (crossed), or ``None`` without such tasks."""
+    common = sorted(
+        set.intersection(
+            *(
+                set(s["continuation"]["rl"]["per_task_success"])
+                & set(s["continuation"]["base"]["per_task_success"])
+                for s in runs.values()
+            )
+        )
+    )
+    if not common:
+        return None
+    per_seed = []
+    for s in runs.values():
+        rl, base = (s["continuation"][who]["per_task_success"] for who in ("rl", "base"))
+        rows = np.array([[rl[t], base[t], rl[t] - base[t]] for t in common])
+        per_seed.append(rows)
+    return pooled_bootstrap_ci(per_seed, crossed=True, n_boot=n_boot, seed=0)
+
+
+def claim_figure(
+    runs: dict[str, Any], claim: dict[str, Any], n_boot: int
+) -> tuple[float, float, float, str] | None:
+    """A claim's figure pooled over seeds, ``(estimate, low, high, kind)``, or ``None`` when the
+    runs hold no data for it."""
+    s0 = next(iter(runs.values()))
+    rl, t_max = s0["rl_arm"], int(s0["config"]["t_max"])
+    figure = claim["figure"]
+    if figure == "gap":
+        return (*pooled_gap(runs, rl, [(int(claim.get("k", 1)), t_max, 1.0)], n_boot), "gap")
+    if figure == "gap_k_contrast":
+        cells = [(int(claim.get("k", 1)), t_max, 1.0), (int(claim["wide_k"]), t_max, -1.0)]
+        return (*pooled_gap(runs, rl, cells, n_boot), "gap")
+    if figure.startswith("same_state_better_"):
+        ci = same_state_rates(runs, figure.rsplit("_", 1)[1], n_boot)
+        if ci is None:
+            return None
+        return float(ci.estimate[0]), float(ci.low[0]), float(ci.high[0]), "pct"
+    if figure == "continuation_gain":
+        ci = continuation(runs, n_boot)
+        if ci is None:
+            return None
+        return float(ci.estimate[2]), float(ci.low[2]), float(ci.high[2]), "gap"
+    raise SpreadError(f"claim figure {figure!r}: this spread.py knows {sorted(CLAIM_FIGURES)}")
+
+
+def describe(claim: dict[str, Any], t_max: int) -> str:
+    """What a claim's figure is, in words, with its K and T."""
+    k, figure = int(claim.get("k", 1)), claim["figure"]
+    if figure == "gap":
+        return f"RL - base at Pass@({k},{t_max})"
+    if figure == "gap_k_contrast":
+        wide = claim["wide_k"]
+        return f"RL - base at Pass@({k},{t_max}) minus RL - base at Pass@({wide},{t_max})"
+    return str(CLAIM_FIGURES[figure])
+
+
+def conclusion(runs: dict[str, Any], n_boot: int) -> list[str]:
+    """Every claim of config ``headline.claims``, in order, pooled, with its verdict."""
+    s0 = next(iter(runs.values()))
+    n_maps = len(s0["per_map"]["tasks"])
+    seeds = ", ".join(runs)
+    lines = [
+        f"Pooled over {len(runs)} seed{'s' if len(runs) > 1 else ''} ({seeds}) and the "
+        f"{n_maps} held-out maps (or the states each seed compared); 95% interval resampling "
+        f"seeds and maps or states (B={n_boot})"
+        + ("" if len(runs) > 1 else "; one seed: the run-to-run spread is not sampled")
+        + ". Stated before the runs (config `headline.claims`), in their order:",
+        "",
+    ]
+    t_max = int(s0["config"]["t_max"])
+    for i, claim in enumerate(s0["config"]["headline"]["claims"], 1):
+        found = claim_figure(runs, claim, n_boot)
+        text = claim["statement"].replace("T_max", str(t_max))
+        if found is None:
+            lines.append(f"{i}. {text}: no data in these runs.")
+            continue
+        est, low, high, kind = found
+        lines.append(
+            f"{i}. {text} ({describe(claim, t_max)}): {_interval(est, low, high, kind)}: "
+            f"{verdict(claim, low, high)}."
+        )
+    return lines
+
+
+def _contrast_ks(s0: dict[str, Any]) -> tuple[int, int]:
+    """K and wide K of the first K-contrast claim (1 and 8 without one)."""
+    for claim in s0["config"]["headline"]["claims"]:
+        if claim["figure"] == "gap_k_contrast":
+            return int(claim.get("k", 1)), int(claim["wide_k"])
+    return 1, 8
+
+
 def pooled_paper_table(runs: dict[str, Any], n_boot: int) -> list[str]:
     """The paper's findings next to figures pooled over seeds (and maps or states), each with
     its 95% interval."""
     s0 = next(iter(runs.values()))
-    t_max, rl = int(s0["config"]["t_max"]), s0["config"]["headline"]["arm"]
+    t_max, rl = int(s0["config"]["t_max"]), s0["rl_arm"]
     ks = [k for k in (1, 2, 4, 8, 16) if k in s0["per_map"]["ks"]]
-    wide = int(s0["config"]["headline"]["wide_k"])
+    wide = _contrast_ks(s0)[1]
     ts = [t for t in s0["per_map"]["ts"] if t >= max(1, t_max - 2)]
 
     def level(model: str) -> tuple[float, float, float]:
         return _pool([_per_map(s, model, 1, t_max) for s in runs.values()], True, n_boot)
 
+    def gap(arm: str, k: int, t: int) -> str:
+        return _interval(*pooled_gap(runs, arm, [(k, t, 1.0)], n_boot))
+
     rows = [
         (
             f"Pass@(1,{t_max}) on held-out maps, base / RL ({rl}) / RL - base",
             "RL above base",
-            "; ".join(
-                [
-                    f"base {_interval(*level('base'), kind='num')}",
-                    f"RL {_interval(*level(rl), kind='num')}",
-                    f"gain {_interval(*pooled_gap(runs, rl, [(1, t_max, 1.0)], n_boot))}",
-                ]
-            ),
+            f"base {_interval(*level('base'), kind='num')}; RL {_interval(*level(rl), kind='num')}"
+            f"; gain {gap(rl, 1, t_max)}",
         ),
         (
             f"K sweep: Pass@(K,{t_max}) RL - base",
             "RL stays ahead as K grows",
-            "; ".join(
-                f"K={k} {_interval(*pooled_gap(runs, rl, [(k, t_max, 1.0)], n_boot))}" for k in ks
-            ),
+            "; ".join(f"K={k} {gap(rl, k, t_max)}" for k in ks),
         ),
         (
             f"T sweep: Pass@({wide},T) RL - base",
             "shrinking T shrinks the gain; on some tasks it reverses",
-            "; ".join(
-                f"T={t} {_interval(*pooled_gap(runs, rl, [(wide, t, 1.0)], n_boot))}" for t in ts
-            ),
+            "; ".join(f"T={t} {gap(rl, wide, t)}" for t in ts),
         ),
     ]
     for key, name, paper in (
         ("normal", "normal states", "42.8 %"),
         ("error", "error states", "65.7 %"),
     ):
-        per_seed = [_outcome_rates(s["same_state_outcomes"][key]) for s in runs.values()]
-        if any(len(p) == 0 for p in per_seed):
-            text = "n/a (a seed has no such states)"
-        else:
-            ci = pooled_bootstrap_ci(per_seed, crossed=False, n_boot=n_boot, seed=0)
+        ci = same_state_rates(runs, key, n_boot)
+        text = "n/a (a seed has no such states)"
+        if ci is not None:
             text = "; ".join(
                 f"{label} {_interval(ci.estimate[i], ci.low[i], ci.high[i], 'pct')}"
                 for i, label in enumerate(("better", "tied", "worse"))
@@ -243,30 +322,8 @@ def pooled_paper_table(runs: dict[str, Any], n_boot: int) -> list[str]:
                 text,
             )
         )
-    common = sorted(
-        set.intersection(
-            *(
-                set(s["continuation"]["rl"]["per_task_success"])
-                & set(s["continuation"]["base"]["per_task_success"])
-                for s in runs.values()
-            )
-        )
-    )
-    if common:
-        cont = [
-            np.array(
-                [
-                    [
-                        s["continuation"]["rl"]["per_task_success"][t],
-                        s["continuation"]["base"]["per_task_success"][t],
-                    ]
-                    for t in common
-                ]
-            )
-            for s in runs.values()
-        ]
-        cont = [np.column_stack([c, c[:, 0] - c[:, 1]]) for c in cont]
-        ci = pooled_bootstrap_ci(cont, crossed=True, n_boot=n_boot, seed=0)
+    ci = continuation(runs, n_boot)
+    if ci is not None:
         rows.append(
             (
                 "Success continuing from an injected error state, RL / base / RL - base",
@@ -279,16 +336,12 @@ def pooled_paper_table(runs: dict[str, Any], n_boot: int) -> list[str]:
                 ),
             )
         )
-    others = [a for a in s0["config"]["arms"] if a != rl]
-    if others:
+    if len(s0["config"]["arms"]) > 1:
         rows.append(
             (
                 f"Process reward / GiGPO / BudgetMix vs outcome reward: Pass@(1,{t_max}) - base",
                 "exact process reward helps on FrozenLake",
-                "; ".join(
-                    f"{a} {_interval(*pooled_gap(runs, a, [(1, t_max, 1.0)], n_boot))}"
-                    for a in s0["config"]["arms"]
-                ),
+                "; ".join(f"{a} {gap(a, 1, t_max)}" for a in s0["config"]["arms"]),
             )
         )
     lines = [
@@ -335,7 +388,7 @@ def headline_table(runs: dict[str, dict[str, Any]], n_boot: int) -> list[str]:
     statement's contrast, and every other arm's gain; then the pooled row."""
     s0 = next(iter(runs.values()))
     rl, t_max = s0["rl_arm"], int(s0["config"]["t_max"])
-    k, wide = int(s0["config"]["headline"]["k"]), int(s0["config"]["headline"]["wide_k"])
+    k, wide = _contrast_ks(s0)
     others = [a for a in s0["headline_pass1_tmax"] if a != rl]
     cells = [f"{a} - base" for a in others]
     lines = [

@@ -203,6 +203,34 @@ def pass1_per_task(path: Path) -> dict[str, float]:
     return {t: float(np.mean(v)) for t, v in per.items()}
 
 
+CLAIM_FIGURES = {
+    "gap": "RL - base at Pass@(k,T_max), pooled over seeds and held-out maps",
+    "gap_k_contrast": "(RL - base at Pass@(k,T_max)) - (RL - base at Pass@(wide_k,T_max))",
+    "same_state_better_normal": "share of normal states where RL's move beats the base's",
+    "same_state_better_error": "share of injected-error states where RL's move beats the base's",
+    "continuation_gain": "RL's success after an injected error - the base's",
+}
+"""The figures a pre-registered claim (config ``headline.claims``) can be about; ``spread.py``
+computes each, pooled over seeds, and says whether its interval lies above ``above`` or below
+``below``."""
+
+
+def check_claim(claim: dict[str, Any], samples: int) -> None:
+    """A clear error for a claim ``spread.py`` could not judge."""
+    figure = claim.get("figure")
+    if figure not in CLAIM_FIGURES:
+        raise ValueError(f"claim figure {figure!r}: one of {sorted(CLAIM_FIGURES)}")
+    if not isinstance(claim.get("statement"), str) or not claim["statement"]:
+        raise ValueError(f"claim {figure!r} needs its statement (text)")
+    if ("above" in claim) == ("below" in claim):
+        raise ValueError(f"claim {claim['statement']!r}: give exactly one of above, below")
+    ks = [int(claim.get("k", 1))] + ([int(claim["wide_k"])] if "wide_k" in claim else [])
+    if figure == "gap_k_contrast" and "wide_k" not in claim:
+        raise ValueError(f"claim {claim['statement']!r} compares k with wide_k: give wide_k")
+    if figure.startswith("gap") and not all(1 <= k <= samples for k in ks):
+        raise ValueError(f"claim {claim['statement']!r}: K {ks} must lie in 1..eval.samples")
+
+
 def study_setup(config: dict[str, Any]) -> tuple[TrainConfig, list[str], list[str]]:
     """The base's TrainConfig (every arm starts from it) and the training and held-out maps."""
     train_tasks, eval_tasks = split_maps(config)
@@ -223,11 +251,8 @@ def study_setup(config: dict[str, Any]) -> tuple[TrainConfig, list[str], list[st
     head = config["headline"]
     if head["arm"] not in config["arms"]:
         raise ValueError(f"headline.arm {head['arm']!r} is not an arm of the run")
-    if not 1 <= head["k"] < head["wide_k"] <= ev["samples"]:
-        raise ValueError(
-            f"headline k {head['k']} and wide_k {head['wide_k']} need 1 <= k < wide_k <= "
-            f"eval.samples ({ev['samples']})"
-        )
+    for claim in head["claims"]:
+        check_claim(claim, int(ev["samples"]))
     return base, train_tasks, eval_tasks
 
 

@@ -43,7 +43,9 @@ def _small(config: dict[str, Any]) -> dict[str, Any]:
     small["base"].update(num_generations=4)
     small["arms"] = {"outcome": {"reward": "outcome"}, "gigpo": {"reward": "gigpo"}}
     small["default_arms"] = ["outcome", "gigpo"]
-    small["headline"] = {"arm": "outcome", "k": 1, "wide_k": 2, "n_boot": 200}
+    small["headline"] = {**small["headline"], "arm": "outcome", "n_boot": 200}
+    for claim in small["headline"]["claims"]:
+        claim.update({"wide_k": 2} if "wide_k" in claim else {})
     small["eval"]["samples"] = 2
     small["dynamics_samples"] = 2
     return study_module().choose_arms(small)
@@ -147,7 +149,12 @@ def test_the_study_runs_every_stage_and_reports_every_analysis(tmp_path: Path) -
     assert pooled.returncode == 0, pooled.stderr
     for part in ("## Conclusion", "Pooled over 2 seeds (0, 1) x 4 held-out maps", "2 float paths"):
         assert part in pooled.stdout
-    assert "1. RL (outcome) raises held-out Pass@(1,6)" in pooled.stdout
+    claims = pooled.stdout.split("## Conclusion")[1].split("##")[0]
+    for i, claim in enumerate(config["headline"]["claims"], 1):
+        assert f"{i}. {claim['statement'].replace('T_max', '6')} (" in claims
+    assert claims.count("**holds**") + claims.count("**not shown**") + claims.count(
+        "**reversed**"
+    ) == len(config["headline"]["claims"])
     other_config = json.loads(summary_path.read_text())
     other_config["fingerprint"]["config_digest"] = "0123456789abcdef"
     (tmp_path / "seed-2").mkdir()
@@ -208,6 +215,17 @@ def test_the_config_names_its_pre_registered_arm_and_a_run_chooses_its_arms() ->
         study.choose_arms(config, "gigpo")
     with pytest.raises(ValueError, match="config's arms are"):
         study.choose_arms(config, "outcome-T6,nope")
+    # a claim spread.py could not judge is refused before any work
+    samples = config["eval"]["samples"]
+    for claim, words in (
+        ({"statement": "x", "figure": "nope", "above": 0}, "claim figure 'nope'"),
+        ({"statement": "x", "figure": "gap", "above": 0, "below": 1}, "exactly one of"),
+        ({"statement": "x", "figure": "gap_k_contrast", "above": 0}, "give wide_k"),
+        ({"statement": "x", "figure": "gap", "k": samples + 1, "above": 0}, "1..eval.samples"),
+        ({"figure": "gap", "above": 0}, "needs its statement"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            study.check_claim(claim, samples)
     # seed and thread count are not part of what must match to pool runs; the arms are
     pooled = study.pooling_config({**default, "seed": 3})
     assert pooled == study.pooling_config({**default, "base": {**default["base"], "threads": 2}})
