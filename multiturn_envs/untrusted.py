@@ -15,6 +15,8 @@ API (stable: names are added, never renamed)::
       .stat(rel) -> os.stat_result | None   (None: missing); .is_file, .is_dir, .exists
       .open(rel) -> BinaryIO          a regular file beneath the root, to stream
       .walk(rel="", max_entries=, max_depth=) -> list[Entry]   (links listed, not followed)
+      .listdir(rel="", max_entries=) -> list[Entry]  one level of it
+      .readlink(rel) -> str           a link's target text (the link's folder beneath the root)
       .read_tree(rel, max_file_bytes=, max_total_bytes=, ...) -> {posix path: bytes}
       .check_links(rel="")            every link under rel stays beneath the root
       .sub(rel) -> Folder             a folder beneath this one, itself a root
@@ -686,13 +688,13 @@ class Folder:
         *,
         max_entries: int = MAX_ENTRIES,
         max_depth: int = MAX_WALK_DEPTH,
+        descend: bool = True,
     ) -> list[Entry]:
         """Every entry under the folder ``rel`` (not ``rel`` itself), in name order,
         directories before their contents; links are listed (``kind="link"``), never followed.
-        More than ``max_entries`` entries or ``max_depth`` levels is a refusal."""
-        top = self._open(rel, directory=True) if self._components(rel) else None
-        if top is None:
-            top = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        More than ``max_entries`` entries or ``max_depth`` levels is a refusal (``descend``
+        false: only ``rel``'s own entries)."""
+        top = self._open(rel, directory=True) if self._components(rel) else self._root_fd()
         found: list[Entry] = []
         pending: list[tuple[int, str, int]] = [(top, "", 1)]
         try:
@@ -720,7 +722,7 @@ class Folder:
                             continue  # removed while listed
                         kind = _kind(info.st_mode)
                         found.append(Entry(path, kind, info.st_size if kind == "file" else 0))
-                        if kind == "dir":
+                        if kind == "dir" and descend:
                             flags = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
                             try:
                                 subdirs.append(
@@ -737,12 +739,44 @@ class Folder:
             raise
         return _directories_first(found)
 
-    def check_links(self, rel: str | os.PathLike[str] = "", **bounds: int) -> list[Entry]:
+    def listdir(
+        self, rel: str | os.PathLike[str] = "", *, max_entries: int = MAX_ENTRIES
+    ) -> list[Entry]:
+        """The entries of the folder ``rel`` itself (one level, in name order), at most
+        ``max_entries``; links listed, not followed."""
+        return self.walk(rel, max_entries=max_entries, max_depth=1, descend=False)
+
+    def readlink(self, rel: str | os.PathLike[str]) -> str:
+        """The target text of the link ``rel`` (its folder resolved beneath the root; the
+        target itself is not followed): to copy a link as a link."""
+        parts = self._components(rel)
+        if not parts or parts[-1] == "..":
+            raise UntrustedInputError(f"{self.name(rel)}: not a link")
+        parent = "/".join(parts[:-1])
+        fd = self._resolve(parent, directory=True)[0] if parent else self._root_fd()
+        try:
+            target = self._link(parts[-1], fd)
+        finally:
+            os.close(fd)
+        if target is None:
+            raise UntrustedInputError(f"{self.name(rel)}: not a link")
+        return target
+
+    def _root_fd(self) -> int:
+        return os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+
+    def check_links(
+        self,
+        rel: str | os.PathLike[str] = "",
+        *,
+        max_entries: int = MAX_ENTRIES,
+        max_depth: int = MAX_WALK_DEPTH,
+    ) -> list[Entry]:
         """Every entry under ``rel`` (see :meth:`walk`), once each link there is known to
         resolve beneath the root: a folder whose links lead outside is refused with the first
         such link named (what must hold before a build context is sent anywhere)."""
         base = "/".join(self._components(rel))
-        entries = self.walk(rel, **bounds)
+        entries = self.walk(rel, max_entries=max_entries, max_depth=max_depth)
         for entry in entries:
             if entry.kind == "link":
                 self.stat(f"{base}/{entry.path}" if base else entry.path)

@@ -7,7 +7,10 @@ submission fails, in MT/Terminal-v0 itself (the numbers of docs/envs/terminal.md
 one. For each task it prints whether it loaded (or why not), the notes on what differs from
 its original harness, whether the reference solution passes, whether an empty submission
 fails, and the verdict's details when one of them is not what the original harness gives (a
-validated task's reference solution passes, its starting state fails).
+validated task's reference solution passes, its starting state fails). A task folder that is
+refused (malformed, or hostile: a link out of it, a file over its cap, a field out of range) is
+one row with its reason (``cause`` ``refused``), never a traceback: the command prints one line
+for it and exits 2 (a user's error) once every task has been reported.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from multiturn_envs.envs.terminal.checker import CheckReport
+from multiturn_envs.envs.terminal.loading import LoadedTasks
 from multiturn_envs.envs.terminal.tasks import TerminalTask
 
 
@@ -29,6 +33,9 @@ class Verification:
     task_id: str
     loaded: bool = True
     reason: str = ""
+    cause: str = ""
+    """For a task that did not load: ``refused`` (a malformed or hostile folder: the user's
+    error), ``error`` (a failure of ours) or why it cannot run here (``network``, ``base``...)."""
     notes: list[str] = field(default_factory=list)
     reference_passes: bool | None = None
     empty_fails: bool | None = None
@@ -72,7 +79,10 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
         if not report.all_passed:
             result.detail = _detail(report)
     except Exception as exc:  # a task that cannot start: its reason is the result
+        from multiturn_envs.envs.terminal.loading import refusal_cause
+
         result.loaded = False
+        result.cause = refusal_cause(exc)
         result.reason = f"{type(exc).__name__}: {exc}"
     finally:
         env.close()
@@ -80,16 +90,17 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
     return result
 
 
-def load_folder(folder: Path, fmt: str = "auto") -> tuple[list[TerminalTask], dict[str, str]]:
-    """The tasks under ``folder`` and the reasons of those that did not load."""
+def load_folder(folder: Path, fmt: str = "auto") -> LoadedTasks:
+    """The tasks under ``folder``, with a row (``problems``, ``causes``) for each task that did
+    not load; :class:`~.loading.NoTasksLoaded` only when the folder holds no task of either
+    format at all."""
     from multiturn_envs.envs.terminal.harbor import load_harbor
-    from multiturn_envs.envs.terminal.loading import NoTasksLoaded
+    from multiturn_envs.envs.terminal.loading import LoadedTasks, NoTasksLoaded
     from multiturn_envs.envs.terminal.terminal_bench import load_terminal_bench
 
     loaders = {"tb": [load_terminal_bench], "harbor": [load_harbor]}
     chosen = loaders.get(fmt, [load_terminal_bench, load_harbor])
-    tasks: list[TerminalTask] = []
-    problems: dict[str, str] = {}
+    result = LoadedTasks()
     found = False
     for load in chosen:
         with warnings.catch_warnings():
@@ -97,22 +108,25 @@ def load_folder(folder: Path, fmt: str = "auto") -> tuple[list[TerminalTask], di
             try:
                 loaded = load(folder)
             except NoTasksLoaded as exc:
-                if "can run here" in str(exc):
-                    found = True
-                    problems[load.__name__] = str(exc)
-                continue
+                loaded = exc.loaded
+                if not loaded.problems:
+                    continue  # no task of this format here
         found = True
-        tasks += list(loaded)
-        problems.update(loaded.problems)
+        result += loaded
+        result.problems.update(loaded.problems)
+        result.causes.update(loaded.causes)
     if not found:
         raise NoTasksLoaded(f"no Terminal-Bench 1 or Harbor task under {folder}")
-    return tasks, problems
+    return result
 
 
 def verify_folder(folder: Path, fmt: str = "auto") -> list[Verification]:
     """Every task of ``folder`` verified, and a row for each task that could not load (with
     why), sorted by task id (``multiturn-envs sandbox terminal verify`` prints them)."""
-    tasks, problems = load_folder(folder, fmt)
-    rows = [Verification(name, loaded=False, reason=why) for name, why in problems.items()]
-    rows += [verify_task(task) for task in tasks]
+    loaded = load_folder(folder, fmt)
+    rows = [
+        Verification(name, loaded=False, reason=why, cause=loaded.causes.get(name, "refused"))
+        for name, why in loaded.problems.items()
+    ]
+    rows += [verify_task(task) for task in loaded]
     return sorted(rows, key=lambda r: r.task_id)
