@@ -257,7 +257,6 @@ def plan_image(
     if not files.is_file("Dockerfile"):
         raise ValueError(f"{context}: no Dockerfile (and no docker_image in task.toml)")
     text = files.read_text("Dockerfile", max_bytes=MAX_SCRIPT_BYTES)
-    files.check_links(max_entries=MAX_TASK_ENTRIES, max_depth=MAX_TASK_DEPTH)
     plan = light_plan(context, text, {"BASE": terminal_image()})
     notes: list[str] = []
     if plan.light:  # no engine needed to load it: the env builds it at the first reset

@@ -31,7 +31,6 @@ from multiturn_envs.envs.terminal.loading import (
     MAX_TASK_ENTRIES,
     TaskUnavailable,
 )
-from multiturn_envs.errors import UntrustedInputError
 from multiturn_envs.untrusted import Folder
 
 OFFLINE_DIR = "/usr/lib/mte/offline"
@@ -173,35 +172,25 @@ def content_tag(prefix: str, folder: Path, extra: str = "") -> str:
 
     The folder is someone else's: it is walked within :data:`~.loading.MAX_TASK_ENTRIES`
     entries and :data:`~.loading.MAX_TASK_DEPTH` levels, its files streamed into the hash
-    (at most :data:`~.loading.MAX_CONTEXT_BYTES` in all), a link hashed as its target text
-    (never followed: a link out of the folder refuses the task, as it would carry a host
-    file into the image), and a FIFO or device refuses it."""
+    (at most :data:`~.loading.MAX_CONTEXT_BYTES` in all, a larger file refused on its size,
+    unread), a link hashed as its target text (never followed: a link out of the folder
+    refuses the task, as it would carry a host file into the image), and a FIFO or device
+    refuses it."""
     files = Folder(folder)
     digest = hashlib.sha256(extra.encode())
-    total = 0
-    entries = files.check_links(max_entries=MAX_TASK_ENTRIES, max_depth=MAX_TASK_DEPTH)
-    if sum(e.size for e in entries) > MAX_CONTEXT_BYTES:  # a sparse file: refused unread
-        raise UntrustedInputError(
-            f"{files.where}: over {MAX_CONTEXT_BYTES:,} bytes of files, the limit of a task's "
-            "build context"
-        )
-    for entry in entries:
+    tree = files.stream_tree(
+        max_total_bytes=MAX_CONTEXT_BYTES, max_entries=MAX_TASK_ENTRIES, max_depth=MAX_TASK_DEPTH
+    )
+    for entry, stream in tree:
         if entry.kind == "dir":
             continue
         digest.update(entry.path.encode() + b"\0")
-        if entry.kind == "link":
+        if stream is None:  # a link (inside the folder: stream_tree checked it)
             digest.update(b"link\0" + files.readlink(entry.path).encode())
             continue
         part = hashlib.sha256()
-        with files.open(entry.path) as handle:  # refuses a FIFO, socket or device
-            while chunk := handle.read(1 << 20):
-                total += len(chunk)
-                if total > MAX_CONTEXT_BYTES:
-                    raise UntrustedInputError(
-                        f"{files.where}: over {MAX_CONTEXT_BYTES:,} bytes of files, the limit "
-                        "of a task's build context"
-                    )
-                part.update(chunk)
+        while chunk := stream.read(1 << 20):
+            part.update(chunk)
         digest.update(part.digest())
     name = re.sub(r"[^a-z0-9_.-]", "-", prefix.lower()).strip("-.") or "task"
     return f"{name}:{digest.hexdigest()[:12]}"

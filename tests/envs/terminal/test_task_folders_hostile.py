@@ -207,7 +207,7 @@ def test_bound_a_sparse_file_in_the_build_context_is_not_hashed(tmp_path: Path) 
     with open(folder / "environment" / "data.bin", "wb") as handle:
         handle.truncate(2 << 30)
     start = time.monotonic()
-    with pytest.raises(UntrustedInputError, match="limit of a task's build context"):
+    with pytest.raises(UntrustedInputError, match="together are over the limit of 1,073,741,824"):
         load_harbor_task(folder)
     assert time.monotonic() - start < 2
 
@@ -383,3 +383,15 @@ def test_verify_of_a_folder_without_tasks_is_one_line_exit_2(tmp_path: Path) -> 
         timeout=120,
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_bound_one_bad_terminal_bench_task_hides_no_good_one(tmp_path: Path) -> None:
+    terminal_bench(tmp_path, "a-good")
+    terminal_bench(tmp_path, "b-nan", yaml="instruction: x\nmax_test_timeout_sec: .nan\n")
+    terminal_bench(tmp_path, "c-cycle", yaml="instruction: x\na: &a [*a]\n")
+    terminal_bench(tmp_path, "d-list", yaml="instruction: [x]\n")
+    terminal_bench(tmp_path, "e-deep", yaml="instruction: x\ny: " + "[" * 5000 + "]" * 5000)
+    with pytest.warns(UserWarning):
+        loaded = load_terminal_bench(tmp_path, image="x")
+    assert [t.task_id for t in loaded] == ["tb/a-good"]
+    assert set(loaded.problems) == {"b-nan", "c-cycle", "d-list", "e-deep"}
