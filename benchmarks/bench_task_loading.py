@@ -19,11 +19,11 @@ import os
 import statistics
 import sys
 import time
-import tomllib
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import tomllib
 import yaml
 
 from multiturn_envs.envs.terminal.bundled import bundled_root
@@ -83,10 +83,10 @@ def main() -> None:
         ratios: list[float] = []
         for _ in range(args.repeats):
             # interleaved: load on the shared machine hits both alike
-            a = sum(timed(lambda f=f: anchor(f, meta), args.inner) for f in folders)
+            a = sum(timed(lambda f=f, m=meta: anchor(f, m), args.inner) for f in folders)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                o = sum(timed(lambda f=f: load(f), args.inner) for f in folders)
+                o = sum(timed(lambda f=f, ld=load: ld(f), args.inner) for f in folders)
             per = 1000 / (len(folders) * args.inner)
             ours_ms.append(o * per)
             anchor_ms.append(a * per)
