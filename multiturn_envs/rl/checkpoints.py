@@ -8,7 +8,6 @@ given config and where to continue from.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from multiturn_envs.rl.config import TrainConfig
@@ -43,7 +42,7 @@ def ran_with(config: TrainConfig) -> bool:
     saved = Path(config.output_dir) / CONFIG_FILE
     if not saved.exists():
         return False
-    return TrainConfig.from_dict(json.loads(saved.read_text())).to_dict() == config.to_dict()
+    return TrainConfig.from_file(saved).to_dict() == config.to_dict()  # bounded, checked
 
 
 def resume_checkpoint(config: TrainConfig, resume: bool | str) -> str | None:
