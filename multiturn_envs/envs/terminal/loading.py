@@ -100,11 +100,18 @@ class LoadedTasks(list[TerminalTask]):
 
 class NoTasksLoaded(ValueError):
     """A folder of tasks gave no task that can run here; the message lists each one's reason,
-    ``loaded`` holds the rows (empty when the folder holds no task at all)."""
+    ``problems`` and ``causes`` hold them per task folder (as :class:`LoadedTasks`; empty when
+    the folder holds no task at all)."""
 
-    def __init__(self, message: str, loaded: LoadedTasks | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        problems: dict[str, str] | None = None,
+        causes: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
-        self.loaded = loaded if loaded is not None else LoadedTasks()
+        self.problems: dict[str, str] = dict(problems or {})
+        self.causes: dict[str, str] = dict(causes or {})
 
 
 def load_all(
@@ -154,7 +161,9 @@ def load_all(
         warnings.warn(f"{what} task {name} left out: {reason}", stacklevel=3)
     if not loaded:
         reasons = "; ".join(f"{name}: {why}" for name, why in loaded.problems.items())
-        raise NoTasksLoaded(f"no {what} task under {root} can run here: {reasons}", loaded)
+        raise NoTasksLoaded(
+            f"no {what} task under {root} can run here: {reasons}", loaded.problems, loaded.causes
+        )
     return loaded
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from multiturn_envs.envs.terminal.checker import CheckReport
-from multiturn_envs.envs.terminal.loading import LoadedTasks
 from multiturn_envs.envs.terminal.tasks import TerminalTask
 
 
@@ -90,43 +89,50 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
     return result
 
 
-def load_folder(folder: Path, fmt: str = "auto") -> LoadedTasks:
-    """The tasks under ``folder``, with a row (``problems``, ``causes``) for each task that did
-    not load; :class:`~.loading.NoTasksLoaded` only when the folder holds no task of either
-    format at all."""
+def load_folder(
+    folder: Path, fmt: str = "auto", **options: Any
+) -> tuple[list[TerminalTask], dict[str, str], dict[str, str]]:
+    """The tasks under ``folder``, and for those that did not load their reasons and causes
+    (``tb/<folder name>`` or ``harbor/<folder name>``, as the task ids, -> text).
+    ``options`` go to the loaders (``map_base``...)."""
     from multiturn_envs.envs.terminal.harbor import load_harbor
     from multiturn_envs.envs.terminal.loading import LoadedTasks, NoTasksLoaded
     from multiturn_envs.envs.terminal.terminal_bench import load_terminal_bench
 
     loaders = {"tb": [load_terminal_bench], "harbor": [load_harbor]}
     chosen = loaders.get(fmt, [load_terminal_bench, load_harbor])
-    result = LoadedTasks()
+    tasks: list[TerminalTask] = []
+    problems: dict[str, str] = {}
+    causes: dict[str, str] = {}
     found = False
     for load in chosen:
+        prefix = "tb/" if load is load_terminal_bench else "harbor/"  # as the tasks' ids
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                loaded = load(folder)
+                loaded: LoadedTasks | NoTasksLoaded = load(folder, **options)
             except NoTasksLoaded as exc:
-                loaded = exc.loaded
-                if not loaded.problems:
-                    continue  # no task of this format here
+                if not exc.problems:  # no task of this format there
+                    continue
+                loaded = exc
         found = True
-        result += loaded
-        result.problems.update(loaded.problems)
-        result.causes.update(loaded.causes)
+        if isinstance(loaded, LoadedTasks):
+            tasks += list(loaded)
+        problems.update({prefix + name: why for name, why in loaded.problems.items()})
+        causes.update({prefix + name: cause for name, cause in loaded.causes.items()})
     if not found:
         raise NoTasksLoaded(f"no Terminal-Bench 1 or Harbor task under {folder}")
-    return result
+    return tasks, problems, causes
 
 
-def verify_folder(folder: Path, fmt: str = "auto") -> list[Verification]:
+def verify_folder(folder: Path, fmt: str = "auto", **env_options: Any) -> list[Verification]:
     """Every task of ``folder`` verified, and a row for each task that could not load (with
-    why), sorted by task id (``multiturn-envs sandbox terminal verify`` prints them)."""
-    loaded = load_folder(folder, fmt)
+    why), sorted by task id (``multiturn-envs sandbox terminal verify`` prints them).
+    ``env_options`` go to each task's env (``image``, ``memory_mb``...)."""
+    tasks, problems, causes = load_folder(folder, fmt)
     rows = [
-        Verification(name, loaded=False, reason=why, cause=loaded.causes.get(name, "refused"))
-        for name, why in loaded.problems.items()
+        Verification(name, loaded=False, reason=why, cause=causes.get(name, ""))
+        for name, why in problems.items()
     ]
-    rows += [verify_task(task) for task in loaded]
+    rows += [verify_task(task, **env_options) for task in tasks]
     return sorted(rows, key=lambda r: r.task_id)

@@ -334,7 +334,7 @@ def test_bound_no_good_task_at_all_lists_every_reason(tmp_path: Path) -> None:
     harbor(tmp_path, "b", toml="[verifier]\ntimeout_sec = inf\n")
     with pytest.raises(NoTasksLoaded) as info, pytest.warns(UserWarning):
         load_harbor(tmp_path, image="x")
-    assert set(info.value.loaded.problems) == {"a", "b"}
+    assert set(info.value.problems) == {"a", "b"}
 
 
 # ------------------------------------------------------------------ the command line
@@ -363,7 +363,7 @@ def test_verify_prints_one_line_per_bad_task_and_exits_2(tmp_path: Path, secret:
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 4, done.stdout
     for line, name in zip(lines, ["a-nan", "b-inf", "c-deep", "d-link"]):
-        assert line.startswith(f"{name}: REFUSED: "), line
+        assert line.startswith(f"harbor/{name}: REFUSED: "), line
     assert "root:" not in done.stdout
 
 
