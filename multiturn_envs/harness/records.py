@@ -27,6 +27,7 @@ whose config has fields of the wrong type, and a trajectory whose key or outcome
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import itertools
 import json
@@ -307,6 +308,8 @@ def _open_record_file(path: str | os.PathLike[str], flags: int = os.O_RDONLY) ->
     try:
         return open_regular(path, flags)
     except UntrustedInputError as exc:
+        if not os.path.lexists(path):  # missing: what callers (the CLI) already tell apart
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path)) from None
         raise RecordFileError(str(exc)) from None
 
 
