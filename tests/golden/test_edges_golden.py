@@ -283,15 +283,17 @@ def verifiers(seed: int) -> list[dict[str, Any]]:
     configs = [
         MTTasksetConfig(num_tasks=2, seeds=[0, 1], max_turns=3),
         MTTasksetConfig(
-            tasks=["4x4"], seeds=[seed], max_turns=8, reward="process",
+            tasks=["4x4"],
+            seeds=[seed],
+            max_turns=8,
+            reward="process",
             env_kwargs={"is_slippery": False},
         ),
         MTTasksetConfig(tasks=["4x4", "8x8"], max_turns=4, tools=True, budget_mode="announced"),
     ]
     replies = [
         ["<answer>Down</answer>", "<answer>Right</answer>", "jump"],
-        ["<answer>Down</answer>", "<answer>Down</answer>", "<answer>Right</answer>"]
-        + ["<answer>Down</answer>", "<answer>Right</answer>", "<answer>Right</answer>"],
+        [f"<answer>{m}</answer>" for m in ("Down", "Down", "Right", "Down", "Right", "Right")],
         ['<tool_call>\n{"name": "move", "arguments": {"direction": "Down"}}\n</tool_call>', "no"],
     ]
     for c, config in enumerate(configs):
