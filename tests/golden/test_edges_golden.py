@@ -19,6 +19,7 @@ import contextlib
 import importlib.util
 import json
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -522,9 +523,52 @@ def test_verl_episodes_give_the_tokens_and_fields_they_gave(
     assert canonical(verl(5, tokenizer)) == canonical(golden["verl"])
 
 
+TRAIN = {
+    "env_id": "MT/FrozenLake-v0",
+    "env_kwargs": {"is_slippery": False},
+    "train_tasks": ["random-s3-p0.8-n0", "random-s3-p0.8-n1", "random-s3-p0.8-n2"],
+    "model": "tiny",
+    "warm_start": "sft",
+    "sft_episodes": 16,
+    "sft_steps": 40,
+    "max_turns": 6,
+    "budget_mix": [4, 5, 6],
+    "reward": "process",
+    "step_weight": 0.3,
+    "steps": 2,
+    "num_generations": 2,
+    "batch_size": 4,
+    "learning_rate": 0.0005,
+    "max_completion_length": 256,
+    "max_turn_tokens": 24,
+    "threads": 1,
+}
+"""A shrunk run of examples/train/frozenlake-budgetmix.json: SFT warm start, two GRPO steps."""
+
+
+def train_log(folder: Path) -> list[dict[str, Any]]:
+    from multiturn_envs.rl.config import TrainConfig
+    from multiturn_envs.rl.train import train
+
+    config = TrainConfig.from_dict({**TRAIN, "output_dir": str(folder)})
+    log = train(config, progress=False).log
+    return [{k: v for k, v in entry.items() if k != "step_time"} for entry in log]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_shrunk_training_run_logs_what_it_logged(golden: dict[str, Any], tmp_path: Path) -> None:
+    """Rollouts, rewards paid, advantages and the update: the per-step log of a seeded run."""
+    _need("trl", "torch", "transformers")
+    with _quiet():
+        got = train_log(tmp_path / "run")
+    assert canonical(got) == canonical(golden["train_log"])
+
+
 def _write() -> None:  # pragma: no cover - run by hand against the code to freeze
     data = {name: json.loads(canonical(make())) for name, make in SECTIONS.items()}
     data["verl"] = json.loads(canonical(verl(5, _tokenizer())))
+    data["train_log"] = json.loads(canonical(train_log(Path(tempfile.mkdtemp()))))
     GOLDEN_FILE.write_text(json.dumps(data, sort_keys=True, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {GOLDEN_FILE} ({GOLDEN_FILE.stat().st_size:,} bytes)")
 
