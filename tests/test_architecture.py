@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "rewards": 1,
     "wrappers": 2,
     "sandbox": 2,
+    "episode": 2,
     "envs": 3,
     "registration": 4,
     "env_args": 4,

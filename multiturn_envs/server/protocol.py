@@ -80,6 +80,7 @@ RESET_KEYS = frozenset(
         "options",
         "max_turns",
         "budget_mode",
+        "error_after",
         "reward",
         "expert_in_metadata",
     }

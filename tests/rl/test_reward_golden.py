@@ -135,11 +135,12 @@ def test_skyrl_pays_each_step_what_it_paid() -> None:
     register_skyrl_envs()
     for case in GOLDEN["skyrl"]:
         seed = case["seed"]
-        env = skyrl_gym.make(
-            "MT/FrozenLake-v0",
-            extras={"task_id": "4x4", "seed": seed, "mt_max_turns": 5},
-            step_score_weight=0.3,
-        )
+        with pytest.deprecated_call(match="step_score_weight"):  # the old spelling, kept
+            env = skyrl_gym.make(
+                "MT/FrozenLake-v0",
+                extras={"task_id": "4x4", "seed": seed, "mt_max_turns": 5},
+                step_score_weight=0.3,
+            )
         env.init([])
         rng = np.random.default_rng(seed)
         rewards = []
