@@ -167,7 +167,7 @@ class MTSkyRLEnv(BaseTextEnv):
             self.log.begin(self.base.current_info())
         observation, reward, terminated, truncated, info = self.env.step(action)
         self.turns += 1
-        total = self.log.add(float(reward), info, bool(terminated), bool(truncated))
+        total = self.log.add(reward, terminated, truncated, info)
         self.done = bool(terminated or truncated)
         metadata = dict(info)
         metadata["observation"] = observation

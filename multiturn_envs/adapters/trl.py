@@ -236,7 +236,7 @@ class TRLEnvironmentBase:
             return self.ended_text
         env = self._live_env()
         observation, reward, terminated, truncated, info = env.step(action_text(action))
-        self._log.add(float(reward), info, bool(terminated), bool(truncated))
+        self._log.add(reward, terminated, truncated, info)
         if terminated or truncated:
             return f"{observation}\n\n{end_note(self._log.success, bool(truncated))}"
         return observation

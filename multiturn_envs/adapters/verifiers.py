@@ -248,7 +248,7 @@ class MTEnv(vf.Env[MTEnvConfig]):
                         observation, reward, terminated, truncated, info = await astep_env(
                             env, action
                         )
-                        log.add(float(reward), info, bool(terminated), bool(truncated))
+                        log.add(reward, terminated, truncated, info)
                         turn_rewards.append(float(log.score))
                         if data.tools:
                             observation = f"<tool_response>\n{observation}\n</tool_response>"

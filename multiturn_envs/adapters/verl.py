@@ -239,7 +239,7 @@ async def run_episode(
             log.stop("agent_stopped")
             break
         _, env_reward, terminated, truncated, info = await astep_env(env, reply.text)
-        log.add(float(env_reward), info, bool(terminated), bool(truncated))
+        log.add(env_reward, terminated, truncated, info)
         if terminated or truncated:
             break
         if response_length is not None and len(tokens.response_ids) >= response_length:

@@ -18,7 +18,7 @@ these (docs/episode-kit.md)::
     log = EpisodeLog(start.reward)
     log.begin(info, seed=start.seed)
     _, reward, terminated, truncated, info = env.step("<answer>Down</answer>")
-    log.add(reward, info, terminated, truncated)
+    log.add(reward, terminated, truncated, info)
     log.summary()["turns"]      # 1
 """
 

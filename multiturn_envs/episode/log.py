@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, SupportsFloat
 
 from multiturn_envs.rewards import Episode, MeanStepScore, Outcome, Reward, Tally, Turn
 
@@ -123,9 +123,10 @@ class EpisodeLog:
         self.first_success = None
 
     def add(
-        self, reward: float, info: Mapping[str, Any], terminated: bool, truncated: bool
+        self, reward: SupportsFloat, terminated: bool, truncated: bool, info: Mapping[str, Any]
     ) -> float:
-        """One env turn as ``step`` returned it; returns the turn's credit under the reward."""
+        """One env turn as ``step`` returned it (Gymnasium's order: ``log.add(*env.step(a)[1:])``);
+        returns the turn's credit under the reward."""
         turn = Turn(float(reward), info, bool(terminated), bool(truncated))
         if self._tally is None:  # stepped without begin: score from this turn's budget on
             self._tally = self.reward.tally(info)

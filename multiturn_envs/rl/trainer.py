@@ -47,7 +47,7 @@ from trl import GRPOTrainer
 
 from multiturn_envs.adapters.trl import TRLEnvironmentBase
 from multiturn_envs.rewards import Reward, make_reward, process_score
-from multiturn_envs.rl.config import ADVANTAGES, OLD_STEP_REWARDS
+from multiturn_envs.rl.config import ADVANTAGES
 from multiturn_envs.rl.gigpo import StepAdvantages, Trajectory, gigpo_advantages
 from multiturn_envs.rl.trl_coupling import check_trl
 
@@ -96,10 +96,9 @@ def cut_by_length(length: int, spans: int, calls: int, done: bool, limit: int) -
 
 
 def step_reward_of(step_reward: str | Reward) -> Reward:
-    """A registered reward for GiGPO's step returns (old names ``"env"``/``"step_score"`` too)."""
-    if isinstance(step_reward, Reward):
-        return step_reward
-    return make_reward(OLD_STEP_REWARDS.get(step_reward, step_reward))
+    """A registered reward for GiGPO's step returns (old names ``"env"``/``"step_score"`` too,
+    with a warning: :data:`~multiturn_envs.rewards.OLD_NAMES`)."""
+    return make_reward(step_reward)
 
 
 def trajectory_of(env: TRLEnvironmentBase, step_reward: str | Reward = "outcome") -> Trajectory:

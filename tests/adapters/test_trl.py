@@ -239,7 +239,10 @@ LAKE = "map:SFF/FFF/FFG"  # 4 moves from start to goal
 
 def test_process_reward_gives_no_credit_to_unparsable_replies_or_lost_states() -> None:
     env = TRLEnvironment(
-        "MT/FrozenLake-v0", reward={"name": "process", "weight": 1.0}, max_turns=6, is_slippery=False
+        "MT/FrozenLake-v0",
+        reward={"name": "process", "weight": 1.0},
+        max_turns=6,
+        is_slippery=False,
     )
     env.reset(task_id=LAKE, seed=0)
     env.act("")  # a wasted turn with slack left: the oracle loses nothing (1.0), no credit
@@ -255,7 +258,10 @@ def test_process_reward_gives_no_credit_to_unparsable_replies_or_lost_states() -
     assert env.done and not env.success
     assert env.process_score == pytest.approx(1.0 / 6) and env.get_reward() == env.process_score
     straight = TRLEnvironment(
-        "MT/FrozenLake-v0", reward={"name": "process", "weight": 1.0}, max_turns=6, is_slippery=False
+        "MT/FrozenLake-v0",
+        reward={"name": "process", "weight": 1.0},
+        max_turns=6,
+        is_slippery=False,
     )
     straight.reset(task_id=LAKE, seed=0)
     for move in ("Right", "Right", "Down", "Down"):
@@ -266,7 +272,10 @@ def test_process_reward_gives_no_credit_to_unparsable_replies_or_lost_states() -
 def test_walking_into_a_hole_pays_no_more_than_stopping() -> None:
     def played(moves: list[str]) -> TRLEnvironment:
         env = TRLEnvironment(
-            "MT/FrozenLake-v0", reward={"name": "process", "weight": 1.0}, max_turns=6, is_slippery=False
+            "MT/FrozenLake-v0",
+            reward={"name": "process", "weight": 1.0},
+            max_turns=6,
+            is_slippery=False,
         )
         env.reset(task_id="map:SFH/FHF/FFG", seed=0)
         for move in moves:
@@ -288,7 +297,10 @@ def test_step_credit_never_exceeds_the_oracle_and_the_process_score_is_a_fractio
     moves: list[str], budget: int
 ) -> None:
     env = TRLEnvironment(
-        "MT/FrozenLake-v0", reward={"name": "process", "weight": 1.0}, max_turns=budget, is_slippery=False
+        "MT/FrozenLake-v0",
+        reward={"name": "process", "weight": 1.0},
+        max_turns=budget,
+        is_slippery=False,
     )
     env.reset(task_id="map:SFH/FHF/FFG", seed=0)
     for move in moves:

@@ -135,6 +135,29 @@ def test_verl_caps_cut_the_episode(tiny: tuple[Any, Any]) -> None:
     assert row_budget.extra_fields["turns"] == 1 and row_budget.extra_fields["max_turns"] == 1
 
 
+def test_a_row_names_its_budget_mode_and_error_injection(tiny: tuple[Any, Any]) -> None:
+    """verl reads a row as every edge does (issue 33): an announced budget shows in the env's
+    observations, an injected error in the first prompt, and the row's own reward scores."""
+    from multiturn_envs.episode import EpisodeStart
+
+    model, tokenizer = tiny
+    server = TinyServer(model, tokenizer)
+    start = EpisodeStart.from_row(
+        {"task_id": "secret-9", "seed": 2, "max_turns": 2, "budget_mode": "announced",
+         "error_after": 1, "reward": {"name": "shaped", "weight": 1.0}}
+    )  # fmt: skip
+    tokens = asyncio.run(run_episode(GuessEnv(max_turns=6), tokenizer, _gen(server), start=start))
+    env_text = tokenizer.decode(
+        [t for t, m in zip(tokens.response_ids, tokens.response_mask) if m == 0]
+    )
+    assert "[Turns left: 1 of 2]" in env_text
+    assert "guess" in tokenizer.decode(tokens.prompt_ids)  # the injected turns, in the prompt
+    assert tokens.extra_fields["max_turns"] == 2 and tokens.extra_fields["turns"] == 2
+    assert tokens.reward_score == pytest.approx(sum(tokens.extra_fields["step_scores"]))
+    with pytest.raises(ValueError, match="not both"):
+        asyncio.run(run_episode(GuessEnv(), tokenizer, _gen(server), start=start, seed=1))
+
+
 def test_agent_loop_registered_and_output_validates_against_verl(
     tiny: tuple[Any, Any], tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -68,20 +69,23 @@ def rollout_figures(e: Any) -> dict[str, Any]:
 def test_the_trainer_computes_the_rewards_and_advantages_it_computed_before(name: str) -> None:
     """Old configs load; their rollouts score and their GiGPO groups advantage as before."""
     _require("trl")
-    from multiturn_envs.rl.rollout_env import environment
+    from multiturn_envs.rl.run_view import RunView
     from multiturn_envs.rl.train import train_rows
     from multiturn_envs.rl.trainer import group_advantages, trajectory_of
 
     golden = GOLDEN["trl"][name]
-    config = TrainConfig.from_dict(golden["config"])
+    with warnings.catch_warnings():  # the old vocabulary: step_weight, "step_score", ...
+        warnings.simplefilter("ignore", DeprecationWarning)
+        config = TrainConfig.from_dict(golden["config"])
+    view = RunView.of(config)
     old_reward = golden["config"]["reward"]
     assert config.advantage == ("gigpo" if old_reward == "gigpo" else "grpo")
-    rows = train_rows(config)[: len(golden["groups"])]
+    rows = train_rows(config, view)[: len(golden["groups"])]
     for r, (row, want) in enumerate(zip(rows, golden["groups"])):
         assert {k: v for k, v in row.items() if k != "prompt"} == want["row"]
         envs = []
         for g in range(config.num_generations):
-            e = environment(config)
+            e = view.environment()
             e.reset(**row)
             play(e, np.random.default_rng([r, g, 7]), config.max_budget)
             envs.append(e)

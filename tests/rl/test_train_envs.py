@@ -55,21 +55,22 @@ def _sft_until_copying(config: TrainConfig, folder: Path, *, chunk: int, most: i
     import torch
 
     from multiturn_envs.rl.models import build_tiny, install_tool_template, load_model
-    from multiturn_envs.rl.rollout_env import layout, system_prompt, tool_callables
+    from multiturn_envs.rl.run_view import RunView
     from multiturn_envs.rl.tool_format import split_reply
     from multiturn_envs.rl.warm_start import expert_examples, sft_warm_start
 
-    model, tokenizer = load_model(str(build_tiny(config, folder / "random")))
+    view = RunView.of(config)
+    model, tokenizer = load_model(str(build_tiny(config, folder / "random", view)))
     install_tool_template(tokenizer, config.chat_template)
-    tools = tool_callables(config)
+    tools = view.tool_functions()
     examples = expert_examples(
         config.env_id,
         dict(config.env_kwargs),
         config.train_tasks,
         episodes=2,
         max_turns=config.max_turns,
-        system=system_prompt(config),
-        layout=layout(config),
+        system=view.system_prompt,
+        layout=view.layout,
     )
     prompt, call = split_reply(
         tokenizer, tools, examples[0]["prompt"], examples[0]["completion"][0]
@@ -147,8 +148,7 @@ def test_one_grpo_step_on_the_env(
             **common,
             "model": str(start),
             "warm_start": "none",
-            "reward": "process",
-            "step_weight": 1.0,
+            "reward": {"name": "process", "weight": 1.0},
             "steps": 2,
             "num_generations": 8,
             "batch_size": 8,

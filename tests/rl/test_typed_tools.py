@@ -76,8 +76,8 @@ def test_process_reward_and_gigpo_train_with_typed_tools(start: Path, tmp_path: 
     MultiTurnGRPOTrainer._gigpo = spy  # type: ignore[method-assign]
     try:
         config = _config(
-            tmp_path, reward="process", step_weight=0.5, advantage="gigpo",
-            gigpo_step_reward="process",
+            tmp_path, reward={"name": "process", "weight": 0.5}, advantage="gigpo",
+            gigpo_step_reward={"name": "process", "weight": 0.5},
         )  # fmt: skip
         result = train(config, start=start, progress=False)
     finally:
@@ -99,12 +99,12 @@ def test_harness_evaluates_the_typed_model_in_its_training_layout(
 
     from multiturn_envs.harness import EvalConfig, read_run, run_eval, score_run
     from multiturn_envs.rl.evaluate import tool_layout_policy, tool_layout_scorer
-    from multiturn_envs.rl.rollout_env import system_prompt
+    from multiturn_envs.rl.run_view import RunView
 
     config = _config(tmp_path)
     policy = tool_layout_policy(start, config, name="start", temperature=1.0)
     assert policy.prompter.tools and policy.prompter.native_tools
-    assert policy.prompter.system_prompt == system_prompt(config)
+    assert policy.prompter.system_prompt == RunView.of(config).system_prompt
     path = tmp_path / "eval.jsonl"
     run_eval(
         EvalConfig(
