@@ -4,7 +4,7 @@
 
 FrozenLake maps are split by *layout* (not by id: two ids can draw one map) into training and
 held-out maps. The base is a tiny model warm-started by expert SFT (``warm_start="sft"``); each
-arm of ``config.json`` trains from that base with ``multiturn_envs.rl.train`` (TRL's
+arm of ``config.json`` trains from that base with ``multiturn_envs.rl.training`` (TRL's
 ``GRPOTrainer``): outcome reward at fixed T, outcome + process reward, GiGPO, BudgetMix. The
 base and every arm are then evaluated by the harness on the held-out maps with a hidden budget
 T_max, in the tool layout they were trained in, and the report (``<out>/report.md``, PNGs beside
@@ -280,7 +280,7 @@ def run_study(
     from multiturn_envs.harness.likelihood import format_llr, format_nll
     from multiturn_envs.rl.checkpoints import ran_with
     from multiturn_envs.rl.evaluate import tool_layout_scorer
-    from multiturn_envs.rl.train import TrainResult, train_many
+    from multiturn_envs.rl.training import TrainResult, train_many
 
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}

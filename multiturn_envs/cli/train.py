@@ -102,7 +102,7 @@ def config_of(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from multiturn_envs.rl.checkpoints import check_output_dir, resume_checkpoint
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     with user_errors():
         config = config_of(args)

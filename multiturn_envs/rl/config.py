@@ -21,6 +21,22 @@ from multiturn_envs.adapters.trl import LAYOUTS
 from multiturn_envs.rewards import Reward, current_name, make_reward
 from multiturn_envs.untrusted import load_json
 
+__all__ = [
+    "ADVANTAGES",
+    "CHAT_TEMPLATES",
+    "INT_MAXIMA",
+    "MAX_CONFIG_BYTES",
+    "MAX_STEPS",
+    "MAX_STEP_WEIGHT",
+    "OLD_FIELDS",
+    "OLD_REWARDS",
+    "WARM_STARTS",
+    "RewardField",
+    "TrainConfig",
+    "reward_spec",
+    "with_weight",
+]
+
 MAX_CONFIG_BYTES = 1 << 20
 """A train config file (``--config``, a run's ``train_config.json``): 1 MiB."""
 MAX_STEPS = 10_000_000
@@ -144,7 +160,8 @@ class TrainConfig:
             the layout it is evaluated in, and so a policy that stops ending its replies (a
             tiny model under GRPO learned to repeat the call's closing token instead of the
             end-of-turn token) costs a few tokens a turn, not the rest of the rollout. Works
-            with transformers and vLLM generation (:func:`~multiturn_envs.rl.train.grpo_settings`).
+            with transformers and vLLM generation
+            (:func:`~multiturn_envs.rl.training.grpo_settings`).
         trl: more ``GRPOConfig`` fields, passed as they are (e.g. ``use_vllm``).
 
     Run:
@@ -164,7 +181,7 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     train_tasks: list[str] | None = None
     model: str = "tiny"
-    tiny: dict[str, int] = field(default_factory=dict)
+    tiny: dict[str, int | float] = field(default_factory=dict)
     chat_template: str = "auto"
     warm_start: str = "none"
     tools: str = "act"
@@ -367,7 +384,13 @@ class TrainConfig:
 
 
 _JSON_NAMES = {str: "a string", int: "an int", float: "a number", bool: "true or false"}
-_JSON_PLURALS = {str: "strings", int: "ints", float: "numbers", bool: "bools"}
+_JSON_PLURALS: dict[Any, str] = {
+    str: "strings",
+    int: "ints",
+    float: "numbers",
+    bool: "bools",
+    int | float: "numbers",
+}
 
 
 def _json_type_error(value: Any, hint: Any) -> str:

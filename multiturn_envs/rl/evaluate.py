@@ -33,6 +33,14 @@ from multiturn_envs.rl.models import load_model
 from multiturn_envs.rl.run_view import RunView
 from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer, split_reply
 
+__all__ = [
+    "ExpertAgreement",
+    "expert_agreement",
+    "template_kwargs",
+    "tool_layout_policy",
+    "tool_layout_scorer",
+]
+
 
 def template_kwargs(config: TrainConfig) -> dict[str, Any]:
     """The chat template variables the run trained with (``GRPOConfig.chat_template_kwargs``,

@@ -38,6 +38,14 @@ from multiturn_envs.rl.tool_format import (
     tool_call_message,
 )
 
+__all__ = [
+    "SFTReport",
+    "expert_examples",
+    "frame_token_ids",
+    "sft_warm_start",
+    "weighted_completion_loss",
+]
+
 
 @dataclass
 class SFTReport:

@@ -403,7 +403,7 @@ def training_view() -> dict[str, Any]:
 
     from multiturn_envs.rl.config import TrainConfig
     from multiturn_envs.rl.run_view import RunView
-    from multiturn_envs.rl.train import grpo_settings, train_rows
+    from multiturn_envs.rl.training import grpo_settings, train_rows
 
     out: dict[str, Any] = {}
     for name, data in TRAIN_CONFIGS.items():
@@ -564,7 +564,7 @@ TRAIN = {
 
 def train_log(folder: Path) -> list[dict[str, Any]]:
     from multiturn_envs.rl.config import TrainConfig
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     config = TrainConfig.from_dict({**TRAIN, "output_dir": str(folder)})
     log = train(config, progress=False).log

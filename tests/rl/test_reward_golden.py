@@ -70,8 +70,8 @@ def test_the_trainer_computes_the_rewards_and_advantages_it_computed_before(name
     """Old configs load; their rollouts score and their GiGPO groups advantage as before."""
     _require("trl")
     from multiturn_envs.rl.run_view import RunView
-    from multiturn_envs.rl.train import train_rows
     from multiturn_envs.rl.trainer import group_advantages, trajectory_of
+    from multiturn_envs.rl.training import train_rows
 
     golden = GOLDEN["trl"][name]
     with warnings.catch_warnings():  # the old vocabulary: step_weight, "step_score", ...

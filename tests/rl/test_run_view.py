@@ -99,7 +99,7 @@ def test_a_tool_rendered_for_its_schema_is_not_a_rollout() -> None:
 def test_a_train_call_closes_every_env_it_makes(env_count: EnvCount, tmp_path: Path) -> None:
     for name in ("trl", "torch", "transformers", "datasets"):
         require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     train(_shrunk(tmp_path / "run"), progress=False)
     # the view (1), the tiny tokenizer's chats (1), the SFT episodes and their replays, the
@@ -116,8 +116,8 @@ def test_a_failed_train_call_closes_its_rollout_envs_too(
     for name in ("trl", "torch", "transformers", "datasets"):
         require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
     from multiturn_envs.rl.models import start_model
-    from multiturn_envs.rl.train import train
     from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
+    from multiturn_envs.rl.training import train
 
     config = _shrunk(tmp_path / "run")
     start = start_model(config, tmp_path / "start")

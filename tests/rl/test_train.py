@@ -101,7 +101,7 @@ def test_anchor_includes_the_turns_left() -> None:
         ("gigpo_gamma", "x", "gigpo_gamma must be a number"),
         ("trl", [], "trl must be a JSON object"),
         ("budget_mix", ["a"], "budget_mix must be a list of ints or null"),
-        ("tiny", {"layers": "2"}, "tiny must be a JSON object of ints"),
+        ("tiny", {"layers": "2"}, "tiny must be a JSON object of numbers"),
         ("reward", {"name": "process", "weight": 1e300}, "reward weight must be at most"),
         ("reward", {"name": "process", "weight": -1}, "weight must be a finite number >= 0"),
         ("reward", 3, "reward must be a string or a JSON object"),
@@ -465,7 +465,7 @@ def _moved(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 def test_process_reward_reaches_the_trainer_and_weights_move(start: Path, tmp_path: Path) -> None:
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     result = train(_config(tmp_path, reward={"name": "process", "weight": 0.5}), start=start)
     (entry,) = result.log
@@ -481,7 +481,7 @@ def test_process_reward_reaches_the_trainer_and_weights_move(start: Path, tmp_pa
 def test_gigpo_gives_trl_token_advantages_that_vary_within_a_rollout(
     start: Path, tmp_path: Path
 ) -> None:
-    from multiturn_envs.rl import train as train_module
+    from multiturn_envs.rl import training as train_module
 
     seen: dict[str, Any] = {}
     from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
@@ -517,8 +517,8 @@ def test_gigpo_gives_trl_token_advantages_that_vary_within_a_rollout(
 def test_process_reward_trains_with_gigpo_advantages(start: Path, tmp_path: Path) -> None:
     """A reward and an estimator are two choices: the process reward under GiGPO, its own
     per-turn credits as the step returns, reaches TRL as (B, T) advantages."""
-    from multiturn_envs.rl.train import train
     from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
+    from multiturn_envs.rl.training import train
 
     seen: dict[str, Any] = {}
     original = MultiTurnGRPOTrainer._gigpo
@@ -549,7 +549,7 @@ def test_process_reward_trains_with_gigpo_advantages(start: Path, tmp_path: Path
 
 def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
     from multiturn_envs.rl.checkpoints import latest_checkpoint
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     config = _config(tmp_path, reward="process", steps=2, save_steps=1)  # dense: weights move
     first = train(config, start=start, progress=False)
@@ -572,7 +572,7 @@ def test_max_turn_tokens_caps_each_reply_not_the_rollout(start: Path, tmp_path: 
     """A tool call takes about four tokens of the tiny model (frame, action, frame, end): capped
     at two tokens a reply no call is ever complete; capped at six, rollouts run several turns
     and hold more model tokens than one reply may."""
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     capped = train(_config(tmp_path / "capped", max_turn_tokens=2), start=start, progress=False)
     (entry,) = capped.log
@@ -585,7 +585,7 @@ def test_max_turn_tokens_caps_each_reply_not_the_rollout(start: Path, tmp_path: 
 
 
 def test_grpo_settings_put_the_reply_cap_where_the_generator_reads_it(tmp_path: Path) -> None:
-    from multiturn_envs.rl.train import grpo_settings
+    from multiturn_envs.rl.training import grpo_settings
 
     def config(**kw: Any) -> TrainConfig:
         return TrainConfig.from_dict({"warm_start": "format", "output_dir": str(tmp_path), **kw})
@@ -607,7 +607,7 @@ def test_grpo_settings_put_the_reply_cap_where_the_generator_reads_it(tmp_path: 
 def test_runs_side_by_side_give_the_models_they_give_alone(start: Path, tmp_path: Path) -> None:
     """``train_many`` in worker processes: each run is a function of its config and start only
     (seeded by TRL, its own threads), so the study's arms may train two at a time."""
-    from multiturn_envs.rl.train import train, train_many
+    from multiturn_envs.rl.training import train, train_many
 
     configs = {
         name: _config(tmp_path / name, reward=reward, seed=seed)
@@ -623,7 +623,7 @@ def test_runs_side_by_side_give_the_models_they_give_alone(start: Path, tmp_path
 
 
 def test_a_failed_run_side_by_side_is_named(start: Path, tmp_path: Path) -> None:
-    from multiturn_envs.rl.train import train_many
+    from multiturn_envs.rl.training import train_many
 
     configs = {
         "ok": _config(tmp_path / "ok"),

@@ -130,7 +130,7 @@ def test_one_grpo_step_on_the_env(
         problem = _docker_ready()
         require(problem is None, f"a docker engine with the sandbox image ({problem})")
     from multiturn_envs.rl.models import load_model
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     common = {
         "env_id": env_id,

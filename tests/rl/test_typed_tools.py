@@ -61,8 +61,8 @@ def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_process_reward_and_gigpo_train_with_typed_tools(start: Path, tmp_path: Path) -> None:
-    from multiturn_envs.rl.train import train
     from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
+    from multiturn_envs.rl.training import train
 
     seen: dict[str, Any] = {}
     original = MultiTurnGRPOTrainer._gigpo
