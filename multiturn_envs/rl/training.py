@@ -92,7 +92,7 @@ class TrainResult:
 def _progress_callback(total: int, log_path: Path, stream: Any) -> Any:
     from transformers import TrainerCallback
 
-    class Progress(TrainerCallback):  # type: ignore[misc]
+    class StepLog(TrainerCallback):  # type: ignore[misc]
         """One line per step on ``stream``; every log entry to ``train_log.jsonl``."""
 
         def __init__(self) -> None:
@@ -120,7 +120,7 @@ def _progress_callback(total: int, log_path: Path, stream: Any) -> Any:
             )
             stream.flush()
 
-    return Progress()
+    return StepLog()
 
 
 def _trim_log(log_path: Path, checkpoint: str | None) -> None:

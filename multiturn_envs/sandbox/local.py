@@ -31,7 +31,7 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
+from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase
 from multiturn_envs.sandbox.jobs import RUNNER_PATH, guard_seconds, job_bytes, parse_report
 
 logger = logging.getLogger(__name__)
@@ -116,9 +116,9 @@ class LocalSandbox(Sandbox):
         ]
 
     def run(
-        self, program: str, tests: Sequence[TestCase], limits: Limits | None = None
+        self, program: str, tests: Sequence[TestCase], limits: RunLimits | None = None
     ) -> RunResult:
-        limits = limits or Limits()
+        limits = limits or RunLimits()
         job_dir = tempfile.mkdtemp(prefix="mte-local-")
         try:
             os.chmod(job_dir, 0o755)  # the code's uid must reach program.py, never job.jsonl
@@ -144,7 +144,7 @@ class LocalSandbox(Sandbox):
             shutil.rmtree(job_dir, ignore_errors=True)
 
     def _execute(
-        self, job_dir: str, job_path: str, tests: Sequence[TestCase], limits: Limits
+        self, job_dir: str, job_path: str, tests: Sequence[TestCase], limits: RunLimits
     ) -> RunResult:
         proc = subprocess.Popen(
             self._command(job_dir, job_path),

@@ -171,7 +171,7 @@ class EnvSession:
         self,
         env: gym.Env[str, str],
         env_id: str,
-        limits: p.Limits,
+        limits: p.ServerLimits,
         salt: bytes | None = None,
     ) -> None:
         self.env = env

@@ -216,7 +216,7 @@ def worker_main(
     sock: socket.socket,
     make_env: Callable[[], gym.Env[str, str]],
     env_id: str,
-    limits: p.Limits,
+    limits: p.ServerLimits,
 ) -> None:
     """The worker process: build the env, then answer requests until ``close`` or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
@@ -514,7 +514,7 @@ class ProcessRunner:
         self,
         make_env: Callable[[], gym.Env[str, str]],
         env_id: str,
-        limits: p.Limits,
+        limits: p.ServerLimits,
         process_lock: threading.Lock,
     ) -> None:
         import multiprocessing
@@ -648,7 +648,7 @@ class ThreadRunner:
     """
 
     def __init__(
-        self, make_env: Callable[[], gym.Env[str, str]], env_id: str, limits: p.Limits
+        self, make_env: Callable[[], gym.Env[str, str]], env_id: str, limits: p.ServerLimits
     ) -> None:
         self.make_env = make_env
         self.env_id = env_id

@@ -67,7 +67,7 @@ def test_the_server_starts_the_same_episode_from_a_payload() -> None:
 
     want, info = _local()
     env = make_env("MT/FrozenLake-v0", {"is_slippery": False})
-    session = EnvSession(env, "MT/FrozenLake-v0", p.Limits(), salt=b"0123456789abcdef")
+    session = EnvSession(env, "MT/FrozenLake-v0", p.ServerLimits(), salt=b"0123456789abcdef")
     payload = session.reset(dict(ROW))
     assert payload["observation"]["text"] == want
     assert payload["observation"]["metadata"]["injected_actions"] == info["injected_actions"]

@@ -327,7 +327,7 @@ def session(seed: int) -> list[Any]:
 
     out: list[Any] = []
     env = gym.make("MT/FrozenLake-v0", max_turns=5, is_slippery=False, disable_env_checker=True)
-    s = EnvSession(env, "MT/FrozenLake-v0", p.Limits(), salt=b"golden-salt-0000")
+    s = EnvSession(env, "MT/FrozenLake-v0", p.ServerLimits(), salt=b"golden-salt-0000")
     rng = np.random.default_rng(seed)
     resets: list[dict[str, Any]] = [
         {"task_id": "4x4"},
