@@ -5,7 +5,6 @@ Skips without ``trl`` (and torch/transformers) locally; fails under ``CI=true``.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from multiturn_envs.adapters.trl import (
     grpo_rows,
     step_credit,
 )
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.testing import GuessEnv, require_packages
 from multiturn_envs.wrappers import BudgetMix, ProcessReward
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -32,8 +31,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
 def _require_trl() -> None:
-    for name in ("trl", "torch", "transformers", "datasets"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets")
     import torch
 
     torch.set_num_threads(1)

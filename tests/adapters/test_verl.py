@@ -9,7 +9,6 @@ transformers model. Skips without verl locally; fails under ``CI=true``.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import os
 from pathlib import Path
@@ -19,15 +18,14 @@ import gymnasium as gym
 import pytest
 
 from multiturn_envs.adapters.verl import EpisodeTokens, run_episode
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.testing import GuessEnv, require_packages
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _require_verl() -> None:
-    for name in ("verl", "torch", "transformers"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("verl", "torch", "transformers")
     import torch
 
     torch.set_num_threads(1)

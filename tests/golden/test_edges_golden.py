@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import json
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import numpy as np
 import pytest
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.testing import GuessEnv, require_packages
 
 HERE = Path(__file__).resolve().parent
 GOLDEN_FILE = HERE / "edges.json"
@@ -43,8 +42,7 @@ def canonical(value: Any) -> str:
 
 
 def _need(*names: str) -> None:
-    for name in names:
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages(*names)
 
 
 def _expert_or_junk(base: Any, rng: np.random.Generator) -> str:

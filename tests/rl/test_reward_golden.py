@@ -14,7 +14,6 @@ advantages, the wrapper's shaped rewards, SkyRL's per-step rewards and the verif
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -26,7 +25,7 @@ import pytest
 
 import multiturn_envs  # noqa: F401
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 from multiturn_envs.wrappers import ProcessReward
 
 GOLDEN = json.loads((Path(__file__).parent / "data" / "reward_golden.json").read_text())
@@ -34,8 +33,7 @@ MOVES = ["Left", "Down", "Right", "Up", "", "jump", "<answer>Down</answer>"]
 
 
 def _require(*names: str) -> None:
-    for name in names:
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages(*names)
 
 
 def play(env: Any, rng: np.random.Generator, max_calls: int) -> None:

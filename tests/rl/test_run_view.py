@@ -9,7 +9,6 @@ output folder must be empty, new, or a run of the same config before a byte is w
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from multiturn_envs.cli.app import main
 from multiturn_envs.core import TextEnv
 from multiturn_envs.rl.checkpoints import CONFIG_FILE, LOG_FILE, check_output_dir
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -97,8 +96,7 @@ def test_a_tool_rendered_for_its_schema_is_not_a_rollout() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_train_call_closes_every_env_it_makes(env_count: EnvCount, tmp_path: Path) -> None:
-    for name in ("trl", "torch", "transformers", "datasets"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets")
     from multiturn_envs.rl.training import train
 
     train(_shrunk(tmp_path / "run"), progress=False)
@@ -113,8 +111,7 @@ def test_a_train_call_closes_every_env_it_makes(env_count: EnvCount, tmp_path: P
 def test_a_failed_train_call_closes_its_rollout_envs_too(
     env_count: EnvCount, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("trl", "torch", "transformers", "datasets"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets")
     from multiturn_envs.rl.models import start_model
     from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
     from multiturn_envs.rl.training import train

@@ -7,7 +7,6 @@ fails under ``CI=true``.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import os
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 from multiturn_envs.cli.app import main
 from multiturn_envs.rl.config import TrainConfig
 from multiturn_envs.rl.trainer import anchor_of, cut_by_length, model_spans, token_advantages
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.testing import GuessEnv, require_packages
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -32,8 +31,7 @@ TASKS = ["random-s3-p0.8-n0", "random-s3-p0.8-n1"]
 
 
 def _require_trl() -> None:
-    for name in ("trl", "torch", "transformers", "datasets"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets")
 
 
 # ---------------------------------------------------------------------- pieces, no model

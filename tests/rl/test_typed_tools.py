@@ -6,7 +6,6 @@ reply without a call ending the episode as it ends a rollout in TRL."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -52,8 +51,7 @@ def _config(tmp: Path, **kw: Any) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    for name in ("trl", "torch", "transformers", "datasets"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets")
     from multiturn_envs.rl.models import start_model
 
     folder = tmp_path_factory.mktemp("typed-start")

@@ -14,7 +14,10 @@ from multiturn_envs.envs.terminal.env import TerminalEnv
 from multiturn_envs.envs.terminal.harbor import load_harbor, load_harbor_task
 from multiturn_envs.envs.terminal.loading import NoTasksLoaded, TaskUnavailable
 
-pytestmark = pytest.mark.docker
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.timeout(1800),
+]  # builds images, trains or runs a server: long
 
 TEST_SH = """\
 #!/bin/bash
