@@ -44,6 +44,7 @@ from typing import Any
 import gymnasium as gym
 
 from multiturn_envs.core import TextEnv, astep_env
+from multiturn_envs.episode import make_env
 from multiturn_envs.harness.config import EpisodeSeeds, RunOptions, RunSummary
 from multiturn_envs.harness.progress import ProgressLine
 from multiturn_envs.harness.records import (
@@ -261,7 +262,7 @@ class _LocalRun:
             return self.make_env()
         # Gymnasium's passive checker inspects the first reset and step of each instance
         # (~15 ms for a text env); one checked instance per run is enough.
-        return gym.make(self.config.env_id, disable_env_checker=not first, **self.config.env_kwargs)
+        return make_env(self.config.env_id, self.config.env_kwargs, checker=first)
 
     def _start(self, slot: _Slot, key: RecordKey) -> None:
         task_id, sample, budget = key

@@ -41,6 +41,7 @@ from typing import Any, Literal, NamedTuple, Protocol, cast
 
 import gymnasium as gym
 
+from multiturn_envs.episode import make_env
 from multiturn_envs.server import protocol as p
 from multiturn_envs.server.frames import (
     CHECKPOINT,
@@ -98,10 +99,9 @@ class FactoryFailed(Exception):
 
 
 def make_registered(env_id: str, env_kwargs: dict[str, Any]) -> gym.Env[str, str]:
-    """``gym.make(env_id, **env_kwargs)``: the default factory (picklable, for the workers)."""
-    import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-
-    return gym.make(env_id, disable_env_checker=True, **env_kwargs)
+    """``gym.make(env_id, **env_kwargs)`` without the checker (:func:`~multiturn_envs.episode.
+    make_env`): the default factory (picklable, for the workers)."""
+    return make_env(env_id, env_kwargs)
 
 
 # ------------------------------------------------------------------------------ one request
