@@ -19,6 +19,8 @@
 5. **Log-prob equality.** One episode's trajectory is scored by a separate scoring engine
    (prefix caching off, built from its spec as ``multiturn-envs nll`` does), started after the
    generation engine is shut down, so the two never have to fit side by side.
+6. **The CPU build's guard.** A policy over an engine with chunked prefill on (the scoring
+   engine) is refused there with the fix (seeded sampling would kill it: vllm_backend).
 
 Usage (the GPU machine; needs vllm, transformers, tokenizers):
     python benchmarks/gpu_vllm_check.py                      # tiny random model built here
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import multiprocessing
 import os
 import pstats
 import statistics
@@ -300,6 +303,8 @@ def main() -> None:
     replies = logprob_episode(gym, owner.llm, sampling)
     check_tools(gym, owner.llm, sampling)
     owner.close()  # the scoring engine gets the memory the generation engine held
+    engines = multiprocessing.active_children()  # vLLM's engine core is a spawned child
+    print(f"generation engine stopped: {not engines}")
     # the scorer through its spec, as `multiturn-envs nll --scoring-model vllm:...` builds it
     spec = f"vllm:{model},dtype={args.dtype},max_model_len={args.max_model_len}"
     spec += f",gpu_memory_utilization={args.gpu_memory_utilization},enforce_eager=true"
@@ -314,6 +319,7 @@ def main() -> None:
         abs(a - b) for span, r in zip(scored, replies) for a, b in zip(span, r.logprobs or [])
     )
     print(f"log-prob equality, generation vs scoring engine: max |delta| = {delta:.2e}")
+    check_refusal(vllm, scoring.scorer.llm, sampling)
     shutdown_engine(scoring.scorer.llm)
 
 
@@ -333,6 +339,22 @@ def logprob_episode(gym: Any, llm: Any, sampling: Sampling) -> list[Reply]:
         replies.append(reply)
         env.step(reply.text)
     return replies
+
+
+def check_refusal(vllm: Any, llm: Any, sampling: Sampling) -> None:
+    """On the CPU build, a policy over an engine with chunked prefill on (the scoring engine's
+    default) is refused with the fix, rather than run until seeded sampling kills it."""
+    from multiturn_envs.policies.vllm_backend import VLLMPolicy, on_cpu
+
+    if not on_cpu(vllm):
+        print("chunked-prefill engine refused: n/a (not the CPU build)")
+        return
+    try:
+        VLLMPolicy(llm, sampling)
+    except ValueError as exc:
+        print(f"chunked-prefill engine refused: True ({str(exc)[:60]}...)")
+    else:
+        print("chunked-prefill engine refused: False")
 
 
 def check_tools(gym: Any, llm: Any, sampling: Sampling) -> None:

@@ -31,6 +31,7 @@ in a spawned process).
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -90,12 +91,21 @@ def check_seeded_sampling(vllm: Any, llm: Any) -> None:
         )
 
 
-def shutdown_engine(llm: Any) -> None:
+def shutdown_engine(llm: Any, wait_s: float = 10.0) -> None:
     """Stop an engine's core process now and free its memory (the KV cache is reserved up
-    front: a second engine fits only once the first is gone). Idempotent."""
+    front: a second engine fits only once the first is gone). Idempotent.
+
+    vLLM's shutdown ends by SIGKILL-ing a core that outlived its grace period, without
+    reaping it; the core's processes are then joined for up to ``wait_s`` seconds, so that
+    on return their memory is back (an engine started next finds it free)."""
     core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
-    if core is not None:
-        core.shutdown()
+    if core is None:
+        return
+    core.shutdown()
+    manager = getattr(getattr(core, "resources", None), "engine_manager", None)
+    deadline = time.monotonic() + wait_s
+    for process in getattr(manager, "processes", None) or ():
+        process.join(max(0.0, deadline - time.monotonic()))
 
 
 def sampling_params(vllm: Any, sampling: Sampling, n: int, seed: int) -> Any:
