@@ -4,17 +4,20 @@
    :class:`VLLMPolicy` and records every batch of token-id prompts and seeds the policy sent to
    the engine; then replays exactly those batches with bare ``llm.generate`` calls (same
    sampling parameters, same seeds: the same tokens come back). Harness and raw alternate
-   ``--repeats`` times on one engine, the prefix cache emptied before each phase, so both see
-   the same cache and the same machine load; the figure is ``harness_s / raw_s`` per repeat,
-   printed as its median and spread (goal: < 1.10 once the engine dominates).
+   ``--repeats`` times on one engine in ABBA order, the prefix cache emptied before each
+   phase; the figure is ``harness_s / raw_s`` per repeat, printed as its median and spread
+   (goal: < 1.10 once the engine dominates).
 2. **Where the difference goes.** Each harness run is split into the engine's ``generate``
    calls, the policy's own work around them (prompts from kept ids, replies) and the harness's
-   (requests, env steps, records). A third replay sends all recorded prompts in ONE
+   (requests, env steps, records); ``harness_s / engine_s`` is the same comparison inside one
+   run (the engine calls ARE raw vLLM on the same prompts), which a shared machine's load
+   drift between phases cannot move. A third replay sends all recorded prompts in ONE
    ``generate`` call: what a batch costs when no turn waits for the slowest episode of the
    previous one (an estimate: that call finds less in the prefix cache). ``--profile N``
    prints the top N functions of one more harness run under cProfile.
-3. **Reproducibility.** The records of every repeat must be equal (timings and run id aside):
-   seeded sampling, whatever the engine's schedule.
+3. **Reproducibility.** The records of every repeat must be equal (timings and run id aside),
+   and so must the engine calls the policy made: seeded sampling gives the same tokens run
+   after run, at any number of episodes in flight (on the CPU build too: vllm_backend).
 4. **Tools** through the same engine (the template's rendering and the Hermes parser).
 5. **Log-prob equality.** One episode's trajectory is scored by a separate scoring engine
    (prefix caching off, built from its spec as ``multiturn-envs nll`` does), started after the
@@ -214,36 +217,58 @@ class Workload:
         return time.perf_counter() - t0
 
 
+def spread(name: str, ratios: list[float]) -> str:
+    """``name: median m (min a, max b, n repeats)``."""
+    median = statistics.median(ratios)
+    return (
+        f"{name}: median {median:.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}, "
+        f"{len(ratios)} repeats)"
+    )
+
+
 def compare(work: Workload, repeats: int) -> list[Call]:
-    """Harness and raw vLLM, alternated ``repeats`` times; the ratio, its spread, the split,
-    and whether the records of all repeats are equal. Returns the engine calls."""
+    """Harness and raw vLLM, ``repeats`` times in ABBA order (harness first on odd repeats,
+    raw first on even ones, replaying the previous repeat's calls: a drift in the machine's
+    load then cancels instead of favouring one side); the ratios, their spread, the split of
+    the harness's time, and whether all repeats wrote equal records and made equal engine
+    calls. Returns the engine calls."""
     ratios: list[float] = []
+    in_run: list[float] = []
     first: list[dict[str, Any]] | None = None
     reproducible = True
-    calls: list[Call] = []
+    calls: list[Call] | None = None
     tokens = 0
     for rep in range(repeats):
+        raw_first = calls is not None and rep % 2 == 1
+        if raw_first:
+            assert calls is not None
+            raw_s, tokens = work.raw(calls)
         harness_s, policy, path = work.harness(str(rep))
+        reproducible = reproducible and (calls is None or policy.calls == calls)
         calls = policy.calls
-        raw_s, tokens = work.raw(calls)
+        if not raw_first:
+            raw_s, tokens = work.raw(calls)
         ratios.append(harness_s / raw_s)
+        in_run.append(harness_s / policy.engine_s)
         print(
-            f"repeat {rep + 1}: harness {harness_s:.2f} s = engine {policy.engine_s:.2f} s "
-            f"+ policy {policy.act_s - policy.engine_s:.2f} s (prompts, replies) + harness "
+            f"repeat {rep + 1} ({'raw' if raw_first else 'harness'} first): harness "
+            f"{harness_s:.2f} s = engine {policy.engine_s:.2f} s + policy "
+            f"{policy.act_s - policy.engine_s:.2f} s (prompts, replies) + harness "
             f"{harness_s - policy.act_s:.2f} s (requests, env steps, records); "
-            f"raw vLLM {raw_s:.2f} s; ratio {harness_s / raw_s:.3f}"
+            f"raw vLLM {raw_s:.2f} s; ratio {ratios[-1]:.3f}"
         )
         records = records_of(path)
         if first is None:
             first = records
         else:
             reproducible = reproducible and records == first
+    assert calls is not None
     print(f"episodes: {len(first or [])}, policy calls: {len(calls)}, generated tokens: {tokens}")
-    median = statistics.median(ratios)
     print(
-        f"harness / raw vLLM: median {median:.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}, "
-        f"{len(ratios)} repeats); overhead {median - 1:+.1%} (goal < +10%)"
+        f"{spread('harness / raw vLLM', ratios)}; overhead "
+        f"{statistics.median(ratios) - 1:+.1%} (goal < +10%)"
     )
+    print(spread("harness / its own engine calls (same run, no load drift)", in_run))
     print(f"records equal across repeats: {reproducible}")
     return calls
 
