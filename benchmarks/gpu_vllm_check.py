@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import multiprocessing
 import os
@@ -90,6 +91,12 @@ def parse_args() -> argparse.Namespace:
         "--enforce-eager", action="store_true", help="no compilation (faster start)"
     )
     parser.add_argument("--profile", type=int, default=0, help="cProfile one run; top N lines")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() once the engine is up (both phases): full collections then skip the "
+        "startup heap (vLLM, torch), as vLLM's engine core does in its own process",
+    )
     args = parser.parse_args()
     if args.repeats < 2:
         parser.error("--repeats must be >= 2 (the records of two runs are compared)")
@@ -123,6 +130,28 @@ def records_of(path: str) -> list[dict[str, Any]]:
         kept = {k: v for k, v in record.items() if k not in ("timings", "run_id")}
         records.append(kept)
     return sorted(records, key=lambda r: (r["task_id"], r["sample"], r["max_turns"]))
+
+
+class GcClock:
+    """Seconds this process spends in the garbage collector (``gc.callbacks``), and how many
+    full (generation 2) collections: vLLM's output processing allocates per token, and a full
+    collection walks every live container, kept token ids included."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._t0 = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._t0
+            self.full += info.get("generation") == 2
+
+    def read(self) -> tuple[float, int]:
+        return self.seconds, self.full
 
 
 def timed_policy(llm: Any, sampling: Sampling) -> Any:
@@ -171,6 +200,8 @@ class Workload:
         self.sampling = sampling
         self.in_flight = args.in_flight
         self.workdir = tempfile.mkdtemp(prefix="gpu_vllm_check_records_")
+        self.gc = GcClock()
+        self.gc_spent = (0.0, 0)  # the last phase's (seconds, full collections) in the GC
         self.config = EvalConfig(
             env_id=ENV_ID,
             policy="vllm",
@@ -187,9 +218,12 @@ class Workload:
         policy = timed_policy(self.llm, self.sampling)
         path = f"{self.workdir}/records-{tag}.jsonl"
         self.llm.reset_prefix_cache()
+        gc0, full0 = self.gc.read()
         t0 = time.perf_counter()
         run_eval(self.config, policy, path, in_flight=self.in_flight, progress=False)
-        return time.perf_counter() - t0, policy, path
+        seconds = time.perf_counter() - t0
+        self.gc_spent = (self.gc.seconds - gc0, self.gc.full - full0)
+        return seconds, policy, path
 
     def raw(self, calls: list[Call]) -> tuple[float, int]:
         """The same engine calls on the bare engine, from an empty prefix cache."""
@@ -198,6 +232,7 @@ class Workload:
         vllm, llm = self.vllm, self.llm
         llm.reset_prefix_cache()
         seconds, tokens = 0.0, 0
+        gc0, full0 = self.gc.read()
         for prompts, seeds, n in calls:
             t0 = time.perf_counter()
             batch = [vllm.TokensPrompt(prompt_token_ids=p) for p in prompts]
@@ -205,6 +240,7 @@ class Workload:
             outs = llm.generate(batch, params, use_tqdm=False)
             seconds += time.perf_counter() - t0
             tokens += sum(len(o.token_ids) for r in outs for o in r.outputs)
+        self.gc_spent = (self.gc.seconds - gc0, self.gc.full - full0)
         return seconds, tokens
 
     def one_call(self, calls: list[Call]) -> float:
@@ -243,11 +279,14 @@ def compare(work: Workload, repeats: int) -> list[Call]:
         if raw_first:
             assert calls is not None
             raw_s, tokens = work.raw(calls)
+            raw_gc = work.gc_spent
         harness_s, policy, path = work.harness(str(rep))
+        harness_gc = work.gc_spent
         reproducible = reproducible and (calls is None or policy.calls == calls)
         calls = policy.calls
         if not raw_first:
             raw_s, tokens = work.raw(calls)
+            raw_gc = work.gc_spent
         ratios.append(harness_s / raw_s)
         in_run.append(harness_s / policy.engine_s)
         print(
@@ -255,7 +294,9 @@ def compare(work: Workload, repeats: int) -> list[Call]:
             f"{harness_s:.2f} s = engine {policy.engine_s:.2f} s + policy "
             f"{policy.act_s - policy.engine_s:.2f} s (prompts, replies) + harness "
             f"{harness_s - policy.act_s:.2f} s (requests, env steps, records); "
-            f"raw vLLM {raw_s:.2f} s; ratio {ratios[-1]:.3f}"
+            f"raw vLLM {raw_s:.2f} s; ratio {ratios[-1]:.3f}; in the garbage collector: "
+            f"harness {harness_gc[0]:.2f} s ({harness_gc[1]} full), raw {raw_gc[0]:.2f} s "
+            f"({raw_gc[1]} full)"
         )
         records = records_of(path)
         if first is None:
@@ -312,6 +353,10 @@ def main() -> None:
     print(f"engine init: {time.perf_counter() - t0:.1f} s ({json.dumps(engine)})")
     work = Workload(args, owner.llm, sampling)
     timed_policy(owner.llm, sampling).generate_ids([[1, 2, 3]], [0], 1)  # warm-up
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
+        print(f"gc.freeze(): {gc.get_freeze_count()} objects no full collection walks")
     calls = compare(work, args.repeats)
     one_s = work.one_call(calls)
     print(
