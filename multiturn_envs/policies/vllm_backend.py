@@ -17,12 +17,13 @@ prompts of one step exceed ``max_num_batched_tokens``), the runner samples a tok
 partial prompt, discards it and rewinds that generator with ``set_offset``
 (``GPUModelRunner._bookkeeping_sync``, the ``discard_request_mask``). CUDA's Philox generators
 have an offset; CPU generators do not, so the engine core dies with ``CPU Generator does not use
-offset`` once a turn's prompts outgrow the budget (16 FrozenLake episodes in flight do). With
-chunked prefill off, a prompt is always prefilled in one step (a request that does not fit the
-step's budget waits for the next), nothing is discarded and nothing rewound; the samples are
-the same seeded draws. So on the CPU platform :func:`engine_args_for` turns chunked prefill off,
-and a ready-made engine with it on is refused (:func:`check_seeded_sampling`). GPUs keep
-vLLM's default (chunked prefill on: it overlaps prefills with decodes).
+offset`` once a turn's prompts outgrow the budget (seven FrozenLake episodes in flight do, with
+the tiny test model). With chunked prefill off, a prompt is always prefilled in one step (a
+request that does not fit the step's budget waits for the next), nothing is discarded and
+nothing rewound; the samples are the same seeded draws. So on the CPU platform
+:func:`engine_args_for` turns chunked prefill off, and a ready-made engine with it on is
+refused (:func:`check_seeded_sampling`). GPUs keep vLLM's default (chunked prefill on: it
+overlaps prefills with decodes).
 
 Scripts that build an engine need an ``if __name__ == "__main__":`` guard (the engine core runs
 in a spawned process).
