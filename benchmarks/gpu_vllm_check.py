@@ -14,7 +14,7 @@
    drift between phases cannot move. A third replay sends all recorded prompts in ONE
    ``generate`` call: what a batch costs when no turn waits for the slowest episode of the
    previous one (an estimate: that call finds less in the prefix cache). ``--profile N``
-   prints the top N functions of one more harness run under cProfile.
+   prints the top N functions of one more harness run under cProfile (all, then ours).
 3. **Reproducibility.** The records of every repeat must be equal (timings and run id aside),
    and so must the engine calls the policy made: seeded sampling gives the same tokens run
    after run, at any number of episodes in flight (on the CPU build too: vllm_backend).
@@ -368,7 +368,10 @@ def main() -> None:
         profiler.enable()
         work.harness("profile")
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("tottime").print_stats(args.profile)  # everything, vLLM's included
+        # the harness's and the prompting layer's own functions, and the tokenizer's encode
+        stats.sort_stats("cumulative").print_stats("multiturn_envs|encode_batch", args.profile)
 
     replies = logprob_episode(gym, owner.llm, sampling)
     check_tools(gym, owner.llm, sampling)
