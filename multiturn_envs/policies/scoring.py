@@ -156,7 +156,10 @@ class VLLMScorer:
 
         vllm = import_vllm()
         prompts = [vllm.TokensPrompt(prompt_token_ids=list(s.token_ids)) for s in sequences]
-        params = vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0, seed=0)
+        # no seed: the one sampled token is thrown away, and an unseeded request has no
+        # generator for vLLM to rewind when it splits a long sequence (chunked prefill), which
+        # on the CPU build kills the engine (vllm_backend's module docstring)
+        params = vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
         outputs = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
         results = []
         for s, o in zip(sequences, outputs):
