@@ -49,7 +49,7 @@ from multiturn_envs.core import TextEnv, check_budget
 from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.rewards import Outcome, Reward, Tally, Turn, make_reward
 from multiturn_envs.server import protocol as p
-from multiturn_envs.tools import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCall
+from multiturn_envs.tools import ToolCall
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 RNG_BIT_GENERATORS = ("PCG64", "PCG64DXSM")
@@ -282,12 +282,7 @@ class EnvSession:
 
         Arguments that are not an object still make a turn: the env reads the call's text and
         says what is wrong, as it would for a model's malformed call."""
-        if isinstance(arguments, dict):
-            text = ToolCall(name, arguments).text()
-        else:  # the env's reader reports it (bounded: the request size is capped)
-            body = p.dumps({"name": name, "arguments": arguments})
-            text = f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
-        payload = self._turn(text)
+        payload = self._turn(ToolCall(name, arguments).text())  # any arguments: call_json
         observation = payload["observation"]
         observation["tool_name"] = name
         observation["result"] = {"data": observation["text"]}
