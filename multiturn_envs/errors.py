@@ -15,6 +15,13 @@ class EpisodeOver(ResetNeeded):
     """Raised by ``step`` after the episode has terminated or been truncated."""
 
 
+class EnvBusy(RuntimeError):
+    """A synchronous ``reset``/``step`` on an env while one of its async calls (``areset``,
+    ``astep``) holds it: one running in its worker thread (a cancelled ``astep`` included: its
+    step cannot be stopped and completes first) or queued. Await the async calls, or keep to
+    one API at a time (:mod:`multiturn_envs.step_gate`)."""
+
+
 class RecordFileError(ValueError):
     """A record file that cannot be read or resumed (the message says why and what to do)."""
 

@@ -57,7 +57,7 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-from multiturn_envs.core import areset_env, astep_env
+from multiturn_envs.core import aclose_env, areset_env, astep_env
 from multiturn_envs.policies.tool_layout import hermes_system, parse_hermes, replies_stop
 from multiturn_envs.rewards import (
     Episode,
@@ -279,7 +279,7 @@ class MTEnv(vf.Env[MTEnvConfig]):
                         break
                     segment = await interaction.turn(observation)
         finally:
-            await asyncio.to_thread(env.close)
+            await aclose_env(env)  # after any step still running (a cancelled one's)
 
 
 def _action_of(segment: Any, tools: bool) -> tuple[str, list[ToolCall] | None]:
