@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "version": 0,
     "safejson": 0,
     "step_gate": 0,
+    "untrusted": 0,
     "spaces": 1,
     "core": 1,
     "tools": 1,
