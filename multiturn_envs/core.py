@@ -702,14 +702,9 @@ async def astep_env(
 
 async def aclose_env(env: gym.Env[Any, Any]) -> None:
     """``env.close`` for an event loop, once every call queued before it on this env is done
-    (a cancelled step's thread included): in a worker thread when the env waits on I/O."""
+    (a cancelled step's thread included). Always in a worker thread: closing may wait on I/O
+    even for an env whose steps do not (a database file, a served env's socket), and it
+    happens once per env."""
     gate = step_gate(env)
     await gate.acquire()
-    if blocks_on_io(env):
-        await gate.run_in_thread(env.close)
-        return
-    gate.enter()
-    try:
-        env.close()
-    finally:
-        gate.release()
+    await gate.run_in_thread(env.close)

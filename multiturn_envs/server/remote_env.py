@@ -210,6 +210,7 @@ class RemoteTextEnv(TextEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
+        self._check_free()  # an async call of this env holds it: EnvBusy (core.TextEnv)
         super(TextEnv, self).reset(seed=seed)  # gym.Env: np_random, as a local env would have
         options = dict(options or {})
         max_turns, budget_mode = check_budget(
@@ -241,6 +242,7 @@ class RemoteTextEnv(TextEnv):
         return observation, info
 
     def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self._check_free()
         self._require_live()
         action = action_text(action)
         payload = self._conn.request({"type": "step", "data": {p.ACTION_FIELD: action}})
