@@ -212,8 +212,8 @@ def test_output_flood_on_other_streams_costs_what_stdout_costs(
 ) -> None:
     """Bound: every stream of a test (stdout, stderr, the functional result channel) has the
     output cap; past it the test is stopped at once, so 4 GiB written to stderr by each of ten
-    tests costs what a stdout flood costs (before: 13.7 s on the local backend, the time to
-    drain 40 GiB; now ~0.1 s), not a run of every test to its end."""
+    tests costs what a stdout flood costs (before, the runner drained all 40 GiB), not a run of
+    every test to its end."""
     tests = [TestCase(kind, "[1]", "1", fn_name="f" if kind == "functional" else None)] * 10
     result = sandbox.run(program, tests, Limits(timeout_s=5.0))
     ran, not_run, seconds = _cost(result)
@@ -223,6 +223,17 @@ def test_output_flood_on_other_streams_costs_what_stdout_costs(
         assert r.error == f"output limit exceeded ({stream})"
         assert len(r.stderr) < 70_000
     assert seconds < 2.5, seconds  # stopped at the cap, not drained
+    _still_works(sandbox)
+
+
+def test_a_result_nested_past_what_json_reads_is_a_runtime_error(sandbox: Sandbox) -> None:
+    """Bound: the functional result channel is parsed by the runner with its recursion caught:
+    a program that writes 60,000 opening brackets there itself gets "nothing readable", not a
+    runner error."""
+    program = "import os\ndef f(x):\n    os.write(3, b'[' * 60000)\n    return x\n"
+    result = sandbox.run(program, [TestCase("functional", "[1]", "1", fn_name="f")], FAST)
+    (r,) = result.results
+    assert not r.passed and r.error == "runtime error: the function returned nothing readable"
     _still_works(sandbox)
 
 
