@@ -648,7 +648,7 @@ def blocks_on_io(env: gym.Env[Any, Any]) -> bool:
     return bool(getattr(env.unwrapped, "blocking_io", False))
 
 
-def step_gate(env: gym.Env[Any, Any]) -> StepGate:
+def gate_of(env: gym.Env[Any, Any]) -> StepGate:
     """The :class:`~multiturn_envs.step_gate.StepGate` of ``env``'s base env (every wrapper
     stack over one env shares it); made on first use for an env that is not a ``TextEnv``."""
     base = env.unwrapped
@@ -665,7 +665,7 @@ async def areset_env(
     """``env.reset`` for an event loop: in a worker thread when the env waits on I/O (the whole
     wrapper stack runs there, so wrappers see one reset), inline otherwise; after the calls
     before it on this env (:mod:`~multiturn_envs.step_gate`)."""
-    gate = step_gate(env)
+    gate = gate_of(env)
     await gate.acquire()
     if blocks_on_io(env):
         return await gate.run_in_thread(env.reset, seed=seed, options=options)
@@ -689,7 +689,7 @@ async def astep_env(
     ``asyncio.wait_for``) keeps the env until that step returns, so its turn is taken and
     counted before the next call starts."""
     text = action_text(action)
-    gate = step_gate(env)
+    gate = gate_of(env)
     await gate.acquire()
     if blocks_on_io(env):
         return await gate.run_in_thread(env.step, text)
@@ -705,6 +705,6 @@ async def aclose_env(env: gym.Env[Any, Any]) -> None:
     (a cancelled step's thread included). Always in a worker thread: closing may wait on I/O
     even for an env whose steps do not (a database file, a served env's socket), and it
     happens once per env."""
-    gate = step_gate(env)
+    gate = gate_of(env)
     await gate.acquire()
     await gate.run_in_thread(env.close)

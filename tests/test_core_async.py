@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from multiturn_envs.core import StepOutcome, aclose_env, astep_env, step_gate
+from multiturn_envs.core import StepOutcome, aclose_env, astep_env, gate_of
 from multiturn_envs.errors import EnvBusy, EpisodeOver
 from multiturn_envs.testing.probe import BlockingProbeEnv, ProbeEnv
 
@@ -85,7 +85,7 @@ async def _drive(
         if not together:
             await asyncio.sleep(0.002)
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    gate = step_gate(env)
+    gate = gate_of(env)
     await gate.acquire()  # the next call: after every step still running (a cancelled one's)
     gate.release()
     assert not gate.held
@@ -224,7 +224,7 @@ def test_an_env_used_from_one_event_loop_then_another_keeps_one_queue() -> None:
 
     asyncio.run(first())  # asyncio.run waits for its executor: the step has completed
     asyncio.run(env.astep("guess 3"))
-    assert env.turn == 2 and env.most == 1 and not step_gate(env).held
+    assert env.turn == 2 and env.most == 1 and not gate_of(env).held
 
 
 def test_wrapped_envs_share_their_base_envs_gate() -> None:
@@ -232,7 +232,7 @@ def test_wrapped_envs_share_their_base_envs_gate() -> None:
     env = BlockingEnv(max_turns=4)
     one, two = gym.Wrapper(env), gym.Wrapper(gym.Wrapper(env))
     env.reset(seed=0, options={"task_id": SECRET})
-    assert step_gate(one) is step_gate(two) is step_gate(env)
+    assert gate_of(one) is gate_of(two) is gate_of(env)
 
     async def main() -> None:
         await asyncio.gather(astep_env(one, "sleep 0.1"), astep_env(two, "sleep 0.1"))
