@@ -32,71 +32,68 @@ run here at all (several containers, multi-step tasks, a separate verifier image
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from multiturn_envs.envs.terminal.checker import Check
 from multiturn_envs.envs.terminal.dockerfile import BuildPlan, base_images, light_plan
 from multiturn_envs.envs.terminal.loading import (
+    IMAGE_NAME,
+    MAX_CPUS,
+    MAX_FIELD_CHARS,
+    MAX_INSTRUCTION_BYTES,
+    MAX_MEMORY_MB,
+    MAX_META_BYTES,
+    MAX_SCRIPT_BYTES,
+    MAX_TASK_DEPTH,
+    MAX_TASK_ENTRIES,
+    MAX_TEST_FILE_BYTES,
+    MAX_TESTS_BYTES,
+    MAX_TIMEOUT_S,
     LoadedTasks,
     TaskUnavailable,
     difficulty_of,
     load_all,
     solution_turns,
+    task_folder,
 )
 from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.untrusted import Fields, Folder, load_toml
 
 CHECKS_DIR = "checks"
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib
-        except ImportError as exc:
-            raise ImportError(
-                "reading Harbor tasks on Python 3.10 needs tomli: "
-                "pip install 'multiturn-envs[terminal]'"
-            ) from exc
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML ({exc})") from exc
-    return dict(data)
+    """A ``task.toml`` (a file the caller named) within the task-folder bounds
+    (:data:`~.loading.MAX_META_BYTES`, nesting 64)."""
+    return load_toml(path, max_bytes=MAX_META_BYTES)
 
 
-def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
-    value = config.get(name) or {}
-    if not isinstance(value, dict):
-        raise ValueError(f"task.toml: [{name}] is not a table")
-    return value
-
-
-def _check_name(path: Path, script: str) -> str:
+def _check_name(path: str, script: str) -> str:
     match = re.match(r"#\s*name:\s*(.+)", script)
     if match:
-        return match.group(1).strip()
-    return re.sub(r"^\d+-", "", path.stem)
+        return match.group(1).strip()[:MAX_FIELD_CHARS]
+    return re.sub(r"^\d+-", "", PurePosixPath(path).stem)
 
 
-def _tests(folder: Path) -> dict[str, bytes]:
-    tests_dir = folder / "tests"
-    files: dict[str, bytes] = {}
-    if tests_dir.is_dir():
-        for file in sorted(tests_dir.rglob("*")):
-            if file.is_file():
-                files[file.relative_to(tests_dir).as_posix()] = file.read_bytes()
-    return files
+def _tests(files: Folder) -> dict[str, bytes]:
+    if not files.is_dir("tests"):
+        return {}
+    return files.read_tree(
+        "tests",
+        max_file_bytes=MAX_TEST_FILE_BYTES,
+        max_total_bytes=MAX_TESTS_BYTES,
+        max_entries=MAX_TASK_ENTRIES,
+        max_depth=MAX_TASK_DEPTH,
+    )
 
 
-def _memory_mb(environment: dict[str, Any]) -> int | None:
+def _memory_mb(environment: Fields) -> int | None:
     if "memory_mb" in environment:
-        return int(environment["memory_mb"])
-    text = str(environment.get("memory", "")).strip().upper()
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)I?B?", text)
+        return environment.integer("memory_mb", default=None, minimum=1, maximum=MAX_MEMORY_MB)
+    text = environment.text("memory", max_chars=100, scalars=True).strip().upper()
+    match = re.fullmatch(r"(\d{1,12}(?:\.\d{1,12})?)\s*([KMGT]?)I?B?", text)
     if not match:
         return None
     scale = {"": 1 / (1 << 20), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1 << 20}[match.group(2)]
@@ -121,87 +118,117 @@ def load_harbor_task(
             terminal image instead (``FROM`` mapped; the task's notes say so).
         task_prefix: the start of the task's id (``harbor/<folder name>``).
 
-    Raises ``ValueError`` for a malformed folder and
-    :class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` for one that cannot run
-    here (with the reason).
+    The folder is read as untrusted (:func:`~.loading.task_folder`: no link out of it, every
+    file within its byte cap, fields typed and ranged). Raises ``ValueError`` (an
+    :class:`~multiturn_envs.errors.UntrustedInputError` for a refused file or field) for a
+    malformed folder and :class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` for
+    one that cannot run here (with the reason).
     """
     path = Path(folder)
-    config_file = path / "task.toml"
-    if not config_file.is_file():
+    files = task_folder(path)
+    if not files.is_file("task.toml"):
         raise ValueError(f"{path}: not a Harbor task (no task.toml)")
-    config = read_toml(config_file)
-    instruction_file = path / "instruction.md"
-    if not instruction_file.is_file():
+    where = files.name("task.toml")
+    config = Fields(files.read_toml("task.toml", max_bytes=MAX_META_BYTES), where=where)
+    if not files.is_file("instruction.md"):
         raise ValueError(f"{path}: instruction.md is missing")
-    instruction = instruction_file.read_text(encoding="utf-8")
+    instruction = files.read_text("instruction.md", max_bytes=MAX_INSTRUCTION_BYTES)
     if not instruction.strip():
-        raise ValueError(f"{instruction_file}: the instruction is empty")
-    if (path / "steps").is_dir() or config.get("steps"):
+        raise ValueError(f"{files.name('instruction.md')}: the instruction is empty")
+    if files.is_dir("steps") or config.get("steps"):
         raise TaskUnavailable("a multi-step Harbor task: this env runs single-step tasks")
-    metadata = _section(config, "metadata")
-    agent = _section(config, "agent")
-    verifier = _section(config, "verifier")
-    environment = _section(config, "environment")
+    metadata = config.table("metadata")
+    agent = config.table("agent")
+    verifier = config.table("verifier")
+    environment = config.table("environment")
     notes: list[str] = []
     if verifier.get("environment_mode") == "separate" or "environment" in verifier:
         raise TaskUnavailable("a separate verifier environment: not supported here")
-    if environment.get("allow_internet", True):
+    if environment.flag("allow_internet", default=True):
         notes.append("the task allows the internet; this env has no network")
     memory = _memory_mb(environment)
-    if memory is not None or environment.get("cpus") is not None:
+    cpus = environment.number("cpus", default=None, minimum=0.0, maximum=MAX_CPUS)
+    if memory is not None or cpus is not None:
         notes.append(
-            f"asks for {environment.get('cpus', '?')} CPUs and {memory or '?'} MB; the env's own "
-            "cpus and memory_mb apply"
+            f"asks for {'?' if cpus is None else f'{cpus:g}'} CPUs and {memory or '?'} MB; the "
+            "env's own cpus and memory_mb apply"
         )
-    if environment.get("gpus"):
-        raise TaskUnavailable(f"needs {environment['gpus']} GPU(s)")
-    if (path / "environment" / "docker-compose.yaml").is_file() or (
-        path / "environment" / "docker-compose.yml"
-    ).is_file():
+    gpus = environment.integer("gpus", default=0, minimum=0, maximum=1024)
+    if gpus:
+        raise TaskUnavailable(f"needs {gpus} GPU(s)")
+    if files.exists("environment/docker-compose.yaml") or files.exists(
+        "environment/docker-compose.yml"
+    ):
         raise TaskUnavailable("a docker-compose environment (several services): not supported")
-    tests = _tests(path)
-    checks_dir = path / "tests" / CHECKS_DIR
-    if checks_dir.is_dir():
+    timeout = verifier.number(
+        "timeout_sec", default=None, minimum=0.0, maximum=MAX_TIMEOUT_S, exclusive_minimum=True
+    )
+    agent_user = agent.text("user", max_chars=MAX_FIELD_CHARS, scalars=True)
+    verifier_user = verifier.text("user", max_chars=MAX_FIELD_CHARS, scalars=True)
+    verifier_env = verifier.text_map("env")
+    category = metadata.text("category", max_chars=MAX_FIELD_CHARS) or "harbor"
+    docker_image = environment.text("docker_image", max_chars=MAX_FIELD_CHARS)
+    if docker_image and not re.fullmatch(IMAGE_NAME, docker_image):
+        raise UntrustedInputError(
+            f"{where}: environment.docker_image {docker_image[:100]!r} is not an image name"
+        )
+    tests = _tests(files)
+    prefix = f"{CHECKS_DIR}/"
+    scripts = sorted(
+        name for name in tests if name.startswith(prefix) and "/" not in name[len(prefix) :]
+    )
+    if files.is_dir(f"tests/{CHECKS_DIR}"):
         checks = []
-        for file in sorted(checks_dir.glob("*.sh")):
-            script = file.read_text(encoding="utf-8")
-            checks.append(Check(_check_name(file, script), script))
+        for name in scripts:
+            if not name.endswith(".sh"):
+                continue
+            try:
+                script = tests[name].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UntrustedInputError(
+                    f"{files.name(f'tests/{name}')}: not UTF-8 text (byte {exc.start:,})"
+                ) from None
+            checks.append(Check(_check_name(name, script), script))
         if not checks:
-            raise ValueError(f"{checks_dir}: no check (*.sh)")
+            raise ValueError(f"{files.name(f'tests/{CHECKS_DIR}')}: no check (*.sh)")
         verdict = "exit-status"
     else:
         if "test.sh" not in tests:
             raise ValueError(f"{path}: tests/test.sh is missing")
         checks = [Check("test.sh", "bash /tests/test.sh")]
         verdict = "reward-file"
-    solve = path / "solution" / "solve.sh"
-    solution = solution_turns(solve.read_text(encoding="utf-8")) if solve.is_file() else ()
+    solve = "solution/solve.sh"
+    solution = (
+        solution_turns(files.read_text(solve, max_bytes=MAX_SCRIPT_BYTES))
+        if files.is_file(solve)
+        else ()
+    )
     if not solution:
         notes.append("no reference solution (solution/solve.sh)")
     name = path.name
     plan: BuildPlan | None = None
-    task_image = image or environment.get("docker_image") or None
+    task_image = image or docker_image or None
     if task_image is None:
-        plan, task_image, more = plan_image(
-            path / "environment", f"mte-harbor-{name}", build, map_base
-        )
+        context = files.sub("environment") if files.is_dir("environment") else None
+        if context is None:
+            raise ValueError(f"{path}: no environment/Dockerfile (and no docker_image)")
+        plan, task_image, more = plan_image(context.root, f"mte-harbor-{name}", build, map_base)
         notes += more
-    timeout = verifier.get("timeout_sec")
     return TerminalTask(
         task_id=f"{task_prefix}{name}",
         instruction=instruction,
         checks=tuple(checks),
         solution=solution,
-        category=str(metadata.get("category") or "harbor"),
+        category=category,
         difficulty=difficulty_of(metadata.get("difficulty")),
         image=task_image,
         tests=tests,
         verdict=verdict,
-        check_timeout_s=float(timeout) if timeout else None,
+        check_timeout_s=timeout,
         workdir=None,
-        agent_user=str(agent.get("user") or ""),
-        verifier_user=str(verifier.get("user") or ""),
-        verifier_environment={str(k): str(v) for k, v in (verifier.get("env") or {}).items()},
+        agent_user=agent_user,
+        verifier_user=verifier_user,
+        verifier_environment=verifier_env,
         build=plan,
         notes=tuple(notes),
         source=str(path),
@@ -226,10 +253,10 @@ def plan_image(
         mapped_dockerfile,
     )
 
-    dockerfile = context / "Dockerfile"
-    if not dockerfile.is_file():
+    files = task_folder(context)
+    if not files.is_file("Dockerfile"):
         raise ValueError(f"{context}: no Dockerfile (and no docker_image in task.toml)")
-    text = dockerfile.read_text(encoding="utf-8")
+    text = files.read_text("Dockerfile", max_bytes=MAX_SCRIPT_BYTES)
     plan = light_plan(context, text, {"BASE": terminal_image()})
     notes: list[str] = []
     if plan.light:  # no engine needed to load it: the env builds it at the first reset

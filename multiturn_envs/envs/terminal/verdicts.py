@@ -25,9 +25,6 @@ from dataclasses import dataclass
 
 from multiturn_envs.safejson import JSONLimitError, loads_bounded
 
-REWARD_JSON_CHARS = 1 << 16
-"""The longest ``reward.json`` read (the checker's runner reads at most this many bytes)."""
-
 VERDICTS = ("exit-status", "pytest-summary", "reward-file")
 
 _SUMMARY = re.compile(r"=+\s*short test summary info\s*=+", re.IGNORECASE)
@@ -88,8 +85,8 @@ def parse_reward(reward_json: str | None, reward_txt: str | None) -> Reward:
     if reward_json is not None:
         if not reward_json.strip():
             return Reward(None, "reward.json", "reward.json is empty")
-        try:  # the tests wrote it, and they may run the agent's code: bounded, no recursion
-            data = loads_bounded(reward_json, max_bytes=REWARD_JSON_CHARS)
+        try:  # written in the agent's container: measured before it is parsed
+            data = loads_bounded(reward_json, max_bytes=len(reward_json), max_depth=16)
         except JSONLimitError as exc:
             return Reward(None, "reward.json", f"reward.json is refused: {exc}")
         except ValueError:

@@ -7,7 +7,10 @@ submission fails, in MT/Terminal-v0 itself (the numbers of docs/envs/terminal.md
 one. For each task it prints whether it loaded (or why not), the notes on what differs from
 its original harness, whether the reference solution passes, whether an empty submission
 fails, and the verdict's details when one of them is not what the original harness gives (a
-validated task's reference solution passes, its starting state fails).
+validated task's reference solution passes, its starting state fails). A task folder that is
+refused (malformed, or hostile: a link out of it, a file over its cap, a field out of range) is
+one row with its reason (``cause`` ``refused``), never a traceback: the command prints one line
+for it and exits 2 (a user's error) once every task has been reported.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ class Verification:
     task_id: str
     loaded: bool = True
     reason: str = ""
+    cause: str = ""
+    """For a task that did not load: ``refused`` (a malformed or hostile folder: the user's
+    error), ``error`` (a failure of ours) or why it cannot run here (``network``, ``base``...)."""
     notes: list[str] = field(default_factory=list)
     reference_passes: bool | None = None
     empty_fails: bool | None = None
@@ -72,7 +78,10 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
         if not report.all_passed:
             result.detail = _detail(report)
     except Exception as exc:  # a task that cannot start: its reason is the result
+        from multiturn_envs.envs.terminal.loading import refusal_cause
+
         result.loaded = False
+        result.cause = refusal_cause(exc)
         result.reason = f"{type(exc).__name__}: {exc}"
     finally:
         env.close()
@@ -80,39 +89,50 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
     return result
 
 
-def load_folder(folder: Path, fmt: str = "auto") -> tuple[list[TerminalTask], dict[str, str]]:
-    """The tasks under ``folder`` and the reasons of those that did not load."""
+def load_folder(
+    folder: Path, fmt: str = "auto", **options: Any
+) -> tuple[list[TerminalTask], dict[str, str], dict[str, str]]:
+    """The tasks under ``folder``, and for those that did not load their reasons and causes
+    (``tb/<folder name>`` or ``harbor/<folder name>``, as the task ids, -> text).
+    ``options`` go to the loaders (``map_base``...)."""
     from multiturn_envs.envs.terminal.harbor import load_harbor
-    from multiturn_envs.envs.terminal.loading import NoTasksLoaded
+    from multiturn_envs.envs.terminal.loading import LoadedTasks, NoTasksLoaded
     from multiturn_envs.envs.terminal.terminal_bench import load_terminal_bench
 
     loaders = {"tb": [load_terminal_bench], "harbor": [load_harbor]}
     chosen = loaders.get(fmt, [load_terminal_bench, load_harbor])
     tasks: list[TerminalTask] = []
     problems: dict[str, str] = {}
+    causes: dict[str, str] = {}
     found = False
     for load in chosen:
+        prefix = "tb/" if load is load_terminal_bench else "harbor/"  # as the tasks' ids
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                loaded = load(folder)
+                loaded: LoadedTasks | NoTasksLoaded = load(folder, **options)
             except NoTasksLoaded as exc:
-                if "can run here" in str(exc):
-                    found = True
-                    problems[load.__name__] = str(exc)
-                continue
+                if not exc.problems:  # no task of this format there
+                    continue
+                loaded = exc
         found = True
-        tasks += list(loaded)
-        problems.update(loaded.problems)
+        if isinstance(loaded, LoadedTasks):
+            tasks += list(loaded)
+        problems.update({prefix + name: why for name, why in loaded.problems.items()})
+        causes.update({prefix + name: cause for name, cause in loaded.causes.items()})
     if not found:
         raise NoTasksLoaded(f"no Terminal-Bench 1 or Harbor task under {folder}")
-    return tasks, problems
+    return tasks, problems, causes
 
 
-def verify_folder(folder: Path, fmt: str = "auto") -> list[Verification]:
+def verify_folder(folder: Path, fmt: str = "auto", **env_options: Any) -> list[Verification]:
     """Every task of ``folder`` verified, and a row for each task that could not load (with
-    why), sorted by task id (``multiturn-envs sandbox terminal verify`` prints them)."""
-    tasks, problems = load_folder(folder, fmt)
-    rows = [Verification(name, loaded=False, reason=why) for name, why in problems.items()]
-    rows += [verify_task(task) for task in tasks]
+    why), sorted by task id (``multiturn-envs sandbox terminal verify`` prints them).
+    ``env_options`` go to each task's env (``image``, ``memory_mb``...)."""
+    tasks, problems, causes = load_folder(folder, fmt)
+    rows = [
+        Verification(name, loaded=False, reason=why, cause=causes.get(name, ""))
+        for name, why in problems.items()
+    ]
+    rows += [verify_task(task, **env_options) for task in tasks]
     return sorted(rows, key=lambda r: r.task_id)
