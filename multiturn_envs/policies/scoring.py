@@ -202,6 +202,8 @@ class CompletionsScorer:
         )
 
     async def ascore(self, sequences: Sequence[ScoringSequence]) -> list[SpanLogprobs]:
+        from multiturn_envs.policies.openai_backend import ServerError, echoed_logprobs
+
         async def one(s: ScoringSequence) -> SpanLogprobs:
             body = {
                 "model": self.client.model,
@@ -211,13 +213,15 @@ class CompletionsScorer:
                 "logprobs": 0,
                 "temperature": 1.0,
             }
-            data = await self.client.post("/completions", body)
-            lps = data["choices"][0]["logprobs"]["token_logprobs"]
+            lps = echoed_logprobs(await self.client.post("/completions", body))
             if len(lps) < len(s.token_ids):
                 raise RuntimeError(
                     f"server echoed {len(lps)} log-probs for a {len(s.token_ids)}-token prompt"
                 )
-            return [[float(lps[t]) for t in range(a, b)] for a, b in s.spans]
+            spans = [[lps[t] for t in range(a, b)] for a, b in s.spans]
+            if any(x is None for span in spans for x in span):
+                raise ServerError("the server echoed no log-prob for a scored token")
+            return [[float(x) for x in span if x is not None] for span in spans]
 
         await self.client.check_model()
         return list(await asyncio.gather(*(one(s) for s in sequences)))
