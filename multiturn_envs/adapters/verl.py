@@ -64,7 +64,7 @@ from uuid import uuid4
 import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-from multiturn_envs.core import astep_env
+from multiturn_envs.core import aclose_env, astep_env
 from multiturn_envs.episode import EpisodeLog, EpisodeStart, make_env
 from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import TurnRequest
@@ -373,7 +373,7 @@ else:
                     parse_calls=parse_calls,
                 )
             finally:
-                await asyncio.to_thread(env.close)
+                await aclose_env(env)  # after any step still running (a cancelled one's)
             return verl_output(tokens)
 
     def verl_output(tokens: EpisodeTokens) -> AgentLoopOutput:

@@ -35,6 +35,7 @@ over the env's wrappers and defaults (:meth:`multiturn_envs.core.TextEnv.reset`)
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -263,8 +264,9 @@ class EpisodeStart:
 
         With ``error_after``, the episode starts in an error state through an
         :class:`~multiturn_envs.wrappers.ErrorInjection` layered on ``env`` for this reset
-        (its ``info`` says what was injected); without a seed it takes one from the env's
-        own generator, so a replayed sequence of resets injects the same errors.
+        (its ``info`` says what was injected); without a seed it takes one from the state of
+        the env's own generator (read, not drawn), so a replayed sequence of resets injects the
+        same errors.
         """
         target, seed = self._target(env)
         return target.reset(seed=seed, options=self.options(options))
@@ -288,8 +290,9 @@ class EpisodeStart:
                 )
             layer = layer.env
         seed = self.seed
-        if seed is None:
-            seed = int(env.unwrapped.np_random.integers(2**63))
+        if seed is None:  # read, not drawn: the env's generator is not advanced here
+            state = repr(env.unwrapped.np_random.bit_generator.state).encode()
+            seed = int.from_bytes(hashlib.blake2b(state, digest_size=8).digest(), "big")
         return ErrorInjection(env, after_expert_steps=self.error_after), seed
 
     # ------------------------------------------------------------------ writing
