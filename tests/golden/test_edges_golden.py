@@ -569,7 +569,6 @@ def train_log(folder: Path) -> list[dict[str, Any]]:
     return [{k: v for k, v in entry.items() if k != "step_time"} for entry in log]
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_a_shrunk_training_run_logs_what_it_logged(golden: dict[str, Any], tmp_path: Path) -> None:
     """Rollouts, rewards paid, advantages and the update: the per-step log of a seeded run."""

@@ -93,7 +93,6 @@ def test_a_tool_rendered_for_its_schema_is_not_a_rollout() -> None:
     assert act("Down") == ENDED  # nothing to step: it says so, never raises
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_train_call_closes_every_env_it_makes(env_count: EnvCount, tmp_path: Path) -> None:
     require_packages("trl", "torch", "transformers", "datasets")
@@ -106,7 +105,6 @@ def test_a_train_call_closes_every_env_it_makes(env_count: EnvCount, tmp_path: P
     assert len(env_count.made) <= 9
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_failed_train_call_closes_its_rollout_envs_too(
     env_count: EnvCount, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
