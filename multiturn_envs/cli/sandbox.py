@@ -133,9 +133,9 @@ def run_terminal_verify(args: argparse.Namespace) -> int:
             print(json.dumps({**asdict(row), "as_expected": row.as_expected}))
             continue
         if not row.loaded:
-            print(f"{row.task_id}: NOT RUNNABLE HERE: {row.reason}")
+            print(f"{row.task_id}: NOT RUNNABLE HERE ({row.cause or 'unknown'}): {row.reason}")
             continue
-        verdict = "as expected" if row.as_expected else "NOT as expected"
+        verdict = "as expected" if row.as_expected else f"NOT as expected: {row.cause}"
         print(
             f"{row.task_id}: reference {'passes' if row.reference_passes else 'FAILS'}, "
             f"empty {'fails' if row.empty_fails else 'PASSES'} ({verdict}; {row.seconds:.0f} s)"

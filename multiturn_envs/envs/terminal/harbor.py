@@ -4,12 +4,15 @@ A Harbor task folder holds ``task.toml`` (metadata and limits), ``instruction.md
 agent is told), ``environment/`` (the build context: ``Dockerfile``), ``solution/solve.sh``
 (the reference solution) and ``tests/`` (``test.sh``, which writes the reward to
 ``/logs/verifier/reward.txt`` or ``reward.json``). This module turns one into a
-:class:`~multiturn_envs.envs.terminal.tasks.TerminalTask`:
+:class:`~multiturn_envs.envs.terminal.tasks.TerminalTask` the way Harbor runs it
+(``environments/docker/docker.py``, ``verifier/verifier.py``, ``agents/oracle.py``):
 
-* the image: ``[environment].docker_image`` when given (Harbor's prebuilt image), else the
-  task's ``environment/Dockerfile``: a light one is built by the env at the first reset
-  (:mod:`.dockerfile`), another by ``docker build`` here (its ``FROM`` mapped onto the
-  terminal image when the base cannot be pulled and ``map_base`` allows it);
+* the image: ``[environment].docker_image`` (Harbor's prebuilt image) when the local engine has
+  it; else, as Harbor does when it builds, the task's ``environment/Dockerfile`` with
+  ``environment/`` as the build context (the task's notes say so). A light Dockerfile on a
+  local image is built by the env at the first reset (:mod:`.dockerfile`); another by
+  ``docker build`` here, every ``FROM`` of an image the engine lacks mapped onto the terminal
+  image when ``map_base`` allows it (whatever the Dockerfile's shape);
 * the tests: every file of ``tests/`` in ``/tests``; ``bash /tests/test.sh`` as the verifier
   user, the verdict from the reward file (:mod:`.verdicts`), Harbor's rule. A
   ``tests/checks/*.sh`` folder (a multiturn-envs extension, used by the bundled tasks) makes
@@ -17,15 +20,21 @@ agent is told), ``environment/`` (the build context: ``Dockerfile``), ``solution
   the agent's code could write stands in for, and ``step_score`` the share of checks passing;
   ``test.sh`` stays the entry point real Harbor runs;
 * users: ``[agent].user`` and ``[verifier].user``, else the image's ``USER`` (root when none);
+* variables: ``[environment].env`` in the agent's shell (so in the reference solution) and in
+  the tests, ``[verifier].env`` in the tests (it wins), as Harbor passes them to every
+  ``exec``; a ``${NAME}`` or ``${NAME:-default}`` value is Harbor's template for a variable
+  of the host, filled in only from the ``host_env`` the caller passes (never from this
+  process's own environment: a task file does not choose what of the host it receives);
 * limits: ``[verifier].timeout_sec`` is the limit of a check; ``[agent].timeout_sec`` (one
-  limit for a whole agent run) has no counterpart here: an episode is bounded by its turns and
-  each command by the env's ``command_timeout_s``;
+  limit for a whole agent run) bounds the reference solution in ``verify``; an episode is
+  bounded by its turns and each command by the env's ``command_timeout_s``;
 * the reference solution: ``solution/solve.sh``, one turn (or several, separated by
   ``# --- next turn ---`` lines).
 
 What a Harbor task asks and this env does not do is in the task's ``notes`` (no network even
 when ``allow_internet`` is true; the env's own CPU and memory limits), and a task that cannot
-run here at all (several containers, multi-step tasks, a separate verifier image) raises
+run here at all (several containers, multi-step tasks, a separate verifier image, GPUs, an
+image that cannot be built offline) raises
 :class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` with the reason.
 """
 
@@ -33,12 +42,14 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from multiturn_envs.envs.terminal.checker import Check
 from multiturn_envs.envs.terminal.dockerfile import BuildPlan, base_images, light_plan
 from multiturn_envs.envs.terminal.loading import (
+    DOWNLOADS,
     LoadedTasks,
     TaskUnavailable,
     difficulty_of,
@@ -103,12 +114,73 @@ def _memory_mb(environment: dict[str, Any]) -> int | None:
     return int(float(match.group(1)) * scale)
 
 
+def _seconds(table: dict[str, Any], section: str) -> float | None:
+    """``[section].timeout_sec`` as seconds (``None`` when absent); a value that is not a
+    finite positive number is refused."""
+    value = table.get("timeout_sec")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e7:
+        raise ValueError(f"task.toml: [{section}].timeout_sec must be seconds > 0, not {value!r}")
+    return float(value)
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?\}", re.DOTALL)
+ENV_CAP = 64 << 10
+"""The most bytes a task's variables may hold (names and values together)."""
+
+
+def task_variables(
+    table: object, section: str, host_env: Mapping[str, str] | None
+) -> dict[str, str]:
+    """A ``[section].env`` table as the variables Harbor passes to the container.
+
+    A value that is exactly ``${NAME}`` or ``${NAME:-default}`` is Harbor's template for a
+    variable of the host: it is filled in from ``host_env`` (the caller's choice, never this
+    process's own environment), else from its default; a template with neither makes the task
+    unavailable, with the variable's name. Other values are taken as they are. Names must be
+    shell variable names, values text without NUL, all of it at most :data:`ENV_CAP` bytes."""
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise ValueError(f"task.toml: [{section}].env is not a table")
+    out: dict[str, str] = {}
+    for name, raw in table.items():
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValueError(f"task.toml: [{section}].env: {name!r} is not a variable name")
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            raise ValueError(f"task.toml: [{section}].env.{name} is not text or a number")
+        value = str(raw)
+        template = _TEMPLATE.fullmatch(value)
+        if template is not None:
+            host, default = template.group(1), template.group(2)
+            if host_env is not None and host in host_env:
+                value = str(host_env[host])
+            elif default is not None:
+                value = default
+            else:
+                raise TaskUnavailable(
+                    f"[{section}].env.{name} is the host variable ${{{host}}}: pass it with "
+                    f"host_env={{'{host}': ...}} (the host's environment is never read for a "
+                    "task)",
+                    "env",
+                )
+        if "\0" in value:
+            raise ValueError(f"task.toml: [{section}].env.{name} holds a NUL character")
+        out[name] = value
+    if sum(len(k) + len(v) for k, v in out.items()) > ENV_CAP:
+        raise ValueError(f"task.toml: [{section}].env holds more than {ENV_CAP} bytes")
+    return out
+
+
 def load_harbor_task(
     folder: str | Path,
     *,
     image: str | None = None,
     build: bool = True,
     map_base: bool = True,
+    host_env: Mapping[str, str] | None = None,
     task_prefix: str = "harbor/",
 ) -> TerminalTask:
     """One Harbor task folder as a :class:`TerminalTask` (see the module docstring).
@@ -117,8 +189,10 @@ def load_harbor_task(
         image: an image that already holds the task's environment (skips any build).
         build: build the image now when it needs ``docker build`` (``False``: say so
             instead); a light Dockerfile is built by the env at the first reset either way.
-        map_base: when the Dockerfile's base is not in the local engine, build it on the
-            terminal image instead (``FROM`` mapped; the task's notes say so).
+        map_base: when an image the Dockerfile builds on is not in the local engine, build it
+            on the terminal image instead (``FROM`` mapped; the task's notes say so).
+        host_env: the host variables a ``${NAME}`` template of ``[environment].env`` or
+            ``[verifier].env`` may receive (``None``: none; a template's default then applies).
         task_prefix: the start of the task's id (``harbor/<folder name>``).
 
     Raises ``ValueError`` for a malformed folder and
@@ -142,9 +216,20 @@ def load_harbor_task(
     agent = _section(config, "agent")
     verifier = _section(config, "verifier")
     environment = _section(config, "environment")
+    solution_config = _section(config, "solution")
     notes: list[str] = []
     if verifier.get("environment_mode") == "separate" or "environment" in verifier:
-        raise TaskUnavailable("a separate verifier environment: not supported here")
+        raise TaskUnavailable("a separate verifier environment: not supported here", "services")
+    if environment.get("gpus"):
+        raise TaskUnavailable(f"needs {environment['gpus']} GPU(s): none here", "gpu")
+    if (path / "environment" / "docker-compose.yaml").is_file() or (
+        path / "environment" / "docker-compose.yml"
+    ).is_file():
+        raise TaskUnavailable(
+            "a docker-compose environment (several services): not supported", "services"
+        )
+    variables = task_variables(environment.get("env"), "environment", host_env)
+    verifier_variables = task_variables(verifier.get("env"), "verifier", host_env)
     if environment.get("allow_internet", True):
         notes.append("the task allows the internet; this env has no network")
     memory = _memory_mb(environment)
@@ -153,12 +238,8 @@ def load_harbor_task(
             f"asks for {environment.get('cpus', '?')} CPUs and {memory or '?'} MB; the env's own "
             "cpus and memory_mb apply"
         )
-    if environment.get("gpus"):
-        raise TaskUnavailable(f"needs {environment['gpus']} GPU(s)")
-    if (path / "environment" / "docker-compose.yaml").is_file() or (
-        path / "environment" / "docker-compose.yml"
-    ).is_file():
-        raise TaskUnavailable("a docker-compose environment (several services): not supported")
+    if solution_config.get("env"):
+        notes.append("[solution].env is not applied (the solution runs in the agent's shell)")
     tests = _tests(path)
     checks_dir = path / "tests" / CHECKS_DIR
     if checks_dir.is_dir():
@@ -178,15 +259,16 @@ def load_harbor_task(
     solution = solution_turns(solve.read_text(encoding="utf-8")) if solve.is_file() else ()
     if not solution:
         notes.append("no reference solution (solution/solve.sh)")
+    elif DOWNLOADS.search("\n".join(solution)):
+        notes.append("the reference solution downloads or installs something: offline it may fail")
     name = path.name
     plan: BuildPlan | None = None
-    task_image = image or environment.get("docker_image") or None
+    task_image = image or _prebuilt(environment, path, notes)
     if task_image is None:
         plan, task_image, more = plan_image(
             path / "environment", f"mte-harbor-{name}", build, map_base
         )
         notes += more
-    timeout = verifier.get("timeout_sec")
     return TerminalTask(
         task_id=f"{task_prefix}{name}",
         instruction=instruction,
@@ -197,15 +279,44 @@ def load_harbor_task(
         image=task_image,
         tests=tests,
         verdict=verdict,
-        check_timeout_s=float(timeout) if timeout else None,
+        check_timeout_s=_seconds(verifier, "verifier"),
+        agent_timeout_s=_seconds(agent, "agent"),
         workdir=None,
         agent_user=str(agent.get("user") or ""),
         verifier_user=str(verifier.get("user") or ""),
-        verifier_environment={str(k): str(v) for k, v in (verifier.get("env") or {}).items()},
+        environment=variables,
+        verifier_environment={**variables, **verifier_variables},
         build=plan,
         notes=tuple(notes),
         source=str(path),
     )
+
+
+def _prebuilt(environment: dict[str, Any], path: Path, notes: list[str]) -> str | None:
+    """The task's prebuilt ``docker_image`` when the local engine has it (Harbor's default
+    path); ``None`` to build ``environment/Dockerfile`` instead, as Harbor does when it
+    builds (the notes say why)."""
+    from multiturn_envs.envs.terminal.task_images import ImageUnavailable, image_exists
+
+    prebuilt = environment.get("docker_image")
+    if not prebuilt:
+        return None
+    if not isinstance(prebuilt, str) or not re.fullmatch(r"[\w][\w.:/@-]{0,254}", prebuilt):
+        raise ValueError(f"task.toml: [environment].docker_image {prebuilt!r} is not an image")
+    if image_exists(prebuilt):
+        return prebuilt
+    if not (path / "environment" / "Dockerfile").is_file():
+        raise ImageUnavailable(
+            f"its prebuilt image {prebuilt} is not in the local engine and cannot be pulled "
+            "here, and it has no environment/Dockerfile to build: bring the image with docker "
+            "save | docker load, or pass image=...",
+            "base",
+        )
+    notes.append(
+        f"the prebuilt image {prebuilt} is not in the local engine (it cannot be pulled here): "
+        "built from environment/Dockerfile, as Harbor builds it"
+    )
+    return None
 
 
 def plan_image(
@@ -213,9 +324,12 @@ def plan_image(
 ) -> tuple[BuildPlan | None, str, list[str]]:
     """The image of a task built from ``context/Dockerfile``: ``(plan, tag, notes)``.
 
-    A light plan is left to the env (built at the first reset); a heavy one is built now
-    (with ``build``), its ``FROM`` mapped onto the terminal image when its base is not in the
-    local engine (with ``map_base``)."""
+    A light plan on the terminal image is left to the env (built at the first reset, no
+    engine needed to load it). Otherwise the images the Dockerfile builds on are looked up in
+    the local engine: when one is missing, every ``FROM`` of an image is mapped onto the
+    terminal image (with ``map_base``; any shape: one stage or several) and the result built
+    now with ``docker build`` (with ``build``); when none is, a light plan is left to the env
+    and another Dockerfile built now."""
     from multiturn_envs.envs.terminal.image import terminal_image
     from multiturn_envs.envs.terminal.task_images import (
         ImageUnavailable,
@@ -230,13 +344,12 @@ def plan_image(
     if not dockerfile.is_file():
         raise ValueError(f"{context}: no Dockerfile (and no docker_image in task.toml)")
     text = dockerfile.read_text(encoding="utf-8")
-    plan = light_plan(context, text, {"BASE": terminal_image()})
+    build_args = {"BASE": terminal_image()}
+    plan = light_plan(context, text, build_args)
     notes: list[str] = []
-    if plan.light:  # no engine needed to load it: the env builds it at the first reset
+    if plan.light and plan.base == terminal_image():
         return plan, content_tag(prefix, context, plan.base), notes
-    bases = [b for b in base_images(text) if "$" not in b]
-    missing = [b for b in bases if not image_exists(b)]
-    mapped = False
+    missing = [b for b in base_images(text, build_args) if not image_exists(b)]
     if missing:
         if not map_base:
             raise ImageUnavailable(
@@ -250,10 +363,12 @@ def plan_image(
             f"FROM {', '.join(replaced)} mapped onto {terminal_image()} (Debian 12, Python 3.11, "
             "pytest 7.2; the base cannot be pulled here)"
         )
-        mapped = True
-    tag = content_tag(prefix, context, image_id(terminal_image()))  # rebuilt when it changes
+    elif plan.light:  # on a local image: the env builds it at the first reset
+        return plan, content_tag(prefix, context, plan.base), notes
+    bases = " ".join(image_id(b) for b in base_images(text, build_args))
+    tag = content_tag(prefix, context, bases)  # rebuilt when a base changes
     notes += ensure_task_image(
-        context, text, tag, build=build, mapped=mapped, build_args={"BASE": terminal_image()}
+        context, text, tag, build=build, mapped=bool(missing), build_args=build_args
     )
     return None, tag, notes
 

@@ -16,10 +16,20 @@ NEXT_TURN = "# --- next turn ---"
 script the turns simply run in order)."""
 
 
+DOWNLOADS = re.compile(
+    r"\b(curl|wget|pip3? install|uv (add|pip|sync)|uvx|apt(-get)? (-y )?install|git clone|"
+    r"urlretrieve|urlopen|requests\.get|npm install|go get|cargo install|opam install)\b"
+)
+"""What in a reference solution may need the network (a note, not a verdict: the image may
+have what it installs)."""
+
+
 class TaskUnavailable(RuntimeError):
     """One task folder cannot run here; the message says why (and what to do). ``cause``: one
-    word for reports (``base``, ``network``, ``package``, ``command``, ``file``, ``step``,
-    ``timeout``, ``format``)."""
+    word for reports: ``base`` (an image that cannot be pulled), ``network`` (a build step
+    that downloads), ``package``, ``command``, ``file``, ``step`` (a build step's own
+    error), ``timeout``, ``services`` (several containers), ``gpu``, ``env`` (a host variable
+    not given), ``format`` (a malformed folder, a format this env does not run)."""
 
     def __init__(self, message: str, cause: str = "format", log: str = "") -> None:
         super().__init__(message)
@@ -32,12 +42,20 @@ class NoTasksLoaded(ValueError):
 
 
 class LoadedTasks(list[TerminalTask]):
-    """The tasks loaded from a folder, and ``problems``: task folder name -> why it was left
-    out (it does not run here)."""
+    """The tasks loaded from a folder, ``problems``: task folder name -> why it was left out
+    (it does not run here), and ``causes``: the same folders -> the cause in one word
+    (:class:`TaskUnavailable`'s, ``format`` for a malformed folder, ``file`` for one that
+    cannot be read)."""
 
-    def __init__(self, tasks: Iterable[TerminalTask] = (), problems: dict[str, str] | None = None):
+    def __init__(
+        self,
+        tasks: Iterable[TerminalTask] = (),
+        problems: dict[str, str] | None = None,
+        causes: dict[str, str] | None = None,
+    ):
         super().__init__(tasks)
         self.problems: dict[str, str] = dict(problems or {})
+        self.causes: dict[str, str] = dict(causes or {})
 
 
 def load_all(
@@ -64,6 +82,13 @@ def load_all(
             loaded.append(load_one(folder))
         except (TaskUnavailable, ValueError, OSError) as exc:
             loaded.problems[folder.name] = str(exc)
+            loaded.causes[folder.name] = (
+                exc.cause
+                if isinstance(exc, TaskUnavailable)
+                else "format"
+                if isinstance(exc, ValueError)
+                else "file"
+            )
             warnings.warn(f"{what} task {folder.name} left out: {exc}", stacklevel=3)
     if not loaded:
         reasons = "; ".join(f"{name}: {why}" for name, why in loaded.problems.items())

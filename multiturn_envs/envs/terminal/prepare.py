@@ -208,6 +208,22 @@ class Preparer:
     def prepare(self, task: TerminalTask) -> Prepared:
         notes = list(task.notes)
         image, light = self._image(task, notes)
+        if light is not None and task.image:
+            try:
+                return self._prepare_on(task, image, light, notes)
+            except LightBuildFailed as exc:  # docker build is the reference: its verdict
+                build_args = {"BASE": self.default_image, **light.build_args}
+                if not image_exists(task.image):
+                    build_image(
+                        Path(light.context), light.dockerfile, task.image, build_args=build_args
+                    )
+                notes.append(f"the light build failed ({exc}); image built with docker build")
+                image, light = task.image, None
+        return self._prepare_on(task, image, light, notes)
+
+    def _prepare_on(
+        self, task: TerminalTask, image: str, light: BuildPlan | None, notes: list[str]
+    ) -> Prepared:
         stage = _config_stage(image_config(self.client, image))
         default_user = _light_last(light, "USER", stage.user) if light is not None else stage.user
         agent_user = self._user(image, task.agent_user, default_user)

@@ -34,7 +34,7 @@ OFFLINE_BIN = f"{OFFLINE_DIR}/bin"
 OFFLINE_LOG = f"{OFFLINE_DIR}/missing.log"
 BUILD_TIMEOUT_S = 1800.0
 
-_NETWORK = re.compile(
+NETWORK = re.compile(
     r"could not resolve|temporary failure (in name resolution|resolving)|network is unreachable|"
     r"failed to establish a new connection|name or service not known|couldn't resolve host|"
     r"could not connect to|no route to host|unable to access 'https?://|curl: \((6|7)\)|"
@@ -42,6 +42,8 @@ _NETWORK = re.compile(
     r"network (is )?(disabled|unavailable)|no address associated with hostname",
     re.IGNORECASE,
 )
+"""What tools print when they need the network and there is none (a build's log, a reference
+solution's output)."""
 _PULL = re.compile(
     r"pull access denied|manifest unknown|repository does not exist|no such image|"
     r"failed to resolve reference|error response from daemon: (head|get) ",
@@ -206,8 +208,8 @@ def explain_build_failure(log: str, bases_missing: Iterable[str]) -> tuple[str, 
     offline = [ln for ln in lines if "mte-offline:" in ln]
     if offline:
         return "package", f"{where} needs what the offline base lacks: {offline[-1].strip()}"
-    if _NETWORK.search(text):
-        hit = next((ln.strip() for ln in lines if _NETWORK.search(ln)), "")
+    if NETWORK.search(text):
+        hit = next((ln.strip() for ln in lines if NETWORK.search(ln)), "")
         return "network", f"{where} needs the network, which builds do not have: {hit}"
     if re.search(r"COPY failed|ADD failed|no such file or directory", text, re.IGNORECASE):
         hits = [ln.strip() for ln in lines if "failed" in ln.lower()] or tail[-1:] or [""]
@@ -322,16 +324,31 @@ def _remove_images(ids: list[str]) -> None:
         subprocess.run(["docker", "rmi", image_id], capture_output=True, check=False)
 
 
+UV_IMAGE = re.compile(r"(?:ghcr\.io/)?astral-sh/uv(?::[\w.-]+)?(?:@sha256:[0-9a-f]+)?$")
+"""The image Dockerfiles copy uv from (``COPY --from=ghcr.io/astral-sh/uv:0.8 /uv /uvx /bin/``):
+offline, its ``uv`` and ``uvx`` are the terminal image's stand-ins."""
+
+
 def mapped_dockerfile(dockerfile_text: str, base: str = TERMINAL_IMAGE) -> tuple[str, list[str]]:
-    """The Dockerfile with its ``FROM`` mapped onto ``base`` and the offline stand-ins first on
-    ``PATH`` for its steps (the env takes them off the agent's ``PATH`` again)."""
+    """The Dockerfile with each ``FROM`` of an image mapped onto ``base`` and the offline
+    stand-ins first on ``PATH`` for each mapped stage's steps (the env takes them off the
+    agent's ``PATH`` again); a ``COPY --from=`` of the uv image copies the stand-ins
+    ``uv``/``uvx`` instead. Also the images replaced (each once)."""
     text, replaced = map_base(dockerfile_text, base)
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if re.match(r"\s*FROM\s", line, re.IGNORECASE):
-            lines.insert(i + 1, f"ENV PATH={OFFLINE_BIN}:/usr/local/bin:/usr/bin:/bin")
-            break
-    return "\n".join(lines) + "\n", replaced
+    lines: list[str] = []
+    for line in text.splitlines():
+        copy = re.match(r"(\s*COPY\s+(?:--\S+\s+)*)--from=(\S+)(\s.*)$", line, re.IGNORECASE)
+        if copy and UV_IMAGE.match(copy.group(2)):
+            words = copy.group(3).split()
+            if words and all(w.rsplit("/", 1)[-1] in ("uv", "uvx") for w in words[:-1]):
+                sources = [f"{OFFLINE_BIN}/{w.rsplit('/', 1)[-1]}" for w in words[:-1]]
+                line = f"{copy.group(1)}--from={base} {' '.join(sources)} {words[-1]}"
+                replaced.append(copy.group(2))
+        lines.append(line)
+        mapped = re.match(r"\s*FROM\s+(?:--\S+\s+)*(\S+)", line, re.IGNORECASE)
+        if mapped and mapped.group(1) == base:
+            lines.append(f"ENV PATH={OFFLINE_BIN}:/usr/local/bin:/usr/bin:/bin")
+    return "\n".join(lines) + "\n", list(dict.fromkeys(replaced))
 
 
 def image_tar_of(client: Any, image: str, paths: Iterable[str], cap_bytes: int) -> dict[str, bytes]:

@@ -50,6 +50,11 @@ class TerminalTask:
         verdict: ``exit-status``, ``pytest-summary`` or ``reward-file`` (:mod:`.verdicts`).
         command_timeout_s: the per-command limit (``None``: the env's).
         check_timeout_s: the limit of one check (``None``: the env's).
+        agent_timeout_s: the limit of a whole agent run in the original harness (Harbor's
+            ``[agent].timeout_sec``, Terminal-Bench's ``max_agent_timeout_sec``): an episode
+            here is bounded by its turns instead; ``verify`` runs the reference solution
+            under it, as Harbor's oracle runs (``None``: the env's ``command_timeout_s`` per
+            command).
         workdir: where the shell starts and the checks run (``None``: the image's ``WORKDIR``,
             ``/`` if it has none).
         agent_user, verifier_user: the user of the agent's shell and of the checks: ``uid:gid``,
@@ -79,6 +84,7 @@ class TerminalTask:
     verdict: str = "exit-status"
     command_timeout_s: float | None = None
     check_timeout_s: float | None = None
+    agent_timeout_s: float | None = None
     workdir: str | None = "/app"
     agent_user: str = NOBODY
     verifier_user: str = NOBODY
@@ -103,6 +109,10 @@ class TerminalTask:
         for path in [*self.files, *self.tests]:
             if path.startswith("/") or ".." in path.split("/") or not path.strip("/"):
                 raise ValueError(f"task {self.task_id}: file path {path!r} leaves its folder")
+        for name in ("command_timeout_s", "check_timeout_s", "agent_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and 0 < value < 1e7):
+                raise ValueError(f"task {self.task_id}: {name} must be a number of seconds > 0")
         for user in (self.agent_user, self.verifier_user):
             if user and not re.fullmatch(r"[\w.-]+(:[\w.-]+)?", user):
                 raise ValueError(f"task {self.task_id}: user {user!r} is not user[:group]")

@@ -37,6 +37,7 @@ from typing import Any
 from multiturn_envs.envs.terminal.checker import Check
 from multiturn_envs.envs.terminal.containers import TESTS_DIR
 from multiturn_envs.envs.terminal.loading import (
+    DOWNLOADS,
     LoadedTasks,
     TaskUnavailable,
     difficulty_of,
@@ -45,10 +46,9 @@ from multiturn_envs.envs.terminal.loading import (
 from multiturn_envs.envs.terminal.tasks import TerminalTask
 
 RUN_TESTS = "run-tests.sh"
-_DOWNLOADS = re.compile(
-    r"\b(curl|wget|pip3? install|uv (add|pip|sync)|uvx|apt(-get)? install|git clone|"
-    r"urlretrieve|urlopen|requests\.get|npm install|go get|cargo install)\b"
-)
+AGENT_TIMEOUT_S = 360.0
+TEST_TIMEOUT_S = 60.0
+"""Terminal-Bench's defaults of ``max_agent_timeout_sec`` and ``max_test_timeout_sec``."""
 _TEST_TOOLS = re.compile(r"\b(uv |uvx|pip3? install|curl|apt-get)")
 
 
@@ -63,6 +63,17 @@ def _read_yaml(path: Path) -> Any:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: not valid YAML ({exc})") from exc
+
+
+def _seconds(meta: dict[str, Any], key: str, default: float) -> float:
+    """``task.yaml``'s ``key`` as seconds (its default when absent or empty); a value that is
+    not a finite positive number is refused."""
+    value = meta.get(key)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e7:
+        raise ValueError(f"task.yaml: {key} must be seconds > 0, not {value!r}")
+    return float(value)
 
 
 def _solution(folder: Path) -> tuple[str, ...]:
@@ -98,7 +109,9 @@ def _compose_service(folder: Path, notes: list[str]) -> dict[str, Any]:
     name = "client" if "client" in services else next(iter(services))
     if len(services) > 1:
         others = ", ".join(s for s in services if s != name)
-        raise TaskUnavailable(f"needs other compose services ({others}); this env runs one")
+        raise TaskUnavailable(
+            f"needs other compose services ({others}); this env runs one", "services"
+        )
     service = services[name] or {}
     for key in ("privileged", "cap_add", "devices", "network_mode", "ports"):
         if service.get(key):
@@ -179,13 +192,14 @@ def load_terminal_bench_task(
             "directory by `uv init`)"
         )
     solution = _solution(path)
-    if _DOWNLOADS.search("\n".join(solution)):
+    if DOWNLOADS.search("\n".join(solution)):
         notes.append("the reference solution downloads something: offline it cannot pass")
     if meta.get("run_tests_in_same_shell"):
         notes.append("run_tests_in_same_shell: the tests run in a fresh process here")
+    agent_timeout = _seconds(meta, "max_agent_timeout_sec", AGENT_TIMEOUT_S)
     notes.append(
-        "max_agent_timeout_sec is not applied: an episode is bounded by its turns and each "
-        "command by command_timeout_s"
+        "max_agent_timeout_sec bounds the reference solution in verify; an episode is bounded "
+        "by its turns and each command by command_timeout_s"
     )
     task_image = image
     if task_image is None:
@@ -193,7 +207,6 @@ def load_terminal_bench_task(
         task_image, more = _image(path, context, dockerfile, build, map_base)
         notes += more
     env = _compose_environment(service)
-    timeout = meta.get("max_test_timeout_sec")
     return TerminalTask(
         task_id=f"tb/{path.name}",
         instruction=instruction,
@@ -204,7 +217,8 @@ def load_terminal_bench_task(
         image=task_image,
         tests=tests,
         verdict="pytest-summary",
-        check_timeout_s=float(timeout) if timeout else 60.0,
+        check_timeout_s=_seconds(meta, "max_test_timeout_sec", TEST_TIMEOUT_S),
+        agent_timeout_s=agent_timeout,
         workdir=str(service["working_dir"]) if service.get("working_dir") else None,
         agent_user=str(service.get("user") or ""),
         verifier_user="0:0",

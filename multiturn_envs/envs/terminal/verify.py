@@ -12,6 +12,7 @@ validated task's reference solution passes, its starting state fails).
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -24,16 +25,22 @@ from multiturn_envs.envs.terminal.tasks import TerminalTask
 
 @dataclass
 class Verification:
-    """What :func:`verify_task` found for one task."""
+    """What :func:`verify_task` found for one task. ``cause``: one word for why it is not as
+    expected (``""`` when it is): a loader's cause (:class:`~.loading.TaskUnavailable`), or
+    for a task that ran ``timeout`` (the reference solution outlived the task's agent
+    timeout), ``network``, ``command`` or ``package`` (what the solution's output shows it
+    lacked), ``tests`` (the tests fail for another reason), ``empty-passes``."""
 
     task_id: str
     loaded: bool = True
     reason: str = ""
+    cause: str = ""
     notes: list[str] = field(default_factory=list)
     reference_passes: bool | None = None
     empty_fails: bool | None = None
     detail: str = ""
     seconds: float = 0.0
+    solution_seconds: float = 0.0
 
     @property
     def as_expected(self) -> bool:
@@ -51,28 +58,79 @@ def _detail(report: CheckReport) -> str:
     return f"failing: {', '.join(failed)[:200]}; output tail: {tail!r}"
 
 
+_MISSING_COMMAND = re.compile(r"(?:^|\n)(?:bash: (?:line \d+: )?)?([\w.+-]+): command not found")
+_MISSING_MODULE = re.compile(r"No module named '?([\w.]+)")
+
+
+def why_reference_fails(outputs: list[str], notes: list[str]) -> tuple[str, str]:
+    """``(cause, sentence)`` for a reference solution that does not pass, from what its
+    commands printed: the network it needed, a command or Python module the image lacks
+    (also when a package was missing at build time), else ``tests``."""
+    from multiturn_envs.envs.terminal.task_images import NETWORK
+
+    text = "\n".join(outputs)
+    hit = NETWORK.search(text)
+    if hit is not None:
+        line = text[text.rfind("\n", 0, hit.start()) + 1 :].split("\n", 1)[0].strip()
+        return "network", f"the reference solution needs the network: {line[:200]}"
+    command = _MISSING_COMMAND.search(text)
+    if command is not None:
+        return "command", f"the reference solution runs {command.group(1)}, which the image lacks"
+    module = _MISSING_MODULE.search(text)
+    if module is not None:
+        return "package", f"the reference solution imports {module.group(1)}, not in the image"
+    lacking = [n for n in notes if n.startswith("offline, the image lacks")]
+    if lacking:
+        return "package", lacking[0]
+    return "tests", ""
+
+
 def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
-    """Run ``task``'s reference solution and an empty submission in a fresh env."""
+    """Run ``task``'s reference solution and an empty submission in a fresh env.
+
+    The solution runs as Harbor's oracle runs it: all of it under the task's agent timeout
+    (``agent_timeout_s``; without one, each command under the env's ``command_timeout_s``)."""
     from multiturn_envs.envs.terminal.env import TerminalEnv
 
     start = time.monotonic()
     result = Verification(task.task_id, notes=list(task.notes))
     env = TerminalEnv(tasks=[task], max_turns=None, end_on_success=False, **env_options)
+    outputs: list[str] = []
+    timed_out = False
     try:
         env.reset(seed=0, options={"task_id": task.task_id})
         result.notes = list(env.prepared().notes)
         empty = env.check_report()
         result.empty_fails = not empty.all_passed
         if not result.empty_fails:
-            result.detail = "the starting state already passes"
+            result.cause, result.detail = "empty-passes", "the starting state already passes"
+        began = time.monotonic()
         for command in task.solution:
-            env.step(command)
+            if task.agent_timeout_s is not None:
+                left = task.agent_timeout_s - (time.monotonic() - began)
+                if left <= 0:
+                    timed_out = True
+                    break
+                env.command_timeout_s = left
+            observation, _, _, _, info = env.step(command)
+            outputs.append(observation[-SOLUTION_TAIL:])
+            if info.get("timed_out"):
+                timed_out = True
+                break
+        result.solution_seconds = time.monotonic() - began
         report = env.check_report()
         result.reference_passes = report.all_passed
         if not report.all_passed:
-            result.detail = _detail(report)
+            if timed_out:
+                limit = task.agent_timeout_s or env.command_timeout_s
+                cause, why = "timeout", f"the reference solution did not finish within {limit:g} s"
+            else:
+                cause, why = why_reference_fails(outputs, result.notes)
+            result.cause = cause
+            result.detail = "; ".join(part for part in (why, _detail(report)) if part)
     except Exception as exc:  # a task that cannot start: its reason is the result
         result.loaded = False
+        result.cause = getattr(exc, "cause", "") or "start"
         result.reason = f"{type(exc).__name__}: {exc}"
     finally:
         env.close()
@@ -80,8 +138,16 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
     return result
 
 
-def load_folder(folder: Path, fmt: str = "auto") -> tuple[list[TerminalTask], dict[str, str]]:
-    """The tasks under ``folder`` and the reasons of those that did not load."""
+SOLUTION_TAIL = 4000
+"""The characters of each solution command's output kept to explain a failure."""
+
+
+def load_folder(
+    folder: Path, fmt: str = "auto", **options: Any
+) -> tuple[list[TerminalTask], dict[str, str], dict[str, str]]:
+    """The tasks under ``folder``, and for those that did not load their reasons and causes
+    (``tb/<folder name>`` or ``harbor/<folder name>``, as the task ids, -> text).
+    ``options`` go to the loaders (``map_base``...)."""
     from multiturn_envs.envs.terminal.harbor import load_harbor
     from multiturn_envs.envs.terminal.loading import NoTasksLoaded
     from multiturn_envs.envs.terminal.terminal_bench import load_terminal_bench
@@ -90,29 +156,37 @@ def load_folder(folder: Path, fmt: str = "auto") -> tuple[list[TerminalTask], di
     chosen = loaders.get(fmt, [load_terminal_bench, load_harbor])
     tasks: list[TerminalTask] = []
     problems: dict[str, str] = {}
+    causes: dict[str, str] = {}
     found = False
     for load in chosen:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                loaded = load(folder)
+                loaded = load(folder, **options)
             except NoTasksLoaded as exc:
                 if "can run here" in str(exc):
                     found = True
                     problems[load.__name__] = str(exc)
+                    causes[load.__name__] = "format"
                 continue
         found = True
         tasks += list(loaded)
-        problems.update(loaded.problems)
+        prefix = "tb/" if load is load_terminal_bench else "harbor/"  # as the tasks' ids
+        problems.update({prefix + name: why for name, why in loaded.problems.items()})
+        causes.update({prefix + name: cause for name, cause in loaded.causes.items()})
     if not found:
         raise NoTasksLoaded(f"no Terminal-Bench 1 or Harbor task under {folder}")
-    return tasks, problems
+    return tasks, problems, causes
 
 
-def verify_folder(folder: Path, fmt: str = "auto") -> list[Verification]:
+def verify_folder(folder: Path, fmt: str = "auto", **env_options: Any) -> list[Verification]:
     """Every task of ``folder`` verified, and a row for each task that could not load (with
-    why), sorted by task id (``multiturn-envs sandbox terminal verify`` prints them)."""
-    tasks, problems = load_folder(folder, fmt)
-    rows = [Verification(name, loaded=False, reason=why) for name, why in problems.items()]
-    rows += [verify_task(task) for task in tasks]
+    why), sorted by task id (``multiturn-envs sandbox terminal verify`` prints them).
+    ``env_options`` go to each task's env (``image``, ``memory_mb``...)."""
+    tasks, problems, causes = load_folder(folder, fmt)
+    rows = [
+        Verification(name, loaded=False, reason=why, cause=causes.get(name, ""))
+        for name, why in problems.items()
+    ]
+    rows += [verify_task(task, **env_options) for task in tasks]
     return sorted(rows, key=lambda r: r.task_id)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from multiturn_envs.envs.terminal.checker import Check, CheckJob, report_from_answer
 from multiturn_envs.envs.terminal.dockerfile import (
+    base_images,
     copy_args,
     light_plan,
     map_base,
@@ -20,8 +21,13 @@ from multiturn_envs.envs.terminal.dockerfile import (
     substitute,
 )
 from multiturn_envs.envs.terminal.loading import solution_turns
-from multiturn_envs.envs.terminal.task_images import explain_build_failure
+from multiturn_envs.envs.terminal.task_images import (
+    OFFLINE_BIN,
+    explain_build_failure,
+    mapped_dockerfile,
+)
 from multiturn_envs.envs.terminal.verdicts import parse_pytest_summary, parse_reward
+from multiturn_envs.envs.terminal.verify import why_reference_fails
 
 SUMMARY = """\
 ============================= test session starts ==============================
@@ -145,6 +151,89 @@ def test_dockerfiles_are_parsed_and_their_base_mapped() -> None:
     assert parse_env("A hello world") == {"A": "hello world"}
     assert copy_args('--chown=1:2 ["a b", "/x/"]') == ({"chown": "1:2"}, ["a b"], "/x/")
     assert substitute("$HOME/${X:-d}/${Y}", {"HOME": "/r", "Y": "y"}) == "/r/d/y"
+
+
+# Terminal-Bench 2.0's financial-document-processor (two stages, uv copied from its image)
+TWO_STAGES = """\
+# a comment
+FROM ubuntu:24.04 as build
+COPY --from=ghcr.io/astral-sh/uv:0.8.14 /uv /uvx /bin/
+COPY randomize_filenames.py /root
+RUN uv run /root/randomize_filenames.py
+
+FROM ubuntu:24.04 AS target
+COPY --from=ghcr.io/astral-sh/uv:0.8.14 /uv /uvx /bin/
+COPY --from=build /app/documents /app/documents
+WORKDIR /app
+"""
+
+
+def test_every_dockerfile_shape_has_its_images_found_and_mapped() -> None:
+    assert base_images(TWO_STAGES) == ["ubuntu:24.04", "ghcr.io/astral-sh/uv:0.8.14"]
+    assert base_images("FROM python:3.13-slim-bookworm\nWORKDIR /app\n") == [
+        "python:3.13-slim-bookworm"
+    ]
+    # a FROM of an earlier stage is no image; ARG defaults and build arguments fill FROM in
+    chained = (
+        "ARG B=img:1\nFROM ${B} AS one\nFROM one\nCOPY --from=0 /a /a\nCOPY --from=x:2 /b /b\n"
+    )
+    assert base_images(chained) == ["img:1", "x:2"]
+    assert base_images(chained, {"B": "mine:3"}) == ["mine:3", "x:2"]
+    mapped, replaced = mapped_dockerfile(TWO_STAGES, "base:9")
+    assert replaced == ["ubuntu:24.04", "ghcr.io/astral-sh/uv:0.8.14"]
+    lines = mapped.splitlines()
+    assert "FROM base:9 as build" in lines and "FROM base:9 AS target" in lines
+    # each mapped stage gets the stand-ins first on PATH for its steps
+    assert lines.count(f"ENV PATH={OFFLINE_BIN}:/usr/local/bin:/usr/bin:/bin") == 2
+    # uv comes from the stand-ins of the base; a stage's own COPY --from stays
+    stand_ins = f"COPY --from=base:9 {OFFLINE_BIN}/uv {OFFLINE_BIN}/uvx /bin/"
+    assert lines.count(stand_ins) == 2
+    assert "COPY --from=build /app/documents /app/documents" in lines
+    # what cannot be mapped is left for the build to refuse (its base cannot be pulled)
+    other, _ = mapped_dockerfile("FROM a:1\nCOPY --from=b:2 /tool /bin/\n", "base:9")
+    assert "COPY --from=b:2 /tool /bin/" in other.splitlines()
+    # mapping a mapped file changes nothing more; a single stage maps its one FROM
+    single, replaced = map_base("FROM python:3.13-slim-bookworm\nWORKDIR /app\n", "base:9")
+    assert single == "FROM base:9\nWORKDIR /app\n" and replaced == ["python:3.13-slim-bookworm"]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a:1", "b", "reg.io/x/y:2"]), st.booleans()),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_mapping_never_maps_a_stage_and_maps_every_image(froms: list[tuple[str, bool]]) -> None:
+    lines = []
+    for i, (image, named) in enumerate(froms):
+        lines.append(f"FROM {image}" + (f" AS s{i}" if named else ""))
+        lines.append(f"RUN echo {i}")
+        if i and froms[i - 1][1]:
+            lines.append(f"FROM s{i - 1}")  # a stage built on the previous one
+    text = "\n".join(lines) + "\n"
+    mapped, replaced = map_base(text, "base:9")
+    assert len(replaced) == len(froms)
+    assert base_images(mapped) == ["base:9"]
+    assert [ln for ln in mapped.splitlines() if ln.startswith("FROM s")] == [
+        ln for ln in lines if ln.startswith("FROM s")
+    ]
+
+
+def test_a_reference_solution_that_fails_is_blamed_on_what_it_printed() -> None:
+    cause, why = why_reference_fails(
+        [
+            "Cloning into 'x'...\nfatal: unable to access 'https://github.com/a/b/': Could not "
+            "resolve host: github.com"
+        ],
+        [],
+    )
+    assert cause == "network" and "Could not resolve host: github.com" in why
+    assert why_reference_fails(["bash: line 3: stockfish: command not found"], [])[0] == "command"
+    assert why_reference_fails(["ModuleNotFoundError: No module named 'torch'"], [])[0] == "package"
+    lacking = ["offline, the image lacks: apt package not installed: gnucobol3"]
+    assert why_reference_fails(["ok"], lacking) == ("package", lacking[0])
+    assert why_reference_fails(["all done"], []) == ("tests", "")
 
 
 def test_light_plans_and_the_reason_a_dockerfile_needs_docker_build(tmp_path: Path) -> None:
