@@ -15,7 +15,14 @@ class EpisodeOver(ResetNeeded):
     """Raised by ``step`` after the episode has terminated or been truncated."""
 
 
-class RecordFileError(ValueError):
+class UntrustedInputError(ValueError):
+    """A file, folder or field someone else produced was refused (:mod:`multiturn_envs.untrusted`):
+    a path leaving its folder, a file over its byte cap, text nested too deep, a field of the
+    wrong type or out of its range. The message names the file (and the field) and the bound.
+    """
+
+
+class RecordFileError(UntrustedInputError):
     """A record file that cannot be read or resumed (the message says why and what to do)."""
 
 
