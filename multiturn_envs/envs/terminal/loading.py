@@ -38,7 +38,19 @@ class TaskUnavailable(RuntimeError):
 
 
 class NoTasksLoaded(ValueError):
-    """A folder of tasks gave no task that can run here; the message lists each one's reason."""
+    """A folder of tasks gave no task that can run here; the message lists each one's reason,
+    ``problems`` and ``causes`` hold them per task folder (as :class:`LoadedTasks`; empty when
+    the folder holds no task at all)."""
+
+    def __init__(
+        self,
+        message: str,
+        problems: dict[str, str] | None = None,
+        causes: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.problems: dict[str, str] = dict(problems or {})
+        self.causes: dict[str, str] = dict(causes or {})
 
 
 class LoadedTasks(list[TerminalTask]):
@@ -92,7 +104,9 @@ def load_all(
             warnings.warn(f"{what} task {folder.name} left out: {exc}", stacklevel=3)
     if not loaded:
         reasons = "; ".join(f"{name}: {why}" for name, why in loaded.problems.items())
-        raise NoTasksLoaded(f"no {what} task under {base} can run here: {reasons}")
+        raise NoTasksLoaded(
+            f"no {what} task under {base} can run here: {reasons}", loaded.problems, loaded.causes
+        )
     return loaded
 
 

@@ -62,23 +62,26 @@ _MISSING_COMMAND = re.compile(r"(?:^|\n)(?:bash: (?:line \d+: )?)?([\w.+-]+): co
 _MISSING_MODULE = re.compile(r"No module named '?([\w.]+)")
 
 
-def why_reference_fails(outputs: list[str], notes: list[str]) -> tuple[str, str]:
+def why_reference_fails(
+    outputs: list[str], notes: list[str], tests: list[str] | None = None
+) -> tuple[str, str]:
     """``(cause, sentence)`` for a reference solution that does not pass, from what its
-    commands printed: the network it needed, a command or Python module the image lacks
-    (also when a package was missing at build time), else ``tests``."""
+    commands printed: the network it needed, then a command or Python module the image lacks
+    (in its output or the tests'), then a package missing at build time (the notes), else
+    ``tests``."""
     from multiturn_envs.envs.terminal.task_images import NETWORK
 
     text = "\n".join(outputs)
-    hit = NETWORK.search(text)
-    if hit is not None:
-        line = text[text.rfind("\n", 0, hit.start()) + 1 :].split("\n", 1)[0].strip()
-        return "network", f"the reference solution needs the network: {line[:200]}"
-    command = _MISSING_COMMAND.search(text)
+    hits = [line.strip() for line in text.splitlines() if NETWORK.search(line)]
+    if hits:  # the last one: the error a traceback ends with, not a line of its code
+        return "network", f"the reference solution needs the network: {hits[-1][:200]}"
+    printed = "\n".join([text, *(tests or [])])
+    command = _MISSING_COMMAND.search(printed)
     if command is not None:
-        return "command", f"the reference solution runs {command.group(1)}, which the image lacks"
-    module = _MISSING_MODULE.search(text)
+        return "command", f"{command.group(1)} is run and the image lacks it"
+    module = _MISSING_MODULE.search(printed)
     if module is not None:
-        return "package", f"the reference solution imports {module.group(1)}, not in the image"
+        return "package", f"the Python module {module.group(1)} is imported and the image lacks it"
     lacking = [n for n in notes if n.startswith("offline, the image lacks")]
     if lacking:
         return "package", lacking[0]
@@ -113,7 +116,7 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
                     break
                 env.command_timeout_s = left
             observation, _, _, _, info = env.step(command)
-            outputs.append(observation[-SOLUTION_TAIL:])
+            outputs.append(_ends(observation, SOLUTION_KEEP))
             if info.get("timed_out"):
                 timed_out = True
                 break
@@ -125,7 +128,8 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
                 limit = task.agent_timeout_s or env.command_timeout_s
                 cause, why = "timeout", f"the reference solution did not finish within {limit:g} s"
             else:
-                cause, why = why_reference_fails(outputs, result.notes)
+                tests = [_ends(out, SOLUTION_KEEP) for out in report.outputs]
+                cause, why = why_reference_fails(outputs, result.notes, tests)
             result.cause = cause
             result.detail = "; ".join(part for part in (why, _detail(report)) if part)
     except Exception as exc:  # a task that cannot start: its reason is the result
@@ -138,8 +142,13 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
     return result
 
 
-SOLUTION_TAIL = 4000
-"""The characters of each solution command's output kept to explain a failure."""
+SOLUTION_KEEP = 3000
+"""The characters kept of each end of a solution command's output (and of the tests'), to
+explain a failure: an installer's network error comes first, a traceback's last line last."""
+
+
+def _ends(text: str, keep: int) -> str:
+    return text if len(text) <= 2 * keep else f"{text[:keep]}\n...\n{text[-keep:]}"
 
 
 def load_folder(
@@ -149,7 +158,7 @@ def load_folder(
     (``tb/<folder name>`` or ``harbor/<folder name>``, as the task ids, -> text).
     ``options`` go to the loaders (``map_base``...)."""
     from multiturn_envs.envs.terminal.harbor import load_harbor
-    from multiturn_envs.envs.terminal.loading import NoTasksLoaded
+    from multiturn_envs.envs.terminal.loading import LoadedTasks, NoTasksLoaded
     from multiturn_envs.envs.terminal.terminal_bench import load_terminal_bench
 
     loaders = {"tb": [load_terminal_bench], "harbor": [load_harbor]}
@@ -159,19 +168,18 @@ def load_folder(
     causes: dict[str, str] = {}
     found = False
     for load in chosen:
+        prefix = "tb/" if load is load_terminal_bench else "harbor/"  # as the tasks' ids
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                loaded = load(folder, **options)
+                loaded: LoadedTasks | NoTasksLoaded = load(folder, **options)
             except NoTasksLoaded as exc:
-                if "can run here" in str(exc):
-                    found = True
-                    problems[load.__name__] = str(exc)
-                    causes[load.__name__] = "format"
-                continue
+                if not exc.problems:  # no task of this format there
+                    continue
+                loaded = exc
         found = True
-        tasks += list(loaded)
-        prefix = "tb/" if load is load_terminal_bench else "harbor/"  # as the tasks' ids
+        if isinstance(loaded, LoadedTasks):
+            tasks += list(loaded)
         problems.update({prefix + name: why for name, why in loaded.problems.items()})
         causes.update({prefix + name: cause for name, cause in loaded.causes.items()})
     if not found:

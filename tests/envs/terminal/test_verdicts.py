@@ -231,6 +231,11 @@ def test_a_reference_solution_that_fails_is_blamed_on_what_it_printed() -> None:
     assert cause == "network" and "Could not resolve host: github.com" in why
     assert why_reference_fails(["bash: line 3: stockfish: command not found"], [])[0] == "command"
     assert why_reference_fails(["ModuleNotFoundError: No module named 'torch'"], [])[0] == "package"
+    # what the tests print counts too (a module the solution did not manage to install)
+    assert why_reference_fails(["done"], [], ["E   No module named 'eigenpy'"]) == (
+        "package",
+        "the Python module eigenpy is imported and the image lacks it",
+    )
     lacking = ["offline, the image lacks: apt package not installed: gnucobol3"]
     assert why_reference_fails(["ok"], lacking) == ("package", lacking[0])
     assert why_reference_fails(["all done"], []) == ("tests", "")
