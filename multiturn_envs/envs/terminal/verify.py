@@ -58,6 +58,12 @@ def _detail(report: CheckReport) -> str:
     return f"failing: {', '.join(failed)[:200]}; output tail: {tail!r}"
 
 
+_INSTALL_FAILED = re.compile(
+    r"^E: (Unable to locate package|Package '.+' has no installation candidate|Method \w+ has "
+    r"died|Failed to fetch|Version '.+' for '.+' was not found)|Could not find a version that "
+    r"satisfies the requirement|No matching distribution found|externally-managed-environment",
+    re.MULTILINE,
+)
 _MISSING_COMMAND = re.compile(r"(?:^|\n)(?:bash: (?:line \d+: )?)?([\w.+-]+): command not found")
 _MISSING_MODULE = re.compile(r"No module named '?([\w.]+)")
 
@@ -66,7 +72,8 @@ def why_reference_fails(
     outputs: list[str], notes: list[str], tests: list[str] | None = None
 ) -> tuple[str, str]:
     """``(cause, sentence)`` for a reference solution that does not pass, from what its
-    commands printed: the network it needed, then a command or Python module the image lacks
+    commands printed: the network it needed (an error of a download, or an install of what the
+    image lacks by apt-get or pip), then a command or Python module the image lacks
     (in its output or the tests'), then a package missing at build time (the notes), else
     ``tests``."""
     from multiturn_envs.envs.terminal.task_images import NETWORK
@@ -75,6 +82,12 @@ def why_reference_fails(
     hits = [line.strip() for line in text.splitlines() if NETWORK.search(line)]
     if hits:  # the last one: the error a traceback ends with, not a line of its code
         return "network", f"the reference solution needs the network: {hits[-1][:200]}"
+    installs = [line.strip() for line in text.splitlines() if _INSTALL_FAILED.search(line)]
+    if installs:  # apt-get or pip asked for what is not in the image: a download, offline
+        return "network", (
+            "the reference solution installs software that is not in the image (a download): "
+            f"{installs[-1][:200]}"
+        )
     printed = "\n".join([text, *(tests or [])])
     command = _MISSING_COMMAND.search(printed)
     if command is not None:

@@ -298,3 +298,30 @@ def test_a_real_task_whose_build_needs_the_network_is_refused_with_its_cause(
     assert "RUN bash /app/setup.sh needs the network" in str(caught.value)
     rows = verify_folder(tb2_data / "fix-git")
     assert [(r.task_id, r.loaded, r.cause) for r in rows] == [("harbor/fix-git", False, "network")]
+
+
+def test_hostile_variables_and_timeouts_are_refused_with_the_field(tmp_path: Path) -> None:
+    for table, match in [
+        (["A=1"], "not a table"),
+        ({"1A": "x"}, "not a variable name"),
+        ({"A B": "x"}, "not a variable name"),
+        ({"A": {"deep": "x"}}, "not text or a number"),
+        ({"A": True}, "not text or a number"),
+        ({"A": "x\0y"}, "NUL"),
+        ({f"V{i}": "x" * 1000 for i in range(70)}, "more than"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            task_variables(table, "environment", None)
+    # only a whole value is a template; text around one is taken as it is
+    plain = task_variables({"A": "a${B}", "N": 3}, "verifier", {"B": "x"})
+    assert plain == {"A": "a${B}", "N": "3"}
+    folder = harbor_task(tmp_path, "t", "FROM x\n")
+    toml = folder / "task.toml"
+    good = toml.read_text()
+    for bad in ("nan", "inf", "-1.0", "0.0", '"600"', "true"):
+        agent = f"[agent]\ntimeout_sec = {bad}"
+        toml.write_text(good.replace("[agent]\ntimeout_sec = 300.0", agent))
+        with pytest.raises(ValueError, match=r"\[agent\]\.timeout_sec"):
+            load_harbor_task(folder, image="x")
+    toml.write_text(good)
+    assert load_harbor_task(folder, image="x").agent_timeout_s == 300.0

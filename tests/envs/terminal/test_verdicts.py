@@ -229,6 +229,13 @@ def test_a_reference_solution_that_fails_is_blamed_on_what_it_printed() -> None:
         [],
     )
     assert cause == "network" and "Could not resolve host: github.com" in why
+    for line in (
+        "E: Unable to locate package stockfish",
+        "ERROR: No matching distribution found for eigenpy==3.10.3",
+        "E: Method http has died unexpectedly!",
+    ):
+        cause, why = why_reference_fails([f"Reading package lists...\n{line}\nDone"], [])
+        assert cause == "network" and line in why, line
     assert why_reference_fails(["bash: line 3: stockfish: command not found"], [])[0] == "command"
     assert why_reference_fails(["ModuleNotFoundError: No module named 'torch'"], [])[0] == "package"
     # what the tests print counts too (a module the solution did not manage to install)
