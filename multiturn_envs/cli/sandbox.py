@@ -56,7 +56,8 @@ def add_parser(sub: Any) -> None:
     tb.add_argument(
         "--extras",
         action="store_true",
-        help="also compilers, numpy, pandas (images/terminal/packages-extra.txt)",
+        help="also compilers, numpy, pandas, node, vim, ... (images/terminal/packages-extra.txt);"
+        " never under the default image's tag (without --tag: multiturn-envs-terminal:extras)",
     )
     tb.set_defaults(func=run_terminal_build)
     ts = tcmds.add_parser("status", help="say whether MT/Terminal-v0 can run (exit 0/1)")
@@ -66,7 +67,9 @@ def add_parser(sub: Any) -> None:
         help="check that tasks run here (reference passes, empty submission fails)",
         description="Load a folder of Terminal-Bench 1 (task.yaml) or Harbor (task.toml) task "
         "folders, or one task folder, and run each task in MT/Terminal-v0: its reference "
-        "solution must pass and an empty submission fail. Exit 0 when every task does.",
+        "solution (under the task's agent timeout) must pass and an empty submission fail. One "
+        "line per task: its verdicts, or why it cannot run here, with the cause in one word. "
+        "Exit 0 when every task gives the expected verdicts.",
     )
     tv.add_argument("folder", type=Path, help="a task folder or a folder of them")
     tv.add_argument("--format", choices=("auto", "tb", "harbor"), default="auto")

@@ -118,7 +118,7 @@ def build_tag(tag: str | None, extras: bool) -> str:
     if extras and tag == TERMINAL_IMAGE:
         raise RuntimeError(
             f"{TERMINAL_IMAGE} is the lean default image and is never built with the extras: "
-            f"give the variant another tag (--tag {EXTRAS_IMAGE}) and make it the default "
+            f"give the variant another tag ({EXTRAS_IMAGE}, say) and make it the default "
             f"with ${IMAGE_VARIABLE}"
         )
     return tag
