@@ -55,8 +55,9 @@ from multiturn_envs.envs.terminal.loading import (
     difficulty_of,
     load_all,
     solution_turns,
+    solution_upload,
 )
-from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.envs.terminal.tasks import MAX_MEMORY_MB, TerminalTask
 
 CHECKS_DIR = "checks"
 
@@ -104,10 +105,15 @@ def _tests(folder: Path) -> dict[str, bytes]:
 
 
 def _memory_mb(environment: dict[str, Any]) -> int | None:
+    """The memory ``[environment]`` asks for, in MB (``memory_mb``, or Harbor's older
+    ``memory = "2G"``); ``None`` when it asks none or says it in a form not understood."""
     if "memory_mb" in environment:
-        return int(environment["memory_mb"])
-    text = str(environment.get("memory", "")).strip().upper()
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)I?B?", text)
+        value = environment["memory_mb"]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"task.toml: [environment].memory_mb is not a whole number: {value!r}")
+        return value
+    text = str(environment.get("memory", ""))[:100].strip().upper()
+    match = re.fullmatch(r"(\d{1,12}(?:\.\d{1,12})?)\s*([KMGT]?)I?B?", text)
     if not match:
         return None
     scale = {"": 1 / (1 << 20), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1 << 20}[match.group(2)]
@@ -233,10 +239,13 @@ def load_harbor_task(
     if environment.get("allow_internet", True):
         notes.append("the task allows the internet; this env has no network")
     memory = _memory_mb(environment)
+    if memory is not None and not 16 <= memory <= MAX_MEMORY_MB:
+        raise ValueError(f"task.toml: [environment] asks for {memory} MB (16 to {MAX_MEMORY_MB})")
     if memory is not None or environment.get("cpus") is not None:
         notes.append(
-            f"asks for {environment.get('cpus', '?')} CPUs and {memory or '?'} MB; the env's own "
-            "cpus and memory_mb apply"
+            f"asks for {environment.get('cpus', '?')} CPUs and {memory or '?'} MB: verify gives "
+            "it that memory; an env gives each task its own cpus and memory_mb (pass "
+            f"memory_mb={memory or 2048} for this one)"
         )
     if solution_config.get("env"):
         notes.append("[solution].env is not applied (the solution runs in the agent's shell)")
@@ -257,10 +266,13 @@ def load_harbor_task(
         verdict = "reward-file"
     solve = path / "solution" / "solve.sh"
     solution = solution_turns(solve.read_text(encoding="utf-8")) if solve.is_file() else ()
+    solution_files = _solution_files(path) if solution else {}
     if not solution:
         notes.append("no reference solution (solution/solve.sh)")
     elif DOWNLOADS.search("\n".join(solution)):
         notes.append("the reference solution downloads or installs something: offline it may fail")
+    if solution_files:  # Harbor's oracle uploads solution/ to /solution before solve.sh
+        solution = (solution_upload(solution_files), *solution)
     name = path.name
     plan: BuildPlan | None = None
     task_image = image or _prebuilt(environment, path, notes)
@@ -274,6 +286,7 @@ def load_harbor_task(
         instruction=instruction,
         checks=tuple(checks),
         solution=solution,
+        solution_files=solution_files,
         category=str(metadata.get("category") or "harbor"),
         difficulty=difficulty_of(metadata.get("difficulty")),
         image=task_image,
@@ -281,6 +294,7 @@ def load_harbor_task(
         verdict=verdict,
         check_timeout_s=_seconds(verifier, "verifier"),
         agent_timeout_s=_seconds(agent, "agent"),
+        memory_mb=memory,
         workdir=None,
         agent_user=str(agent.get("user") or ""),
         verifier_user=str(verifier.get("user") or ""),
@@ -290,6 +304,22 @@ def load_harbor_task(
         notes=tuple(notes),
         source=str(path),
     )
+
+
+SOLUTION_FILES_CAP = 4 << 20
+"""The most bytes of ``solution/`` files besides ``solve.sh`` (they travel in a command)."""
+
+
+def _solution_files(path: Path) -> dict[str, bytes]:
+    """The files of ``solution/`` besides ``solve.sh`` (read as untrusted: no link out of the
+    folder, at most :data:`SOLUTION_FILES_CAP` bytes in all)."""
+    from multiturn_envs.untrusted import Folder
+
+    folder = Folder(path)
+    if not folder.is_dir("solution"):
+        return {}
+    files = folder.read_tree("solution", max_total_bytes=SOLUTION_FILES_CAP, max_depth=8)
+    return {name: data for name, data in files.items() if name != "solve.sh"}
 
 
 def _prebuilt(environment: dict[str, Any], path: Path, notes: list[str]) -> str | None:

@@ -4,9 +4,12 @@ silence, never one bad task stopping the rest), and reading a reference solution
 
 from __future__ import annotations
 
+import base64
 import re
+import shlex
+import textwrap
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from multiturn_envs.envs.terminal.tasks import TerminalTask
@@ -131,3 +134,22 @@ def difficulty_of(value: object) -> str:
     """``easy``/``medium``/``hard`` (``unknown`` and the like count as ``medium``)."""
     text = str(value or "medium").strip().lower()
     return text if text in ("easy", "medium", "hard") else "medium"
+
+
+def solution_upload(files: Mapping[str, bytes]) -> str:
+    """A shell command (one turn) that writes ``files`` (path -> bytes, relative) into
+    :data:`~.tasks.SOLUTION_DIR` as Harbor uploads a task's ``solution/`` folder before its
+    oracle runs ``solve.sh``; a file whose name ends in ``.sh`` is made executable."""
+    from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR
+
+    lines = [f"mkdir -p {SOLUTION_DIR}"]
+    for path in sorted(files):
+        target = shlex.quote(f"{SOLUTION_DIR}/{path}")
+        data = base64.b64encode(files[path]).decode("ascii")
+        lines.append(f'mkdir -p -- "$(dirname -- {target})"')
+        lines.append(f"base64 -d > {target} <<'MTE_SOLUTION_FILE'")
+        lines += textwrap.wrap(data, 76) or [""]
+        lines.append("MTE_SOLUTION_FILE")
+        if path.endswith(".sh"):
+            lines.append(f"chmod +x {target}")
+    return "\n".join(lines)

@@ -54,7 +54,7 @@ from multiturn_envs.envs.terminal.task_images import (
     resolve_user,
     top_level_dirs,
 )
-from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR, TerminalTask
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 CHECK_ENV = {
@@ -187,6 +187,8 @@ class Preparer:
             paths = [workdir, "/tmp"]
         if _under(workdir, paths) is None:
             paths.append(workdir)
+        if task.solution_files and _under(SOLUTION_DIR, paths) is None:
+            paths.append(SOLUTION_DIR)  # empty: the reference solution's first turn fills it
         paths = sorted(set(paths))
         return Layout(image, tuple(WritableDir(p) for p in paths), self.size_mb)
 

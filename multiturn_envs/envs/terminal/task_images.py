@@ -192,8 +192,14 @@ def _step_lines(log: str) -> list[tuple[str, list[str]]]:
     return steps
 
 
+_DOWNLOAD_STEP = re.compile(r"\b(wget|curl|git clone|git fetch|svn|hg clone)\b.*https?://")
+
+
 def explain_build_failure(log: str, bases_missing: Iterable[str]) -> tuple[str, str]:
-    """``(cause, sentence)`` for a failed ``docker build`` (see :class:`ImageUnavailable`)."""
+    """``(cause, sentence)`` for a failed ``docker build`` (see :class:`ImageUnavailable`):
+    the base, a network error, a package the stand-ins could not provide, a download with
+    no message of its own (``wget -q``), a missing file or command, a package the apt-get
+    stand-in skipped, else the step's own error."""
     missing = list(bases_missing)
     steps = _step_lines(log)
     last_step, lines = steps[-1] if steps else ("", log.splitlines())
@@ -205,18 +211,23 @@ def explain_build_failure(log: str, bases_missing: Iterable[str]) -> tuple[str, 
             f"its base image {', '.join(missing)} is not in the local engine and cannot be "
             "pulled here"
         )
-    offline = [ln for ln in lines if "mte-offline:" in ln]
-    if offline:
-        return "package", f"{where} needs what the offline base lacks: {offline[-1].strip()}"
     if NETWORK.search(text):
         hit = next((ln.strip() for ln in lines if NETWORK.search(ln)), "")
         return "network", f"{where} needs the network, which builds do not have: {hit}"
+    refused = [ln for ln in lines if "mte-offline: not installed" in ln]
+    if refused:
+        return "package", f"{where} needs what the offline base lacks: {refused[-1].strip()}"
+    if _DOWNLOAD_STEP.search(last_step):
+        return "network", f"{where} downloads, and builds have no network: {' | '.join(tail)[:300]}"
     if re.search(r"COPY failed|ADD failed|no such file or directory", text, re.IGNORECASE):
         hits = [ln.strip() for ln in lines if "failed" in ln.lower()] or tail[-1:] or [""]
         return "file", f"{where}: a file is missing: {hits[0][:300]}"
     found = re.search(r"(\S+): (command )?not found", text)
     if found:
         return "command", f"{where}: the command {found.group(1)} is not in the base image"
+    skipped = [ln for ln in lines if "mte-offline:" in ln]
+    if skipped:
+        return "package", f"{where} needs what the offline base lacks: {skipped[-1].strip()}"
     return "step", f"{where} failed: {' | '.join(tail)[:400]}"
 
 

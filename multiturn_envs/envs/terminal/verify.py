@@ -105,11 +105,14 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
     """Run ``task``'s reference solution and an empty submission in a fresh env.
 
     The solution runs as Harbor's oracle runs it: all of it under the task's agent timeout
-    (``agent_timeout_s``; without one, each command under the env's ``command_timeout_s``)."""
+    (``agent_timeout_s``; without one, each command under the env's ``command_timeout_s``), in
+    containers with the memory the task asks for (``memory_mb``; ``env_options`` win)."""
     from multiturn_envs.envs.terminal.env import TerminalEnv
 
     start = time.monotonic()
     result = Verification(task.task_id, notes=list(task.notes))
+    if task.memory_mb is not None:  # what Harbor gives the task (the caller's choice wins)
+        env_options = {"memory_mb": task.memory_mb, **env_options}
     env = TerminalEnv(tasks=[task], max_turns=None, end_on_success=False, **env_options)
     outputs: list[str] = []
     timed_out = False

@@ -5,6 +5,7 @@ the uv installer, uvx with pytest and pytest-json-ctrf) served offline."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -205,8 +206,14 @@ def test_a_task_whose_prebuilt_image_is_absent_builds_its_dockerfile_as_harbor_d
         ' && [ "$GREETING" = "from the verifier" ] && echo 1 > /logs/verifier/reward.txt'
         " || echo 0 > /logs/verifier/reward.txt\n"
     )
+    # a file of solution/ the reference solution reads from /solution, where Harbor puts it
+    (folder / "solution" / "total.txt").write_text("7")
+    (folder / "solution" / "solve.sh").write_text(
+        '#!/bin/bash\nprintf \'{"total": %s}\' "$(cat /solution/total.txt)" > out.json\n'
+    )
     task = load_harbor_task(folder, host_env={"MTE_TEST_TOKEN": "token-1"})
     try:
+        assert task.solution_files == {"total.txt": b"7"} and len(task.solution) == 2
         assert task.build is None and task.image and task.image.startswith("mte-harbor-prebuilt:")
         notes = " | ".join(task.notes)
         prebuilt = "prebuilt image mte-no-such-registry.invalid/report:20251031 is not in the"
@@ -218,9 +225,13 @@ def test_a_task_whose_prebuilt_image_is_absent_builds_its_dockerfile_as_harbor_d
         env = TerminalEnv(tasks=[task], max_turns=None, end_on_success=False)
         try:
             env.reset(seed=0, options={"task_id": task.task_id})
-            obs, _, _, _, _ = env.step('echo "[$GREETING/$TOKEN]"; pwd')
+            obs, _, _, _, _ = env.step('echo "[$GREETING/$TOKEN]"; pwd; ls -A /solution | wc -l')
             assert "[hello/token-1]" in obs and "/srv/report" in obs
+            assert "\n0\n" in obs  # /solution is there, empty: the agent never sees its files
             assert env.check_report().reward == 1.0  # the tests got [verifier].env over it
+            for command in task.solution:  # the upload, then solve.sh
+                env.step(command)
+            assert json.loads(env.step("cat out.json")[0].split("\n")[0]) == {"total": 7}
         finally:
             env.close()
         # the host's variables reach a task only through host_env
@@ -325,3 +336,15 @@ def test_hostile_variables_and_timeouts_are_refused_with_the_field(tmp_path: Pat
             load_harbor_task(folder, image="x")
     toml.write_text(good)
     assert load_harbor_task(folder, image="x").agent_timeout_s == 300.0
+    for memory, match in [
+        ('memory_mb = "8G"', "whole number"),
+        ("memory_mb = [1]", "whole number"),
+        ("memory_mb = 1_000_000_000", "asks for"),
+        ('memory = "999999999999G"', "asks for"),
+        ("memory_mb = 0", "asks for"),
+    ]:
+        toml.write_text(good.replace("allow_internet = false", f"allow_internet = false\n{memory}"))
+        with pytest.raises(ValueError, match=match):
+            load_harbor_task(folder, image="x")
+    toml.write_text(good.replace("allow_internet = false", 'allow_internet = false\nmemory = "4G"'))
+    assert load_harbor_task(folder, image="x").memory_mb == 4096

@@ -20,7 +20,7 @@ from multiturn_envs.envs.terminal.dockerfile import (
     resolve_base,
     substitute,
 )
-from multiturn_envs.envs.terminal.loading import solution_turns
+from multiturn_envs.envs.terminal.loading import solution_turns, solution_upload
 from multiturn_envs.envs.terminal.task_images import (
     OFFLINE_BIN,
     explain_build_failure,
@@ -268,6 +268,31 @@ def test_light_plans_and_the_reason_a_dockerfile_needs_docker_build(tmp_path: Pa
         assert not plan.light and why in plan.why_not_light, (text, plan.why_not_light)
 
 
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Za-z0-9_.' -]{1,12}(/[A-Za-z0-9_.-]{1,8})?", fullmatch=True).filter(
+            lambda p: not any(part in (".", "..") for part in p.split("/"))
+        ),
+        st.binary(max_size=300),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_solution_files_are_put_where_harbor_puts_them(files: dict[str, bytes]) -> None:
+    """The turn that stands for Harbor's upload of ``solution/`` writes every file byte for
+    byte (any name a folder may hold, any content), run by bash as the agent's shell runs it."""
+    import subprocess
+    import tempfile
+
+    command = solution_upload(files)
+    assert command.startswith("mkdir -p /solution")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = command.replace("/solution", f"{tmp}/solution")
+        subprocess.run(["bash", "-c", script], check=True, capture_output=True)
+        for name, data in files.items():
+            assert Path(tmp, "solution", name).read_bytes() == data
+
+
 def test_solution_scripts_become_turns() -> None:
     script = "#!/bin/bash\n# a comment\n\ncd x\n# --- next turn ---\ncat <<'E'\na\nE\n\n"
     assert solution_turns(script) == ("cd x", "cat <<'E'\na\nE")
@@ -289,6 +314,25 @@ def test_a_failed_build_is_blamed_on_its_cause() -> None:
         (log("Step 2/3 : COPY a /a", "COPY failed: file not found in build context"), "file"),
         (log("Step 2/3 : RUN false", "The command '/bin/sh -c false' returned 1"), "step"),
         (log("Step 2/3 : RUN x", "mte-offline: not installed in the offline image: q"), "package"),
+        # a quiet download (wget -q) says nothing: the step's own URL tells
+        (log("Step 2/3 : RUN cd /b && wget -q https://x/y.tgz && tar xzf y.tgz", "x"), "network"),
+        # a package the apt-get stand-in skipped, then a network error: the network
+        (
+            log(
+                "Step 2/3 : RUN apt-get install -y gcc && git clone https://x/y",
+                "mte-offline: apt-get install: not in the offline image, skipped: gcc",
+                "fatal: unable to access 'https://x/y/': Could not resolve host: x",
+            ),
+            "network",
+        ),
+        (
+            log(
+                "Step 2/3 : RUN apt-get install -y gcc && gcc a.c",
+                "mte-offline: apt-get install: not in the offline image, skipped: gcc",
+                "The command '/bin/sh -c apt-get install -y gcc && gcc a.c' returned 127",
+            ),
+            "package",
+        ),
     ]
     for text, cause in cases:
         assert explain_build_failure(text, [])[0] == cause, text
