@@ -15,6 +15,9 @@ API (stable: names are added, never renamed)::
       .stat(rel) -> os.stat_result | None   (None: missing); .is_file, .is_dir, .exists
       .open(rel) -> BinaryIO          a regular file beneath the root, to stream
       .walk(rel="", max_entries=, max_depth=) -> list[Entry]   (links listed, not followed)
+      .stream_tree(rel="", max_total_bytes=, ...) -> (Entry, open file | None) per entry
+      .listdir(rel="", max_entries=) -> list[Entry]  one level of it
+      .readlink(rel) -> str           a link's target text (the link's folder beneath the root)
       .read_tree(rel, max_file_bytes=, max_total_bytes=, ...) -> {posix path: bytes}
       .check_links(rel="")            every link under rel stays beneath the root
       .sub(rel) -> Folder             a folder beneath this one, itself a root
@@ -59,6 +62,7 @@ are imported when a YAML or TOML file is read.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -347,15 +351,43 @@ def parse_toml(text: str, *, max_depth: int = MAX_DEPTH, where: str = "<toml>") 
     return dict(data)
 
 
-def _yaml_loader(max_depth: int) -> Any:
-    """A ``SafeLoader`` class that counts its depth while composing (PyYAML composes
+def _yaml_loader(max_depth: int, libyaml: bool = True) -> Any:
+    """A safe loader class that counts its depth while composing (PyYAML composes
     recursively: the count stops a deep document long before Python's recursion limit) and
-    notes whether the document used an alias."""
-    import yaml
+    notes whether the document used an alias.
 
-    class BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]
+    Its events come from libyaml's parser when PyYAML has it (``yaml._yaml.CParser``: about
+    ten times the pure-Python parser's speed, and iterative), composed by PyYAML's own
+    Python composer, so that the count above sees every node; else from the Python parser.
+    Either way the tags are the safe ones (``SafeConstructor``). ``libyaml`` false: the
+    Python parser (what a PyYAML without libyaml uses; the tests run both)."""
+    import yaml
+    from yaml.composer import Composer
+    from yaml.constructor import SafeConstructor
+    from yaml.parser import Parser as Events
+    from yaml.reader import Reader
+    from yaml.resolver import Resolver
+    from yaml.scanner import Scanner
+
+    class PythonParser(Reader, Scanner, Events):  # type: ignore[misc]
         def __init__(self, stream: str) -> None:
-            super().__init__(stream)
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Events.__init__(self)
+
+    Parser: Any = PythonParser
+    if libyaml:
+        with contextlib.suppress(ImportError):  # PyYAML built without libyaml
+            from yaml._yaml import CParser
+
+            Parser = CParser
+
+    class BoundedLoader(Composer, SafeConstructor, Resolver, Parser):  # type: ignore[misc]
+        def __init__(self, stream: str) -> None:
+            Parser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
             self.depth = 0
             self.aliases = 0
 
@@ -426,17 +458,19 @@ def parse_yaml(
     max_depth: int = MAX_DEPTH,
     max_expanded: int = MAX_FILE_BYTES,
     where: str = "<yaml>",
+    libyaml: bool = True,
 ) -> Any:
     """One YAML document (safe tags only): deeper than ``max_depth`` is refused as it is
     composed; a document with aliases is refused when they expand past ``max_expanded``
-    characters or ``max_depth`` levels, or form a cycle (see the module docstring)."""
+    characters or ``max_depth`` levels, or form a cycle (see the module docstring).
+    ``libyaml`` false: parse with PyYAML's Python parser even where libyaml is there."""
     try:
         import yaml
     except ImportError as exc:  # pragma: no cover - pyyaml ships with the [terminal] extra
         raise ImportError(
             "reading YAML needs PyYAML: pip install 'multiturn-envs[terminal]'"
         ) from exc
-    loader = _yaml_loader(max_depth)(text)
+    loader = _yaml_loader(max_depth, libyaml)(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -447,6 +481,8 @@ def parse_yaml(
     except UntrustedInputError as exc:
         raise UntrustedInputError(f"{where}: {exc}") from None
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):  # libyaml's own bound (1,000 levels)
+            raise UntrustedInputError(f"{where}: nested over the limit of {max_depth}") from None
         raise UntrustedInputError(f"{where}: not valid YAML ({exc})") from None
     except (ValueError, TypeError, RecursionError) as exc:  # a constructor's own error
         raise UntrustedInputError(f"{where}: not readable YAML ({exc})") from None
@@ -477,11 +513,12 @@ class Folder:
     def __init__(
         self, root: str | os.PathLike[str], *, where: str | None = None, allow_special: bool = False
     ) -> None:
-        self.root = Path(root).resolve()
-        if not self.root.is_dir():
+        self.root = Path(os.path.abspath(root))
+        if not os.path.isdir(self.root):
             raise UntrustedInputError(f"{os.fspath(root)}: not a directory")
         self.where = where if where is not None else str(self.root)
         self.allow_special = allow_special
+        self._parent: tuple[Folder, str] | None = None
 
     def __repr__(self) -> str:
         return f"Folder({str(self.root)!r})"
@@ -493,12 +530,16 @@ class Folder:
 
     def sub(self, rel: str | os.PathLike[str]) -> Folder:
         """The folder ``rel`` beneath this one (it must stay beneath the root), as a root of
-        its own."""
+        its own. It is reached from this folder's root each time, through the real entries
+        found now: replacing one of them by a link later refuses every read."""
         fd, names = self._resolve(rel, directory=True)
         os.close(fd)
-        return Folder(
-            self.root.joinpath(*names), where=self.name(rel), allow_special=self.allow_special
-        )
+        folder = Folder.__new__(Folder)
+        folder.root = self.root.joinpath(*names)
+        folder.where = self.name(rel)
+        folder.allow_special = self.allow_special
+        folder._parent = (self, "/".join(names))
+        return folder
 
     # ---------------------------------------------------------------- resolution
     def _components(self, rel: str | os.PathLike[str]) -> list[str]:
@@ -513,24 +554,24 @@ class Folder:
         return self._resolve(rel, directory=directory)[0]
 
     def _resolve(
-        self, rel: str | os.PathLike[str], *, directory: bool = False
+        self, rel: str | os.PathLike[str], *, directory: bool = False, links: bool = True
     ) -> tuple[int, list[str]]:
         """A descriptor of ``rel`` resolved beneath the root (see the module docstring), and
         the names of the real entries from the root to it. The last component is opened
         ``O_NONBLOCK`` (a FIFO does not block); a directory when ``directory``. Missing:
         ``FileNotFoundError``/``NotADirectoryError``; the root itself as a file:
-        ``IsADirectoryError``."""
+        ``IsADirectoryError``. ``links`` false: a link anywhere on the way is refused."""
         todo = self._components(rel)
         where = self.name(rel)
-        stack = [os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)]
+        stack = [self._root_fd()]
         names: list[str] = []
-        links = 0
+        hops = 0
         try:
             while todo:
                 name = todo.pop(0)
                 if name == "..":
                     if not names:
-                        how = "a link that leaves" if links else "leaves"
+                        how = "a link that leaves" if hops else "leaves"
                         raise UntrustedInputError(f"{where}: {how} the folder ({self.where})")
                     os.close(stack.pop())
                     names.pop()
@@ -552,8 +593,12 @@ class Folder:
                         raise UntrustedInputError(
                             f"{where}: cannot be opened ({exc.strerror})"
                         ) from None
-                    links += 1
-                    if links > MAX_LINKS:
+                    if not links:
+                        raise UntrustedInputError(
+                            f"{where}: replaced by a link since it was checked"
+                        ) from None
+                    hops += 1
+                    if hops > MAX_LINKS:
                         raise UntrustedInputError(
                             f"{where}: goes through more than {MAX_LINKS} links"
                         ) from None
@@ -680,69 +725,163 @@ class Folder:
         return parse_toml(text, max_depth=max_depth, where=self.name(rel))
 
     # ---------------------------------------------------------------- listing
+    def _walk(
+        self, rel: str | os.PathLike[str], max_entries: int, max_depth: int, descend: bool
+    ) -> Iterator[tuple[int, str, Entry]]:
+        """``(descriptor of its folder, its name there, entry)`` for every entry under ``rel``,
+        depth first in name order (a folder right before its contents), the descriptor valid
+        until the next item. At most ``max_depth`` folders are open at once."""
+        where = self.name(rel)
+        top = self._open(rel, directory=True) if self._components(rel) else self._root_fd()
+        frames: list[tuple[int, str, Iterator[str]]] = []
+        seen = 0
+
+        def enter(fd: int, prefix: str) -> None:
+            nonlocal seen
+            if len(frames) >= max_depth:
+                os.close(fd)
+                raise UntrustedInputError(f"{where}: folders nest over {max_depth} levels deep")
+            try:
+                names = []
+                with os.scandir(fd) as listing:
+                    for item in listing:
+                        names.append(item.name)
+                        if seen + len(names) > max_entries:
+                            raise UntrustedInputError(f"{where}: over {max_entries:,} entries")
+            except BaseException:
+                os.close(fd)
+                raise
+            seen += len(names)
+            frames.append((fd, prefix, iter(sorted(names))))
+
+        try:
+            enter(top, "")
+            while frames:
+                fd, prefix, names = frames[-1]
+                name = next(names, None)
+                if name is None:
+                    os.close(fd)
+                    frames.pop()
+                    continue
+                try:
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed while listed
+                kind = _kind(info.st_mode)
+                path = f"{prefix}{name}"
+                yield fd, name, Entry(path, kind, info.st_size if kind == "file" else 0)
+                if kind == "dir" and descend:
+                    flags = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+                    try:
+                        sub = os.open(name, flags, dir_fd=fd)
+                    except OSError:
+                        continue  # swapped for a link or removed meanwhile: not followed
+                    enter(sub, f"{path}/")
+        finally:
+            for fd, _, _ in frames:
+                os.close(fd)
+
     def walk(
         self,
         rel: str | os.PathLike[str] = "",
         *,
         max_entries: int = MAX_ENTRIES,
         max_depth: int = MAX_WALK_DEPTH,
+        descend: bool = True,
     ) -> list[Entry]:
         """Every entry under the folder ``rel`` (not ``rel`` itself), in name order,
         directories before their contents; links are listed (``kind="link"``), never followed.
-        More than ``max_entries`` entries or ``max_depth`` levels is a refusal."""
-        top = self._open(rel, directory=True) if self._components(rel) else None
-        if top is None:
-            top = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
-        found: list[Entry] = []
-        pending: list[tuple[int, str, int]] = [(top, "", 1)]
-        try:
-            while pending:
-                fd, prefix, level = pending.pop()
-                try:
-                    if level > max_depth:
-                        raise UntrustedInputError(
-                            f"{self.name(rel)}: folders nest over {max_depth} levels deep"
-                        )
-                    with os.scandir(fd) as listing:
-                        names = []
-                        for item in listing:
-                            names.append(item.name)
-                            if len(found) + len(names) > max_entries:
-                                raise UntrustedInputError(
-                                    f"{self.name(rel)}: over {max_entries:,} entries"
-                                )
-                    subdirs: list[tuple[int, str, int]] = []
-                    for name in sorted(names):
-                        path = f"{prefix}{name}"
-                        try:
-                            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                        except FileNotFoundError:
-                            continue  # removed while listed
-                        kind = _kind(info.st_mode)
-                        found.append(Entry(path, kind, info.st_size if kind == "file" else 0))
-                        if kind == "dir":
-                            flags = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
-                            try:
-                                subdirs.append(
-                                    (os.open(name, flags, dir_fd=fd), f"{path}/", level + 1)
-                                )
-                            except OSError:
-                                continue  # swapped for a link or removed meanwhile: not followed
-                    pending.extend(reversed(subdirs))
-                finally:
-                    os.close(fd)
-        except BaseException:
-            for fd, _, _ in pending:
-                os.close(fd)
-            raise
-        return _directories_first(found)
+        More than ``max_entries`` entries or ``max_depth`` levels is a refusal (``descend``
+        false: only ``rel``'s own entries)."""
+        return [entry for _, _, entry in self._walk(rel, max_entries, max_depth, descend)]
 
-    def check_links(self, rel: str | os.PathLike[str] = "", **bounds: int) -> list[Entry]:
+    def stream_tree(
+        self,
+        rel: str | os.PathLike[str] = "",
+        *,
+        max_total_bytes: int,
+        max_entries: int = MAX_ENTRIES,
+        max_depth: int = MAX_WALK_DEPTH,
+    ) -> Iterator[tuple[Entry, IO[bytes] | None]]:
+        """Every entry under ``rel`` in :meth:`walk` order, each regular file with an open
+        binary file to stream (valid until the next item), anything else with ``None``: to
+        hash or tar a tree without holding it. A link must resolve beneath the root (it is not
+        followed: :meth:`readlink` gives its target); a FIFO, socket or device is refused;
+        files larger than ``max_total_bytes`` together are refused before the one that
+        crosses the bound is read."""
+        base = "/".join(self._components(rel))
+        total = 0
+        for fd, name, entry in self._walk(rel, max_entries, max_depth, True):
+            full = f"{base}/{entry.path}" if base else entry.path
+            if entry.kind == "link":
+                self.stat(full)  # a link leaving the folder is refused
+            if entry.kind != "file":
+                if entry.kind not in ("dir", "link") and not self.allow_special:
+                    raise UntrustedInputError(
+                        f"{self.name(full)}: a {entry.kind}, not a regular file"
+                    )
+                yield entry, None
+                continue
+            flags = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
+            try:
+                handle = os.open(name, flags, dir_fd=fd)
+            except OSError as exc:
+                raise UntrustedInputError(
+                    f"{self.name(full)}: cannot be opened ({exc.strerror})"
+                ) from None
+            with open(handle, "rb") as stream:
+                _check_regular(handle, self.name(full), False)
+                total += os.fstat(handle).st_size
+                if total > max_total_bytes:
+                    raise UntrustedInputError(
+                        f"{self.name(rel)}: its files together are over the limit of "
+                        f"{max_total_bytes:,} bytes for this folder"
+                    )
+                yield entry, stream
+
+    def listdir(
+        self, rel: str | os.PathLike[str] = "", *, max_entries: int = MAX_ENTRIES
+    ) -> list[Entry]:
+        """The entries of the folder ``rel`` itself (one level, in name order), at most
+        ``max_entries``; links listed, not followed."""
+        return self.walk(rel, max_entries=max_entries, max_depth=1, descend=False)
+
+    def readlink(self, rel: str | os.PathLike[str]) -> str:
+        """The target text of the link ``rel`` (its folder resolved beneath the root; the
+        target itself is not followed): to copy a link as a link."""
+        parts = self._components(rel)
+        if not parts or parts[-1] == "..":
+            raise UntrustedInputError(f"{self.name(rel)}: not a link")
+        parent = "/".join(parts[:-1])
+        fd = self._resolve(parent, directory=True)[0] if parent else self._root_fd()
+        try:
+            target = self._link(parts[-1], fd)
+        finally:
+            os.close(fd)
+        if target is None:
+            raise UntrustedInputError(f"{self.name(rel)}: not a link")
+        return target
+
+    def _root_fd(self) -> int:
+        """A descriptor of the root: opened by its path (the caller's: a link there is
+        followed), or, for a :meth:`sub` folder, from its parent without following links."""
+        if self._parent is not None:
+            parent, rel = self._parent
+            return parent._resolve(rel, directory=True, links=False)[0]
+        return os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+
+    def check_links(
+        self,
+        rel: str | os.PathLike[str] = "",
+        *,
+        max_entries: int = MAX_ENTRIES,
+        max_depth: int = MAX_WALK_DEPTH,
+    ) -> list[Entry]:
         """Every entry under ``rel`` (see :meth:`walk`), once each link there is known to
         resolve beneath the root: a folder whose links lead outside is refused with the first
         such link named (what must hold before a build context is sent anywhere)."""
         base = "/".join(self._components(rel))
-        entries = self.walk(rel, **bounds)
+        entries = self.walk(rel, max_entries=max_entries, max_depth=max_depth)
         for entry in entries:
             if entry.kind == "link":
                 self.stat(f"{base}/{entry.path}" if base else entry.path)
@@ -763,22 +902,21 @@ class Folder:
         base = "/".join(self._components(rel))
         files: dict[str, bytes] = {}
         total = 0
-        for entry in self.walk(rel, max_entries=max_entries, max_depth=max_depth):
-            if entry.kind == "dir":
-                continue
+        tree = self.stream_tree(
+            rel, max_total_bytes=max_total_bytes, max_entries=max_entries, max_depth=max_depth
+        )
+        for entry, stream in tree:
             full = f"{base}/{entry.path}" if base else entry.path
-            if entry.kind == "link" and self.is_dir(full):
-                continue  # a link to a folder inside: its files are listed where they live
-            data = self.read_bytes(full, max_bytes=min(max_file_bytes, max_total_bytes - total))
+            cap = min(max_file_bytes, max_total_bytes - total)
+            if stream is not None:
+                data = _read_fd(stream.fileno(), cap, self.name(full))
+            elif entry.kind == "link" and not self.is_dir(full):
+                data = self.read_bytes(full, max_bytes=cap)  # a file elsewhere inside
+            else:
+                continue  # a folder (or a link to one inside: its files are listed there)
             total += len(data)
             files[entry.path] = data
         return files
-
-
-def _directories_first(entries: list[Entry]) -> list[Entry]:
-    """``entries`` in walk order: sorted by path components (a folder right before its
-    contents)."""
-    return sorted(entries, key=lambda e: e.path.split("/"))
 
 
 # ------------------------------------------------------------------------------ typed fields

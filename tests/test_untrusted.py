@@ -278,7 +278,8 @@ def test_bound_walk_lists_links_never_follows_them(task: Path) -> None:
 
 
 # ------------------------------------------------------------------ parsers
-def test_bound_yaml_alias_bomb_is_refused_fast() -> None:
+@pytest.mark.parametrize("libyaml", [True, False])
+def test_bound_yaml_alias_bomb_is_refused_fast(libyaml: bool) -> None:
     """The issue's 335-byte task.yaml with 8 levels of aliases (a 312-million-character
     field once expanded)."""
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
@@ -286,13 +287,14 @@ def test_bound_yaml_alias_bomb_is_refused_fast() -> None:
         name, prev = chr(98 + i), chr(97 + i)
         lines.append(f"{name}: &{name} [{','.join([f'*{prev}'] * 9)}]")
     start = time.monotonic()
-    _refused(parse_yaml, "\n".join(lines), match="expand to over")
+    _refused(parse_yaml, "\n".join(lines), libyaml=libyaml, match="expand to over")
     assert time.monotonic() - start < 1.0
 
 
-def test_bound_yaml_aliases_within_bounds_load() -> None:
+@pytest.mark.parametrize("libyaml", [True, False])
+def test_bound_yaml_aliases_within_bounds_load(libyaml: bool) -> None:
     text = "base: &b {image: x, user: root}\nclient: *b\nother:\n  <<: *b\n  user: me\n"
-    assert parse_yaml(text) == {
+    assert parse_yaml(text, libyaml=libyaml) == {
         "base": {"image": "x", "user": "root"},
         "client": {"image": "x", "user": "root"},
         "other": {"image": "x", "user": "me"},
@@ -306,15 +308,21 @@ def test_bound_yaml_alias_chains_cannot_exceed_the_depth() -> None:
 
 
 @settings(max_examples=20, deadline=None)
-@given(depth=st.integers(65, 20_000), style=st.sampled_from(["flow", "block", "map"]))
-def test_bound_deep_yaml_is_refused_never_recursion_error(depth: int, style: str) -> None:
+@given(
+    depth=st.integers(65, 20_000),
+    style=st.sampled_from(["flow", "block", "map"]),
+    libyaml=st.booleans(),
+)
+def test_bound_deep_yaml_is_refused_never_recursion_error(
+    depth: int, style: str, libyaml: bool
+) -> None:
     if style == "flow":
         text = "[" * depth + "]" * depth
     elif style == "block":
         text = "".join("  " * i + "-\n" for i in range(min(depth, 3000)))
     else:
         text = "{a: " * depth + "1" + "}" * depth
-    _refused(parse_yaml, text, match="nested over the limit")
+    _refused(parse_yaml, text, libyaml=libyaml, match="nested over the limit")
 
 
 @settings(max_examples=20, deadline=None)
@@ -448,3 +456,22 @@ def test_messages_show_values_bounded() -> None:
     for key in ("a", "b"):
         message = _refused(fields.number, key, default=None, minimum=0, maximum=1)
         assert len(message) < 300
+
+
+def test_bound_a_sub_folder_replaced_by_a_link_is_refused(task: Path, tmp_path: Path) -> None:
+    sub = Folder(task).sub("tests/sub")
+    assert sub.read_text("data.txt") == "data\n"
+    (task / "tests" / "sub").rename(task / "held")
+    (task / "tests" / "sub").symlink_to("../held")  # still inside the task, but a swap
+    _refused(sub.read_text, "data.txt", match="replaced by a link")
+
+
+@pytest.mark.parametrize("libyaml", [True, False])
+def test_yaml_with_and_without_libyaml_read_the_same(libyaml: bool) -> None:
+    text = (
+        "instruction: |\n  Do it.\n  Twice.\nn: 3\nf: 1.5\nb: yes\nd: 2024-01-02\n"
+        "l: [a, 'b', \"c\"]\nm: {x: ~}\nenv:\n  - A=1\n"
+    )
+    import yaml
+
+    assert parse_yaml(text, libyaml=libyaml) == yaml.safe_load(text)

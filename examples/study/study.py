@@ -53,6 +53,36 @@ def _same_config(saved: Path, want: dict[str, Any]) -> bool:
     return bool(json.loads(saved.read_text()) == json.loads(json.dumps(want)))
 
 
+def read_config(path: str | Path) -> dict[str, Any]:
+    """The study's config file, read within bounds (1 MiB, 64 levels, a regular file) and its
+    fields checked (types and ranges, the message naming the field): a bad one is one line,
+    before any work. The ``base`` and ``arms`` fields are TrainConfig fields, checked by it."""
+    from multiturn_envs.untrusted import Fields, load_json
+
+    where = str(path)
+    config = load_json(path, max_bytes=1 << 20)
+    fields = Fields(config, where=where)
+    for name, low in (("map_size", 2), ("train_maps", 1), ("eval_maps", 1), ("t_max", 1)):
+        fields.integer(name, default=None, minimum=low, maximum=100_000)
+    fields.number("map_p", default=None, minimum=0.0, maximum=1.0, exclusive_minimum=True)
+    for name in ("agreement_episodes", "same_state_actions", "same_state_max_states"):
+        fields.integer(name, default=None, minimum=1, maximum=1_000_000)
+    fields.integer("n_boot", default=None, minimum=0, maximum=100_000)
+    fields.integer("seed", default=None, minimum=0, maximum=2**64 - 1)
+    fields.table("base")
+    arms = fields.table("arms")
+    for name in arms:
+        arms.table(name)
+    ev = fields.table("eval")
+    ev.integer("samples", default=None, minimum=1, maximum=100_000)
+    ev.integer("max_tokens", default=None, minimum=1, maximum=10_000_000)
+    ev.number("temperature", default=None, minimum=0.0, maximum=100.0)
+    cont = fields.table("continuation")
+    cont.integer("error_after", default=None, minimum=0, maximum=100_000)
+    cont.integer("samples", default=None, minimum=1, maximum=100_000)
+    return dict(config)
+
+
 def split_maps(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Training and held-out task ids whose map layouts never coincide.
 
@@ -823,7 +853,7 @@ def main() -> None:
         help="build and check the base alone (expert agreement, held-out Pass@(1,T_max))",
     )
     args = parser.parse_args()
-    config = json.loads(Path(args.config).read_text())
+    config = read_config(args.config)
     if args.seed is not None:
         config["seed"] = args.seed
     import sys

@@ -8,10 +8,11 @@ given config and where to continue from.
 
 from __future__ import annotations
 
-import json
+import re
 from pathlib import Path
 
 from multiturn_envs.rl.config import TrainConfig
+from multiturn_envs.untrusted import Folder
 
 __all__ = [
     "CONFIG_FILE",
@@ -25,15 +26,21 @@ __all__ = [
 CONFIG_FILE = "train_config.json"
 LOG_FILE = "train_log.jsonl"
 FINAL = "final"
+MAX_RUN_ENTRIES = 100_000
+"""The entries a run's folder may hold (checkpoints, logs) when it is listed."""
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
     """The highest ``checkpoint-N`` folder of a run, if any."""
-    found = sorted(
-        (p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-        key=lambda p: int(p.name.split("-")[-1]),
-    )
-    return found[-1] if found else None
+    if not Path(output_dir).is_dir():
+        return None
+    entries = Folder(output_dir).listdir(max_entries=MAX_RUN_ENTRIES)  # anyone's folder
+    steps = [
+        int(e.path.removeprefix("checkpoint-"))
+        for e in entries
+        if e.kind == "dir" and re.fullmatch(r"checkpoint-\d{1,18}", e.path)
+    ]
+    return Path(output_dir) / f"checkpoint-{max(steps)}" if steps else None
 
 
 def ran_with(config: TrainConfig) -> bool:
@@ -43,7 +50,7 @@ def ran_with(config: TrainConfig) -> bool:
     saved = Path(config.output_dir) / CONFIG_FILE
     if not saved.exists():
         return False
-    return TrainConfig.from_dict(json.loads(saved.read_text())).to_dict() == config.to_dict()
+    return TrainConfig.from_file(saved).to_dict() == config.to_dict()  # bounded, checked
 
 
 def resume_checkpoint(config: TrainConfig, resume: bool | str) -> str | None:

@@ -9,12 +9,38 @@ from __future__ import annotations
 
 import json
 import math
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from multiturn_envs.adapters.trl import LAYOUTS
 from multiturn_envs.rewards import Reward, make_reward, reward_names
+from multiturn_envs.untrusted import load_json
+
+MAX_CONFIG_BYTES = 1 << 20
+"""A train config file (``--config``, a run's ``train_config.json``): 1 MiB."""
+MAX_STEPS = 10_000_000
+"""The most GRPO (or SFT) steps, and the largest ``save_steps`` (``train --steps``' range)."""
+MAX_STEP_WEIGHT = 1_000_000.0
+"""The largest ``step_weight`` (``train --step-weight``'s range)."""
+INT_MAXIMA: dict[str, int] = {
+    "max_turns": 100_000,
+    "steps": MAX_STEPS,
+    "save_steps": MAX_STEPS,
+    "num_generations": 100_000,
+    "batch_size": 1_000_000,
+    "max_completion_length": 10_000_000,
+    "max_turn_tokens": 10_000_000,
+    "seed": 2**64 - 1,
+    "threads": 4096,
+    "sft_episodes": 10_000_000,
+    "sft_steps": MAX_STEPS,
+    "sft_batch_size": 1_000_000,
+}
+"""The documented maximum of each int field (a config file and ``--set`` bypass the flags'
+ranges, so the config itself holds them)."""
 
 ADVANTAGES: tuple[str, ...] = ("grpo", "gigpo")
 """The advantage estimators: TRL's GRPO (one advantage per rollout) or GiGPO (per turn)."""
@@ -163,10 +189,30 @@ class TrainConfig:
         return make_reward(self.gigpo_step_reward)
 
     def check(self) -> None:
-        """Raise ``ValueError`` naming the first bad field."""
+        """Raise ``ValueError`` naming the first bad field: its JSON type first (a config
+        file or ``--set`` may hold anything), then its range (:data:`INT_MAXIMA`, finite
+        numbers), then how fields go together."""
 
         def bad(name: str, why: str) -> ValueError:
-            return ValueError(f"train config: {name} {why} (got {getattr(self, name)!r})")
+            shown = repr(getattr(self, name))
+            shown = shown if len(shown) <= 80 else shown[:80] + "..."
+            return ValueError(f"train config: {name} {why} (got {shown})")
+
+        hints = typing.get_type_hints(TrainConfig)
+        for f in fields(self):
+            wanted = _json_type_error(getattr(self, f.name), hints[f.name])
+            if wanted:
+                raise bad(f.name, f"must be {wanted}")
+        for name, maximum in INT_MAXIMA.items():
+            if getattr(self, name) > maximum:
+                raise bad(name, f"must be at most {maximum:,}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            numbers = value if isinstance(value, list) else [value]
+            if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
+                raise bad(f.name, "must be finite")
+        if self.step_weight > MAX_STEP_WEIGHT:
+            raise bad("step_weight", f"must be at most {MAX_STEP_WEIGHT:g}")
 
         if self.reward not in reward_names():
             raise bad("reward", f"must be one of {reward_names()} (or the old 'gigpo')")
@@ -243,10 +289,10 @@ class TrainConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON ({exc})") from exc
+        """A config file (someone else's, maybe): at most :data:`MAX_CONFIG_BYTES`, nested at
+        most 64 deep, a regular file (a FIFO is refused without blocking); every field
+        checked (:meth:`check`)."""
+        data = load_json(path, max_bytes=MAX_CONFIG_BYTES)
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a train config is a JSON object")
         return cls.from_dict(data)
@@ -270,3 +316,43 @@ class TrainConfig:
     @property
     def max_budget(self) -> int:
         return max(self.budget_mix) if self.budget_mix else self.max_turns
+
+
+_JSON_NAMES = {str: "a string", int: "an int", float: "a number", bool: "true or false"}
+_JSON_PLURALS = {str: "strings", int: "ints", float: "numbers", bool: "bools"}
+
+
+def _json_type_error(value: Any, hint: Any) -> str:
+    """What ``value`` must be when it is not of the JSON type ``hint`` describes (``""``: it
+    is). A float field takes an int; an int field never a bool; a list's and a dict's items
+    are checked when their type is a plain one."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None and len(options) < len(typing.get_args(hint)):
+            return ""
+        errors = [_json_type_error(value, a) for a in options]
+        return "" if "" in errors else " or ".join(errors) + " or null"
+    if origin is list:
+        if not isinstance(value, list):
+            return "a list"
+        (item,) = typing.get_args(hint) or (Any,)
+        if item is not Any and any(_json_type_error(v, item) for v in value):
+            return f"a list of {_JSON_PLURALS.get(item, 'values')}"
+        return ""
+    if origin is dict:
+        if not isinstance(value, dict):
+            return "a JSON object"
+        _, item = typing.get_args(hint) or (str, Any)
+        if item is not Any and any(_json_type_error(v, item) for v in value.values()):
+            return f"a JSON object of {_JSON_PLURALS.get(item, 'values')}"
+        return ""
+    if hint is Any:
+        return ""
+    if hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, hint)
+    return "" if ok else _JSON_NAMES.get(hint, getattr(hint, "__name__", str(hint)))

@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 
 from multiturn_envs.adapters.trl import grpo_rows
+from multiturn_envs.errors import UntrustedInputError
 from multiturn_envs.rl.checkpoints import CONFIG_FILE, FINAL, LOG_FILE, resume_checkpoint
-from multiturn_envs.rl.config import TrainConfig
+from multiturn_envs.rl.config import MAX_STEPS, TrainConfig
 from multiturn_envs.rl.models import cuda_available, load_model, start_model
 from multiturn_envs.rl.rollout_env import (
     environment,
@@ -45,6 +46,10 @@ from multiturn_envs.rl.rollout_env import (
     make_train_env,
     train_tasks,
 )
+from multiturn_envs.untrusted import Fields, load_json, parse_json, read_text
+
+MAX_STATE_BYTES = 256 << 20
+"""A resumed run's ``trainer_state.json`` and ``train_log.jsonl`` (its folder may be anyone's)."""
 
 __all__ = ["TrainResult", "grpo_settings", "reply_cap_key", "train", "train_many", "train_rows"]
 
@@ -123,12 +128,31 @@ def _trim_log(log_path: Path, checkpoint: str | None) -> None:
         return
     kept: list[str] = []
     if checkpoint is not None:
-        state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
-        done = int(state["global_step"])
-        for line in log_path.read_text().splitlines():
-            if line.strip() and int(json.loads(line)["step"]) <= done:
+        state_file = Path(checkpoint) / "trainer_state.json"
+        state = Fields(load_json(state_file, max_bytes=MAX_STATE_BYTES), where=str(state_file))
+        done = state.integer("global_step", default=0, minimum=0, maximum=MAX_STEPS) or 0
+        for step, line in _log_steps(log_path):
+            if step <= done:
                 kept.append(line + "\n")
     log_path.write_text("".join(kept))
+
+
+def _log_steps(log_path: Path) -> list[tuple[int, str]]:
+    """``(step, line)`` of each entry of a run's ``train_log.jsonl`` (read within bounds, each
+    line a JSON object with an int ``step``, or a ``ValueError`` naming the line)."""
+    out = []
+    text = read_text(log_path, max_bytes=MAX_STATE_BYTES)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{log_path}: line {number}"
+        step = Fields(parse_json(line, where=where), where=where).integer(
+            "step", default=None, minimum=0, maximum=MAX_STEPS
+        )
+        if step is None:
+            raise UntrustedInputError(f"{where}: no 'step'")
+        out.append((step, line))
+    return out
 
 
 def grpo_settings(config: TrainConfig, *, cuda: bool = False) -> dict[str, Any]:
@@ -236,7 +260,7 @@ def train(
     final = out / FINAL
     trainer.model.save_pretrained(final)
     tokenizer.save_pretrained(final)
-    log = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    log = [json.loads(line) for _, line in _log_steps(log_path)]
     return TrainResult(final, log, time.perf_counter() - t0)
 
 

@@ -107,3 +107,31 @@ def test_the_study_runs_every_stage_and_reports_every_analysis(tmp_path: Path) -
     }
     for path in kept:
         assert (path.stat().st_mtime_ns != stamps[path]) == (path in redone), path
+
+
+def test_the_study_config_is_read_within_bounds(tmp_path: Path) -> None:
+    """The study's config is a file anyone may hand it (issue 29): types and ranges checked,
+    the field named, before any work."""
+    import pytest
+
+    from multiturn_envs.errors import UntrustedInputError
+
+    study = _study_module()
+    assert study.read_config(STUDY / "config.json") == json.loads(
+        (STUDY / "config.json").read_text()
+    )
+    good = json.loads((STUDY / "config.json").read_text())
+    for field, value, match in [
+        ("t_max", "6", "t_max must be a whole number"),
+        ("map_p", float("nan"), "map_p must be a number"),
+        ("n_boot", 10**12, "n_boot must be a whole number"),
+        ("arms", [], "arms must be a table"),
+        ("eval", {"samples": -1}, "eval.samples must be a whole number"),
+    ]:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**good, field: value}))
+        with pytest.raises(UntrustedInputError, match=match):
+            study.read_config(path)
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(UntrustedInputError, match="nested"):
+        study.read_config(tmp_path / "deep.json")

@@ -95,6 +95,16 @@ def test_anchor_includes_the_turns_left() -> None:
         ("warm_start", "none", "random tiny model"),
         ("sft_frame_weight", 0, "sft_frame_weight must be a finite number > 0"),
         ("sft_trl", ["cosine"], "sft_trl must be a JSON object"),
+        # a config file and --set bypass the flags' ranges (issue 29): types and maxima here
+        ("steps", "5", "steps must be an int"),
+        ("steps", 10**12, "steps must be at most 10,000,000"),
+        ("gigpo_gamma", "x", "gigpo_gamma must be a number"),
+        ("trl", [], "trl must be a JSON object"),
+        ("budget_mix", ["a"], "budget_mix must be a list of ints or null"),
+        ("tiny", {"layers": "2"}, "tiny must be a JSON object of ints"),
+        ("step_weight", 1e300, "step_weight must be at most"),
+        ("temperature", float("inf"), "temperature must be finite"),
+        ("sft_closing", "yes", "sft_closing must be true or false"),
     ],
 )
 def test_bad_config_fields_are_named(field: str, value: Any, match: str) -> None:
@@ -116,6 +126,24 @@ def test_cli_bad_config_is_one_line_exit_2(
     args = ["train", "--warm-start", "format", "--output-dir", str(nothing), "--resume-checkpoint"]
     assert main(args) == 2
     assert "nothing to resume" in capsys.readouterr().err
+
+
+def test_cli_hostile_config_files_are_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``train --config`` is a file anyone may hand it (issue 29): bounded, never a hang."""
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    big = tmp_path / "big.json"
+    big.write_text('{"model": "' + "x" * (2 << 20) + '"}')
+    for path, match in [(fifo, "FIFO"), (deep, "nested"), (big, "over the limit")]:
+        assert main(["train", "--config", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert match in err and len(err.strip().splitlines()) == 1, err
+    assert main(["train", "--warm-start", "format", "--set", "gigpo_gamma=x"]) == 2
+    assert "gigpo_gamma must be a number" in capsys.readouterr().err
 
 
 STUDY = Path(__file__).parent / "data" / "old_study_config.json"

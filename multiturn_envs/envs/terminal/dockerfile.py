@@ -20,6 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.untrusted import Folder
+
 IGNORED = frozenset(
     {"LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL", "MAINTAINER", "ONBUILD"}
 )
@@ -252,6 +255,10 @@ def light_plan(
                     return heavy(f"line {step.line}: patterns in {step.keyword}")
                 if ".." in Path(source).parts or source.startswith("/"):
                     return heavy(f"line {step.line}: {source} leaves the build context")
-                if not (context / source).exists():
+                try:  # the context is someone else's: a link out of it is no source
+                    present = Folder(context).exists(source)
+                except UntrustedInputError as exc:
+                    return heavy(f"line {step.line}: {exc}")
+                if not present:
                     return heavy(f"line {step.line}: {source} is not in the build context")
     return BuildPlan(str(context), dockerfile_text, base, tuple(steps), True, "", args)

@@ -25,7 +25,13 @@ from typing import Any
 
 from multiturn_envs.envs.terminal.dockerfile import base_images, map_base
 from multiturn_envs.envs.terminal.image import TERMINAL_IMAGE
-from multiturn_envs.envs.terminal.loading import TaskUnavailable
+from multiturn_envs.envs.terminal.loading import (
+    MAX_CONTEXT_BYTES,
+    MAX_TASK_DEPTH,
+    MAX_TASK_ENTRIES,
+    TaskUnavailable,
+)
+from multiturn_envs.untrusted import Folder
 
 OFFLINE_DIR = "/usr/lib/mte/offline"
 """Where the terminal image keeps its offline stand-ins (``uv``, ``uvx``, ``pip``,
@@ -164,11 +170,30 @@ def missing_offline(client: Any, image: str) -> list[str]:
 
 
 def content_tag(prefix: str, folder: Path, extra: str = "") -> str:
-    """``prefix:<hash of the folder's files>``: a changed task gets a new image."""
+    """``prefix:<hash of the folder's files>``: a changed task gets a new image.
+
+    The folder is someone else's: it is walked within :data:`~.loading.MAX_TASK_ENTRIES`
+    entries and :data:`~.loading.MAX_TASK_DEPTH` levels, its files streamed into the hash
+    (at most :data:`~.loading.MAX_CONTEXT_BYTES` in all, a larger file refused on its size,
+    unread), a link hashed as its target text (never followed: a link out of the folder
+    refuses the task, as it would carry a host file into the image), and a FIFO or device
+    refuses it."""
+    files = Folder(folder)
     digest = hashlib.sha256(extra.encode())
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    tree = files.stream_tree(
+        max_total_bytes=MAX_CONTEXT_BYTES, max_entries=MAX_TASK_ENTRIES, max_depth=MAX_TASK_DEPTH
+    )
+    for entry, stream in tree:
+        if entry.kind == "dir":
+            continue
+        digest.update(entry.path.encode() + b"\0")
+        if stream is None:  # a link (inside the folder: stream_tree checked it)
+            digest.update(b"link\0" + files.readlink(entry.path).encode())
+            continue
+        part = hashlib.sha256()
+        while chunk := stream.read(1 << 20):
+            part.update(chunk)
+        digest.update(part.digest())
     name = re.sub(r"[^a-z0-9_.-]", "-", prefix.lower()).strip("-.") or "task"
     return f"{name}:{digest.hexdigest()[:12]}"
 

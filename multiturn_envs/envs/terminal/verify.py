@@ -7,7 +7,10 @@ submission fails, in MT/Terminal-v0 itself (the numbers of docs/envs/terminal.md
 one. For each task it prints whether it loaded (or why not), the notes on what differs from
 its original harness, whether the reference solution passes, whether an empty submission
 fails, and the verdict's details when one of them is not what the original harness gives (a
-validated task's reference solution passes, its starting state fails).
+validated task's reference solution passes, its starting state fails). A task folder that is
+refused (malformed, or hostile: a link out of it, a file over its cap, a field out of range) is
+one row with its reason (``cause`` ``refused``), never a traceback: the command prints one line
+for it and exits 2 (a user's error) once every task has been reported.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from multiturn_envs.envs.terminal.tasks import TerminalTask
 @dataclass
 class Verification:
     """What :func:`verify_task` found for one task. ``cause``: one word for why it is not as
-    expected (``""`` when it is): a loader's cause (:class:`~.loading.TaskUnavailable`), or
-    for a task that ran ``timeout`` (the reference solution outlived the task's agent
-    timeout), ``network``, ``command`` or ``package`` (what the solution's output shows it
-    lacked), ``tests`` (the tests fail for another reason), ``empty-passes``."""
+    expected (``""`` when it is). For a task that did not load: ``refused`` (a malformed or
+    hostile folder: the user's error), ``error`` (a failure of ours) or why it cannot run here
+    (:class:`~.loading.TaskUnavailable`'s: ``network``, ``base``...). For a task that ran:
+    ``timeout`` (the reference solution outlived the task's agent timeout), ``network``,
+    ``command`` or ``package`` (what the solution's or the tests' output shows was lacking),
+    ``tests`` (the tests fail for another reason), ``empty-passes``."""
 
     task_id: str
     loaded: bool = True
@@ -149,8 +154,10 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
             result.cause = cause
             result.detail = "; ".join(part for part in (why, _detail(report)) if part)
     except Exception as exc:  # a task that cannot start: its reason is the result
+        from multiturn_envs.envs.terminal.loading import refusal_cause
+
         result.loaded = False
-        result.cause = getattr(exc, "cause", "") or "start"
+        result.cause = refusal_cause(exc)
         result.reason = f"{type(exc).__name__}: {exc}"
     finally:
         env.close()

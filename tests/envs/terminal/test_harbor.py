@@ -17,6 +17,7 @@ from multiturn_envs.envs.terminal.image import terminal_image
 from multiturn_envs.envs.terminal.loading import NoTasksLoaded, TaskUnavailable
 from multiturn_envs.envs.terminal.task_images import ImageUnavailable
 from multiturn_envs.envs.terminal.verify import verify_folder, verify_task
+from multiturn_envs.untrusted import Fields
 
 pytestmark = pytest.mark.docker
 
@@ -236,9 +237,9 @@ def test_a_task_whose_prebuilt_image_is_absent_builds_its_dockerfile_as_harbor_d
             env.close()
         # the host's variables reach a task only through host_env
         with pytest.raises(TaskUnavailable, match=r"\$\{MTE_NEEDED\}") as caught:
-            task_variables({"KEY": "${MTE_NEEDED}"}, "environment", None)
+            task_variables(_section({"KEY": "${MTE_NEEDED}"}), None)
         assert caught.value.cause == "env"
-        assert task_variables({"K": "${MTE_TEST_TOKEN:-d}"}, "environment", None) == {"K": "d"}
+        assert task_variables(_section({"K": "${MTE_TEST_TOKEN:-d}"}), None) == {"K": "d"}
     finally:
         subprocess.run(["docker", "rmi", "-f", str(task.image)], capture_output=True)
     # a prebuilt image the engine has is used as it is, with no build
@@ -311,37 +312,41 @@ def test_a_real_task_whose_build_needs_the_network_is_refused_with_its_cause(
     assert [(r.task_id, r.loaded, r.cause) for r in rows] == [("harbor/fix-git", False, "network")]
 
 
+def _section(env: object) -> Fields:
+    """``[environment]`` of a task.toml holding ``env``, as the loader reads it."""
+    return Fields({"environment": {"env": env}}, where="task.toml").table("environment")
+
+
 def test_hostile_variables_and_timeouts_are_refused_with_the_field(tmp_path: Path) -> None:
     for table, match in [
-        (["A=1"], "not a table"),
+        (["A=1"], r"environment\.env must be a table"),
         ({"1A": "x"}, "not a variable name"),
         ({"A B": "x"}, "not a variable name"),
-        ({"A": {"deep": "x"}}, "not text or a number"),
-        ({"A": True}, "not text or a number"),
+        ({"A": {"deep": "x"}}, r"environment\.env\.A must be a string"),
         ({"A": "x\0y"}, "NUL"),
         ({f"V{i}": "x" * 1000 for i in range(70)}, "more than"),
     ]:
         with pytest.raises(ValueError, match=match):
-            task_variables(table, "environment", None)
+            task_variables(_section(table), None)
     # only a whole value is a template; text around one is taken as it is
-    plain = task_variables({"A": "a${B}", "N": 3}, "verifier", {"B": "x"})
-    assert plain == {"A": "a${B}", "N": "3"}
+    plain = task_variables(_section({"A": "a${B}", "N": 3, "F": True}), {"B": "x"})
+    assert plain == {"A": "a${B}", "N": "3", "F": "true"}  # scalars as their TOML text
     folder = harbor_task(tmp_path, "t", "FROM x\n")
     toml = folder / "task.toml"
     good = toml.read_text()
     for bad in ("nan", "inf", "-1.0", "0.0", '"600"', "true"):
         agent = f"[agent]\ntimeout_sec = {bad}"
         toml.write_text(good.replace("[agent]\ntimeout_sec = 300.0", agent))
-        with pytest.raises(ValueError, match=r"\[agent\]\.timeout_sec"):
+        with pytest.raises(ValueError, match=r"agent\.timeout_sec must be a number"):
             load_harbor_task(folder, image="x")
     toml.write_text(good)
     assert load_harbor_task(folder, image="x").agent_timeout_s == 300.0
     for memory, match in [
         ('memory_mb = "8G"', "whole number"),
         ("memory_mb = [1]", "whole number"),
-        ("memory_mb = 1_000_000_000", "asks for"),
+        ("memory_mb = 1_000_000_000", "whole number from 16 to 65,536"),
         ('memory = "999999999999G"', "asks for"),
-        ("memory_mb = 0", "asks for"),
+        ("memory_mb = 0", "whole number from 16"),
     ]:
         toml.write_text(good.replace("allow_internet = false", f"allow_internet = false\n{memory}"))
         with pytest.raises(ValueError, match=match):

@@ -384,3 +384,9 @@ def test_a_state_has_one_content_digest_however_it_was_read() -> None:
     assert len(digests) == 1  # times, member order and the engine's /etc/hosts do not count
     changed = [("/", io.BytesIO(_raw_tar({**app, "app/a.txt": b"ONE", **etc})), False)]
     assert content_digest(changed) not in digests
+
+
+def test_bound_a_deep_reward_json_is_no_reward_not_a_recursion_error() -> None:
+    """reward.json is written in the agent's container (issue 29): measured before parsing."""
+    reward = parse_reward("[" * 100_000 + "]" * 100_000, None)
+    assert reward.value is None and "nested" in (reward.problem or "")
