@@ -93,6 +93,14 @@ def why_reference_fails(
             "the reference solution installs software that is not in the image (a download): "
             f"{installs[-1][:200]}"
         )
+    refused = [
+        line.strip()
+        for out in tests or []
+        for line in out.splitlines()
+        if "mte-offline: not installed" in line
+    ]
+    if refused:  # the tests' own uvx/pip asked for a package the image lacks
+        return "package", f"the tests need what the image lacks: {refused[-1][:200]}"
     printed = "\n".join([text, *(tests or [])])
     command = _MISSING_COMMAND.search(printed)
     if command is not None:

@@ -238,6 +238,11 @@ def test_a_reference_solution_that_fails_is_blamed_on_what_it_printed() -> None:
         assert cause == "network" and line in why, line
     assert why_reference_fails(["bash: line 3: stockfish: command not found"], [])[0] == "command"
     assert why_reference_fails(["ModuleNotFoundError: No module named 'torch'"], [])[0] == "package"
+    torch = "mte-offline: not installed in the offline image: torch==2.7.0"
+    assert why_reference_fails(["ok"], [], [f"mte-offline: x\n{torch}\n"]) == (
+        "package",
+        f"the tests need what the image lacks: {torch}",
+    )
     # what the tests print counts too (a module the solution did not manage to install)
     assert why_reference_fails(["done"], [], ["E   No module named 'eigenpy'"]) == (
         "package",
