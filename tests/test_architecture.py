@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "version": 0,
     "safejson": 0,
+    "step_gate": 0,
     "untrusted": 0,
     "spaces": 1,
     "core": 1,

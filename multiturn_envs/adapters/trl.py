@@ -74,7 +74,7 @@ from multiturn_envs.rewards import (
     process_score,
     step_credit,
 )
-from multiturn_envs.tools import Action, Tool, ToolCall, action_text
+from multiturn_envs.tools import Action, Tool, ToolCall, action_text, json_text
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 RewardMode = str | Reward
@@ -347,8 +347,7 @@ class TRLEnvironment(TRLEnvironmentBase):
         Returns:
             The environment's observation after the move.
         """
-        text = action if isinstance(action, str) else json.dumps(action, default=str)
-        return self._take(text)
+        return self._take(action if isinstance(action, str) else json_text(action))
 
 
 _JSON_HINTS: dict[str, Any] = {

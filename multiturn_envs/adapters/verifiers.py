@@ -57,7 +57,7 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-from multiturn_envs.core import areset_env, astep_env
+from multiturn_envs.core import aclose_env, areset_env, astep_env
 from multiturn_envs.policies.tool_layout import hermes_system, parse_hermes, replies_stop
 from multiturn_envs.rewards import (
     Episode,
@@ -279,7 +279,7 @@ class MTEnv(vf.Env[MTEnvConfig]):
                         break
                     segment = await interaction.turn(observation)
         finally:
-            await asyncio.to_thread(env.close)
+            await aclose_env(env)  # after any step still running (a cancelled one's)
 
 
 def _action_of(segment: Any, tools: bool) -> tuple[str, list[ToolCall] | None]:
@@ -291,13 +291,27 @@ def _action_of(segment: Any, tools: bool) -> tuple[str, list[ToolCall] | None]:
     for message in reversed(list(getattr(segment, "messages", []) or [])):
         entries = getattr(message, "tool_calls", None)
         if entries:
-            read = [call_from_openai(e if isinstance(e, dict) else e.model_dump()) for e in entries]
+            if not isinstance(entries, list | tuple):
+                entries = [entries]  # one malformed entry: the env says what is wrong with it
+            read = [call_from_openai(_entry(e)) for e in entries]
             calls = [c for c in read if isinstance(c, ToolCall)]
             return "\n".join(c.text() if isinstance(c, ToolCall) else c for c in read), calls
         if getattr(message, "role", None) == "assistant":
             break
     action, found = parse_hermes(reply)
     return (reply, []) if found is None else (action, found)
+
+
+def _entry(entry: Any) -> Any:
+    """A ``tool_calls`` entry as plain JSON: a pydantic model (verifiers' messages) dumped, any
+    other value as it is (:func:`~multiturn_envs.tools.call_from_openai` reads any shape)."""
+    dump = getattr(entry, "model_dump", None)
+    if not isinstance(entry, dict) and callable(dump):
+        try:
+            return dump()
+        except Exception:  # a model that cannot dump itself: the env sees what it is
+            return repr(entry)[:200]
+    return entry
 
 
 __all__ = [

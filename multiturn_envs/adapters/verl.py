@@ -60,7 +60,7 @@ from uuid import uuid4
 import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-from multiturn_envs.core import areset_env, astep_env
+from multiturn_envs.core import aclose_env, areset_env, astep_env
 from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import TurnRequest
 from multiturn_envs.policies.prompting import ChatPrompter, Completion
@@ -343,7 +343,7 @@ else:
                     parse_calls=parse_calls,
                 )
             finally:
-                await asyncio.to_thread(env.close)
+                await aclose_env(env)  # after any step still running (a cancelled one's)
             return verl_output(tokens)
 
     def verl_output(tokens: EpisodeTokens) -> AgentLoopOutput:

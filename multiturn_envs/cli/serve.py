@@ -126,8 +126,9 @@ docs/ecosystem.md has the protocol, docs/security.md every limit.""",
         "--max-replay-requests",
         type=IntRange(1, 10_000_000),
         default=defaults.max_replay_requests,
-        help="requests a pool session's replay log keeps since its last seeded reset; over "
-        "it, the session is closed instead of moved if its worker is replaced",
+        help="requests that changed a pool session since its last seeded reset, kept in its "
+        "replay log (reads such as tools/list, describe and state do not count); over it, the "
+        "session is closed instead of moved if its worker is replaced",
     )
     limit.add_argument(
         "--max-replay-bytes",

@@ -65,7 +65,14 @@ from multiturn_envs.sandbox.hardening import (
     ContainerLimits,
     hardened_container,
 )
-from multiturn_envs.sandbox.jobs import guard_seconds, header_frame, job_bytes, parse_report
+from multiturn_envs.sandbox.jobs import (
+    RUNNER_STDERR_CAP,
+    guard_seconds,
+    header_frame,
+    job_bytes,
+    parse_report,
+    report_bytes,
+)
 from multiturn_envs.sandbox.orphans import owner_tag, reap_orphans
 from multiturn_envs.sandbox.shared_pools import SharedPools
 
@@ -508,11 +515,17 @@ class DockerSandbox(Sandbox):
         with contextlib.suppress(OSError):  # a session that died since: read_report sees it
             session.send(request)
         # host-side guard: the runner's own alarm (guard_s) should end a runaway job first
-        stdout, stderr, ended = session.read_report(guard + self.guard_slack_s)
+        bound = report_bytes(limits, len(tests))
+        stdout, stderr, ended = session.read_report(guard + self.guard_slack_s, bound)
         report = stdout.decode("utf-8", "replace")
         died: str | None = None
         if ended == "hung":
             died = "the sandbox did not answer within its time guard"
+        elif ended == "flood":
+            died = (
+                f"the runner's output passed its bound ({bound:,} bytes of report, "
+                f"{RUNNER_STDERR_CAP:,} on its stderr)"
+            )
         elif ended == "eof":
             exit_code = exec_exit_code(self._client.api, session.exec_id)
             if oom_killed(self._client.api, worker.container.id, started):

@@ -98,6 +98,22 @@ def guard_seconds(limits: Limits, n_tests: int) -> float:
     return min(every_test, limits.deadline_s + 0.1 * n_tests + 10.0)
 
 
+RUNNER_STDERR_CAP = 1 << 20
+"""The most the runner itself may write to its stderr (a traceback of its own is a few KiB):
+past it, its backend stops it as a runner gone wrong (the code's streams are the runner's
+pipes, never its stderr)."""
+
+
+def report_bytes(limits: Limits, n_tests: int) -> int:
+    """The most a sound runner prints for ``n_tests`` tests: each report line holds at most
+    three texts of ``max_output_bytes`` (output, stderr, the error's last stderr line), each
+    JSON-escaped at most 12 bytes a character, plus its fixed fields. A backend stops a
+    runner whose report passes it, so that no runner, however broken, makes the host buffer
+    more."""
+    per_test = 3 * 12 * limits.max_output_bytes + 4096
+    return max(n_tests, 1) * per_test + 4096
+
+
 def parse_report(
     stdout: str, tests: Sequence[TestCase], backend: str, died: str | None = None
 ) -> RunResult:

@@ -49,7 +49,7 @@ from multiturn_envs.core import TextEnv, check_budget
 from multiturn_envs.errors import EpisodeOver
 from multiturn_envs.rewards import Outcome, Reward, Tally, Turn, make_reward
 from multiturn_envs.server import protocol as p
-from multiturn_envs.tools import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCall
+from multiturn_envs.tools import ToolCall
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 RNG_BIT_GENERATORS = ("PCG64", "PCG64DXSM")
@@ -190,6 +190,12 @@ class EnvSession:
         self.start_point = False
         """Whether the last request was a reset with a seed (the client's, or the first
         one's derived seed) that succeeded: a fresh env given that reset alone is here."""
+        self.changed = False
+        """Whether the request being run may have changed the session's state: set before
+        anything that may (a reset or a turn reaching the env, a snapshot call), so a
+        request that only read (``tools/list``, ``describe``, a state read) or was refused
+        before reaching the env leaves it ``False`` and a replay (:mod:`.pool`) may skip it.
+        The caller clears it before each request."""
 
     def new_id(self, kind: str) -> str:
         """An id for ``kind`` drawn by the current request: a keyed hash of its number."""
@@ -235,6 +241,7 @@ class EnvSession:
             reward = Outcome() if data.get("reward") is None else make_reward(data["reward"])
         except (ValueError, TypeError) as exc:
             raise p.ProtocolError(p.VALIDATION_ERROR, str(exc)[:2000]) from None
+        self.changed = True
         self.expert_in_metadata = bool(data.get("expert_in_metadata", False))
         if seed is None and not self.seeded:
             seed = self._first_seed()  # what Gymnasium would draw from the OS, but replayable
@@ -275,12 +282,7 @@ class EnvSession:
 
         Arguments that are not an object still make a turn: the env reads the call's text and
         says what is wrong, as it would for a model's malformed call."""
-        if isinstance(arguments, dict):
-            text = ToolCall(name, arguments).text()
-        else:  # the env's reader reports it (bounded: the request size is capped)
-            body = p.dumps({"name": name, "arguments": arguments})
-            text = f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
-        payload = self._turn(text)
+        payload = self._turn(ToolCall(name, arguments).text())  # any arguments: call_json
         observation = payload["observation"]
         observation["tool_name"] = name
         observation["result"] = {"data": observation["text"]}
@@ -288,13 +290,16 @@ class EnvSession:
         return payload
 
     def _turn(self, text: str) -> dict[str, Any]:
+        self.changed = True
         try:
             observation, reward, terminated, truncated, info = self.env.step(text)
         except EpisodeOver:
+            self.changed = False  # refused before anything moved (TextEnv._require_live)
             raise p.ProtocolError(
                 p.EPISODE_OVER, "the episode has ended (terminated or truncated); reset first"
             ) from None
         except ResetNeeded:
+            self.changed = False
             raise p.ProtocolError(p.RESET_NEEDED, "reset before the first step") from None
         except Exception as exc:  # the contract: a bad action is a turn, never an exception
             raise EnvCrashed(f"step raised {type(exc).__name__}: {exc}") from exc
@@ -345,6 +350,8 @@ class EnvSession:
                 raise p.ProtocolError(
                     p.VALIDATION_ERROR, f"{name}: {key} must be a {schema['type']}"
                 )
+        if name not in READ_ONLY_TOOLS:
+            self.changed = True
         return getattr(self, f"_tool_{name}")(arguments)
 
     def _mcp(self, data: dict[str, Any]) -> dict[str, Any]:

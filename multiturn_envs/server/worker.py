@@ -48,6 +48,8 @@ from multiturn_envs.server.frames import (
     ERROR,
     HEADER,
     OK,
+    READ_ERROR,
+    READ_OK,
     FrameReader,
     frame,
     send_frame,
@@ -116,11 +118,26 @@ def handle(
     """Run one request on ``session``: the tagged reply (tag byte + body).
 
     ``seq``: the request's number, which keys the ids it draws (default: the next one).
-    ``checkpoints``: tag a reset that leaves the session at a start point (a seeded reset,
-    no snapshot kept) :data:`~.frames.CHECKPOINT` instead of :data:`~.frames.OK`.
+    ``checkpoints`` (the pool's workers, which replay logs): tag a reset that leaves the session
+    at a start point (a seeded reset, no snapshot kept) :data:`~.frames.CHECKPOINT` instead of
+    :data:`~.frames.OK`, and the reply to a request that changed nothing
+    (:attr:`EnvSession.changed`) :data:`~.frames.READ_OK` / :data:`~.frames.READ_ERROR`.
     """
     session.seq = session.seq + 1 if seq is None else seq
     session.start_point = False
+    session.changed = False
+    reply = _run(session, op, args, max_reply_bytes)
+    if not checkpoints:
+        return reply
+    tag = reply[:1]
+    if tag == OK and session.start_point and not session.snapshots and op == "reset":
+        return CHECKPOINT + reply[1:]
+    if not session.changed and tag in (OK, ERROR):
+        return (READ_OK if tag == OK else READ_ERROR) + reply[1:]
+    return reply
+
+
+def _run(session: EnvSession, op: str, args: list[Any], max_reply_bytes: int) -> bytes:
     try:
         if op == "reset":
             result: Any = session.reset(args[0])
@@ -161,8 +178,6 @@ def handle(
         if op in ("reset", "step"):  # the env moved on; the client cannot follow it
             return CRASH + message.encode()
         return ERROR + _error_body(p.TOO_LARGE, message)
-    if checkpoints and op == "reset" and session.start_point and not session.snapshots:
-        return CHECKPOINT + body
     return OK + body
 
 

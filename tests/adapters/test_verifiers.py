@@ -11,6 +11,7 @@ step score.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -142,3 +143,38 @@ def test_vf_eval_with_the_env_tools_and_a_registered_reward(
 def trace_messages(trace: dict[str, Any]) -> list[dict[str, Any]]:
     """The conversation of a serialised verifiers trace, in order (its message nodes)."""
     return [node["message"] for node in trace["nodes"]]
+
+
+def test_tool_calls_of_any_shape_in_a_trace_message_are_one_turn() -> None:
+    """Bound: whatever a harness puts in an assistant message's ``tool_calls`` (a string, a
+    list, an object whose ``model_dump`` fails, arguments 2,000 deep, a ``tool_calls`` that is
+    not a list) is read into an action the env refuses with its observation: one turn, never
+    an AttributeError or a RecursionError in the adapter."""
+    from types import SimpleNamespace
+
+    require(importlib.util.find_spec("verifiers") is not None, "the package 'verifiers'")
+    from multiturn_envs.adapters.verifiers import _action_of
+
+    class Broken:
+        def model_dump(self) -> Any:
+            raise ValueError("cannot dump")
+
+    deep: Any = "Up"
+    for _ in range(2_000):
+        deep = {"a": deep}
+    shapes: list[Any] = [
+        ["move"],
+        [["move"]],
+        [Broken()],
+        [{"function": {"name": "move", "arguments": deep}}],
+        {"function": {"name": "move", "arguments": "{}"}},
+        "move",
+    ]
+    env = gym.make("MT/FrozenLake-v0", max_turns=len(shapes) + 1, is_slippery=False).unwrapped
+    env.reset(seed=0, options={"task_id": "4x4"})
+    for turn, entries in enumerate(shapes, 1):
+        message = SimpleNamespace(role="assistant", tool_calls=entries)
+        action, calls = _action_of(SimpleNamespace(last_reply="", messages=[message]), True)
+        observation, _, _, _, info = env.step(action)
+        assert info["parse_error"] and "Tool call error" in observation, (entries, observation)
+        assert env.turn == turn and calls is not None

@@ -83,6 +83,26 @@ def test_parse_hermes(completion: str, action: str, n_calls: int | None) -> None
     assert (None if calls is None else len(calls)) == n_calls
 
 
+@pytest.mark.parametrize("depth", [33, 990, 10_000])
+def test_a_text_reply_with_a_call_nested_any_depth_is_one_turn(depth: int) -> None:
+    """Bound: the reader of model text (vLLM, transformers, SkyRL, verl's fallback) keeps a
+    call nested past 32 levels verbatim, with no RecursionError, and the env refuses it with
+    its "nested too deeply" observation: one turn."""
+    import gymnasium as gym
+
+    nested = '{"a": ' * depth + '"Left"' + "}" * depth
+    completion = (
+        f'<tool_call>{{"name": "move", "arguments": {{"direction": {nested}}}}}</tool_call>'
+    )
+    action, calls = parse_hermes(f"I go.\n{completion}")
+    assert action == completion and calls == []
+    env = gym.make("MT/FrozenLake-v0", max_turns=3).unwrapped
+    env.reset(seed=0, options={"task_id": "4x4"})
+    observation, _, _, _, info = env.step(action)
+    assert info["parse_error"] and env.turn == 1
+    assert "nested too deeply" in observation or "characters" in observation
+
+
 def test_the_one_rule_for_replies_without_a_call() -> None:
     assert not replies_stop(None, "Done.", "stop")  # a text-mode reply is always an action
     assert replies_stop([], "Done.", "stop")  # tool mode, no call: the episode ends

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
+from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase, TestKind
 from multiturn_envs.sandbox.jobs import RUNNER_PATH
 from multiturn_envs.testing import require
 
@@ -192,11 +192,47 @@ def test_output_flood(sandbox: Sandbox) -> None:
         assert len(r.actual) < 70_000
         assert r.time_s < 4
     assert _cost(result)[:2] == (2, 0)  # killed at the cap, well before the time limit
-    # stderr is drained and dropped past its cap, so the flood runs into the time limit
-    program = "import sys\nwhile True:\n    sys.stderr.write('y' * 65536)\n"
-    result = sandbox.run(program, FOUR_TESTS, FAST)
-    assert len(result.results[0].stderr) < 70_000
-    _costs_one_limit(result, FAST)
+    _still_works(sandbox)
+
+
+# 65,536 writes of 64 KiB: 4 GiB per test if nothing stops it
+STDERR_FLOOD = "import sys\nfor _ in range(65536):\n    sys.stderr.write('y' * 65536)\n"
+RESULT_FLOOD = (
+    "import os\ndef f(x):\n    for _ in range(65536):\n        os.write(3, b'[' * 65536)\n"
+    "    return x\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "kind", "stream"),
+    [(STDERR_FLOOD, "stdio", "stderr"), (RESULT_FLOOD, "functional", "the result channel")],
+)
+def test_output_flood_on_other_streams_costs_what_stdout_costs(
+    sandbox: Sandbox, program: str, kind: TestKind, stream: str
+) -> None:
+    """Bound: every stream of a test (stdout, stderr, the functional result channel) has the
+    output cap; past it the test is stopped at once, so 4 GiB written to stderr by each of ten
+    tests costs what a stdout flood costs (before, the runner drained all 40 GiB), not a run of
+    every test to its end."""
+    tests = [TestCase(kind, "[1]", "1", fn_name="f" if kind == "functional" else None)] * 10
+    result = sandbox.run(program, tests, Limits(timeout_s=5.0))
+    ran, not_run, _ = _cost(result)
+    assert (ran, not_run) == (10, 0)
+    for r in result.results:  # each stopped at the cap (the error says so), none drained
+        assert not r.passed and not r.timed_out
+        assert r.error == f"output limit exceeded ({stream})"
+        assert len(r.stderr) < 70_000
+    _still_works(sandbox)
+
+
+def test_a_result_nested_past_what_json_reads_is_a_runtime_error(sandbox: Sandbox) -> None:
+    """Bound: the functional result channel is parsed by the runner with its recursion caught:
+    a program that writes 60,000 opening brackets there itself gets "nothing readable", not a
+    runner error."""
+    program = "import os\ndef f(x):\n    os.write(3, b'[' * 60000)\n    return x\n"
+    result = sandbox.run(program, [TestCase("functional", "[1]", "1", fn_name="f")], FAST)
+    (r,) = result.results
+    assert not r.passed and r.error == "runtime error: the function returned nothing readable"
     _still_works(sandbox)
 
 

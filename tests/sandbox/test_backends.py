@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from multiturn_envs.sandbox.base import Limits, Sandbox, TestCase
 
@@ -115,3 +117,20 @@ def test_make_sandbox_by_name() -> None:
     assert local.name == "local" and local.run(ADD, add_tests(2)).all_passed
     with pytest.raises(ValueError, match="backend"):
         make_sandbox("vm")
+
+
+def test_a_local_runner_that_floods_is_stopped_at_its_bound(tmp_path: Path) -> None:
+    """Bound: the local backend reads at most ``report_bytes`` of a runner's report and
+    ``RUNNER_STDERR_CAP`` of its stderr (``communicate`` buffered all of it): a broken runner
+    (here a stand-in interpreter that floods either stream) is killed and the run says why."""
+    from multiturn_envs.sandbox.local import LocalSandbox
+
+    for stream, why in (("", "report"), (">&2", "stderr")):
+        fake = tmp_path / f"python{len(stream)}"
+        fake.write_text(f"#!/bin/sh\nexec yes flood {stream}\n")
+        fake.chmod(0o755)
+        sandbox = LocalSandbox(python=str(fake), bwrap=False, quiet=True)
+        start = time.monotonic()
+        result = sandbox.run(ADD, add_tests(2), Limits(timeout_s=1.0))
+        assert time.monotonic() - start < 10  # the time guard is 14 s
+        assert result.error is not None and f"the runner's {why} passed its bound" in result.error

@@ -201,3 +201,27 @@ def test_a_session_that_died_while_idle_is_replaced_before_the_next_job(
         result = sandbox.run("print(2)", [TestCase("stdio", "", "2")])
         assert result.all_passed, (result.error, [r.error for r in result.results])
         assert sandbox.container_ids() != [cid]
+
+
+@pytest.mark.parametrize("stream", ["", ">&2"])
+def test_a_runner_that_floods_its_exec_stream_is_cut_at_its_bound(
+    docker_sandbox: DockerSandbox, stream: str
+) -> None:
+    """Bound: the host reads at most ``max_bytes`` of report and ``RUNNER_STDERR_CAP`` bytes of
+    a runner's stderr (``read_report`` says ``"flood"``), whichever stream a broken runner
+    floods, instead of draining it until the time guard (20 s here)."""
+    from multiturn_envs.sandbox.exec_session import STDERR_CAP, RunnerSession
+
+    container = docker_sandbox.hardened_container()
+    try:
+        session = RunnerSession(
+            docker_sandbox._client.api, container.id, ["sh", "-c", f"yes flood {stream}"]
+        )
+        start = time.monotonic()
+        out, err, ended = session.read_report(20.0, 100_000)
+        assert ended == "flood"
+        assert time.monotonic() - start < 10
+        assert len(out) <= 100_000 and len(err) <= STDERR_CAP
+        session.close()
+    finally:
+        container.remove(force=True)

@@ -117,6 +117,24 @@ def _job(verdict: str) -> CheckJob:
     return CheckJob((Check("t", "bash /tests/run-tests.sh"),), verdict=verdict, timeout_s=5)
 
 
+@pytest.mark.parametrize(
+    "reward_json",
+    [
+        "[" * 100_000,
+        '{"a": ' * 5_000 + "1" + "}" * 5_000,
+        '{"reward": ' + "[" * 70 + "1" + "]" * 70 + "}",
+    ],
+    ids=["100,000 brackets", "5,000 nested objects", "a reward 70 deep"],
+)
+def test_a_reward_file_nested_deep_is_refused_with_a_reason(reward_json: str) -> None:
+    """Bound: reward.json (written by the tests, which may run the agent's code) is parsed
+    within 64 KiB and 64 levels (``safejson``): a deep one is a failed verdict with its
+    reason, never a RecursionError in the checker (before: RecursionError)."""
+    reward = parse_reward(reward_json, None)
+    assert reward.value is None and reward.problem is not None
+    assert "refused" in reward.problem or "no reward" in reward.problem
+
+
 def test_reports_follow_each_verdict_rule() -> None:
     answer = {"results": [{"name": "t", "passed": True, "output": SUMMARY, "timed_out": False}]}
     report = report_from_answer(answer, _job("pytest-summary"))
