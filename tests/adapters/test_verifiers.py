@@ -26,6 +26,8 @@ import pytest
 import multiturn_envs  # noqa: F401
 from multiturn_envs.testing import require
 
+pytestmark = pytest.mark.timeout(1800)  # trains, or runs whole evaluations: long
+
 SHIM = (
     "from multiturn_envs.adapters.verifiers import MTEnv, MTTaskset\n\n"
     '__all__ = ["MTEnv", "MTTaskset"]\n'
