@@ -25,8 +25,10 @@ writes its task logic:
 * typed tools (:meth:`TextEnv.tools`): an env declares its actions as functions once; a tool
   call (:mod:`multiturn_envs.tools`) is then an action like any text action, read by
   :meth:`TextEnv.read_tool_calls` without guessing;
-* an async API (:meth:`TextEnv.areset`, :meth:`TextEnv.astep`): envs that wait on I/O
-  (``blocking_io``: containers) do it in a worker thread, others run inline.
+* an async API (:meth:`TextEnv.areset`, :meth:`TextEnv.astep`, :meth:`TextEnv.aclose`): envs
+  that wait on I/O (``blocking_io``: containers) do it in a worker thread, others run inline;
+  either way one call at a time per env, in arrival order, a cancelled step completing before
+  the next call starts (:mod:`multiturn_envs.step_gate`).
 
 A subclass implements :meth:`TextEnv.task_ids`, :meth:`TextEnv._load_task`,
 :meth:`TextEnv._step`, :meth:`TextEnv._get_state`, :meth:`TextEnv._set_state`, and the oracle
@@ -35,7 +37,6 @@ hooks :meth:`TextEnv.expert_action` and :meth:`TextEnv.error_action`.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import warnings
@@ -47,8 +48,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.error import ResetNeeded
 
-from multiturn_envs.errors import EpisodeOver
+from multiturn_envs.errors import EnvBusy, EpisodeOver
 from multiturn_envs.spaces import UnicodeText
+from multiturn_envs.step_gate import StepGate
 from multiturn_envs.tools import (
     Action,
     Tool,
@@ -179,6 +181,7 @@ class TextEnv(gym.Env[str, str]):
         self._history_chars = 0
         self.dropped_messages = 0
         self._last_observation = ""
+        self._step_gate = StepGate()
 
     # ------------------------------------------------------------------ to implement
     def task_ids(self) -> Sequence[str]:
@@ -306,8 +309,14 @@ class TextEnv(gym.Env[str, str]):
 
     async def astep(self, action: Action) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         """:meth:`step` without blocking an event loop (see :attr:`blocking_io`; for a wrapped
-        env, :func:`astep_env`)."""
+        env, :func:`astep_env`). Calls on one env run one at a time, in the order they came;
+        a cancelled call's step completes before the next starts (:mod:`.step_gate`)."""
         return await astep_env(self, action)
+
+    async def aclose(self) -> None:
+        """:meth:`close` once the calls before it are done (for a wrapped env,
+        :func:`aclose_env`)."""
+        await aclose_env(self)
 
     # ------------------------------------------------------------------ budget
     @property
@@ -380,7 +389,11 @@ class TextEnv(gym.Env[str, str]):
         3. the constructor's ``max_turns`` and ``budget_mode``.
 
         The budget holds for this episode only; the next ``reset`` decides again.
+
+        Raises :class:`~multiturn_envs.errors.EnvBusy` while an async call of this env
+        (:meth:`areset`, :meth:`astep`) holds it.
         """
+        self._check_free()
         super().reset(seed=seed)
         options = dict(options or {})
         task_id = options.pop("task_id", None)
@@ -420,7 +433,12 @@ class TextEnv(gym.Env[str, str]):
         return observation, self._info(step_score=None, parse_error=None, extra={})
 
     def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """One turn: ``action`` is text, or tool calls (recorded as their canonical text)."""
+        """One turn: ``action`` is text, or tool calls (recorded as their canonical text).
+
+        Raises :class:`~multiturn_envs.errors.EnvBusy` while an async call of this env holds it.
+        """
+        if self._step_gate.held:  # the hot path pays one attribute read
+            self._check_free()
         self._require_live()
         if not isinstance(action, str):
             action = action_text(action)
@@ -448,6 +466,11 @@ class TextEnv(gym.Env[str, str]):
         return None
 
     def close(self) -> None:
+        """Release the env's resources (once). A step of an async call still running in its
+        worker thread (a cancelled ``astep``'s) is waited for first."""
+        gate = getattr(self, "_step_gate", None)
+        if gate is not None:
+            gate.wait_running()
         if not getattr(self, "_closed", False):
             self._closed = True
             self._close()
@@ -578,6 +601,14 @@ class TextEnv(gym.Env[str, str]):
         self._history_chars = chars
         self.dropped_messages += drop
 
+    def _check_free(self) -> None:
+        if self._step_gate.busy_for_caller():
+            raise EnvBusy(
+                f"{type(self).__name__}: an async call of this env (areset/astep) is running or "
+                "queued; a cancelled astep's step completes in its worker thread before the "
+                "next call. Await the async calls instead of calling reset/step meanwhile"
+            )
+
     def _require_live(self) -> None:
         if self._needs_reset:
             raise ResetNeeded("call reset() before step()")
@@ -617,14 +648,32 @@ def blocks_on_io(env: gym.Env[Any, Any]) -> bool:
     return bool(getattr(env.unwrapped, "blocking_io", False))
 
 
+def gate_of(env: gym.Env[Any, Any]) -> StepGate:
+    """The :class:`~multiturn_envs.step_gate.StepGate` of ``env``'s base env (every wrapper
+    stack over one env shares it); made on first use for an env that is not a ``TextEnv``."""
+    base = env.unwrapped
+    gate = getattr(base, "_step_gate", None)
+    if not isinstance(gate, StepGate):
+        gate = StepGate()
+        base._step_gate = gate  # type: ignore[attr-defined]
+    return gate
+
+
 async def areset_env(
     env: gym.Env[str, str], *, seed: int | None = None, options: dict[str, Any] | None = None
 ) -> tuple[str, dict[str, Any]]:
     """``env.reset`` for an event loop: in a worker thread when the env waits on I/O (the whole
-    wrapper stack runs there, so wrappers see one reset), inline otherwise."""
+    wrapper stack runs there, so wrappers see one reset), inline otherwise; after the calls
+    before it on this env (:mod:`~multiturn_envs.step_gate`)."""
+    gate = gate_of(env)
+    await gate.acquire()
     if blocks_on_io(env):
-        return await asyncio.to_thread(env.reset, seed=seed, options=options)
-    return env.reset(seed=seed, options=options)
+        return await gate.run_in_thread(env.reset, seed=seed, options=options)
+    gate.enter()
+    try:
+        return env.reset(seed=seed, options=options)
+    finally:
+        gate.release()
 
 
 async def astep_env(
@@ -632,8 +681,30 @@ async def astep_env(
 ) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
     """``env.step`` for an event loop: in a worker thread when the env waits on I/O (a Docker
     sandbox run, a shell command), inline otherwise (a thread hop would cost more than a
-    pure-Python step)."""
+    pure-Python step).
+
+    One call at a time per env, in the order they came (:mod:`~multiturn_envs.step_gate`):
+    ``asyncio.gather`` of several steps runs them one after another; a call cancelled while
+    it waits never runs; one cancelled while its step runs in the worker thread (a timeout of
+    ``asyncio.wait_for``) keeps the env until that step returns, so its turn is taken and
+    counted before the next call starts."""
     text = action_text(action)
+    gate = gate_of(env)
+    await gate.acquire()
     if blocks_on_io(env):
-        return await asyncio.to_thread(env.step, text)
-    return env.step(text)
+        return await gate.run_in_thread(env.step, text)
+    gate.enter()
+    try:
+        return env.step(text)
+    finally:
+        gate.release()
+
+
+async def aclose_env(env: gym.Env[Any, Any]) -> None:
+    """``env.close`` for an event loop, once every call queued before it on this env is done
+    (a cancelled step's thread included). Always in a worker thread: closing may wait on I/O
+    even for an env whose steps do not (a database file, a served env's socket), and it
+    happens once per env."""
+    gate = gate_of(env)
+    await gate.acquire()
+    await gate.run_in_thread(env.close)

@@ -15,7 +15,21 @@ class EpisodeOver(ResetNeeded):
     """Raised by ``step`` after the episode has terminated or been truncated."""
 
 
-class RecordFileError(ValueError):
+class EnvBusy(RuntimeError):
+    """A synchronous ``reset``/``step`` on an env while one of its async calls (``areset``,
+    ``astep``) holds it: one running in its worker thread (a cancelled ``astep`` included: its
+    step cannot be stopped and completes first) or queued. Await the async calls, or keep to
+    one API at a time (:mod:`multiturn_envs.step_gate`)."""
+
+
+class UntrustedInputError(ValueError):
+    """A file, folder or field someone else produced was refused (:mod:`multiturn_envs.untrusted`):
+    a path leaving its folder, a file over its byte cap, text nested too deep, a field of the
+    wrong type or out of its range. The message names the file (and the field) and the bound.
+    """
+
+
+class RecordFileError(UntrustedInputError):
     """A record file that cannot be read or resumed (the message says why and what to do)."""
 
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from multiturn_envs.errors import UntrustedInputError
+
 MAX_DEPTH = 64
 """The default nesting bound: far above any record, config or frame this package writes."""
 
@@ -32,7 +34,7 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _OPEN = np.frombuffer(b"[{", dtype=np.uint8)
 
 
-class JSONLimitError(ValueError):
+class JSONLimitError(UntrustedInputError):
     """JSON text over a size or depth bound (refused before it is parsed)."""
 
 

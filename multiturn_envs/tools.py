@@ -33,6 +33,13 @@ shows it as the observation and the turn is spent, as for any unparseable reply.
 bounded: at most :data:`MAX_CALL_CHARS` characters are read, JSON nested deeper than
 :data:`MAX_DEPTH` is refused (also when ``json`` itself gives up), and no error message
 echoes more than a few dozen characters of what the agent wrote.
+
+Calls that arrive as objects (a :class:`ToolCall` a framework built from a model's output, an
+OpenAI ``tool_calls`` entry) reach the env the same way: as their canonical text
+(:func:`call_json`, :func:`call_from_openai`), written within the same bounds whatever their
+shape or depth, so the reader refuses a bad one with the same clear observation as its text
+form. The one exception is a value no model can produce (a Python object that is not JSON: a
+set, bytes, a key that is not a string): that is the calling program's bug, a ``TypeError``.
 """
 
 from __future__ import annotations
@@ -40,9 +47,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from multiturn_envs.safejson import JSONLimitError, check_bounds
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -126,15 +135,20 @@ class ToolCall:
     arguments: Mapping[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
-        """The canonical action text of this call (a ``<tool_call>`` block)."""
+        """The canonical action text of this call (a ``<tool_call>`` block), for any name and
+        arguments (:func:`call_json`)."""
         return tool_call_text([self])
 
     def openai(self, call_id: str | None = None) -> dict[str, Any]:
         """An assistant message's ``tool_calls`` entry (arguments as an object, as chat
         templates render them; OpenAI's wire format wants :meth:`openai_wire`)."""
+        arguments = self.arguments
         entry: dict[str, Any] = {
             "type": "function",
-            "function": {"name": self.name, "arguments": dict(self.arguments)},
+            "function": {
+                "name": self.name,
+                "arguments": dict(arguments) if isinstance(arguments, Mapping) else arguments,
+            },
         }
         if call_id is not None:
             entry["id"] = call_id
@@ -145,10 +159,7 @@ class ToolCall:
         return {
             "id": call_id,
             "type": "function",
-            "function": {
-                "name": self.name,
-                "arguments": json.dumps(dict(self.arguments), ensure_ascii=False),
-            },
+            "function": {"name": self.name, "arguments": json_text(self.arguments)},
         }
 
 
@@ -173,13 +184,152 @@ def tool_call_text(calls: Sequence[ToolCall]) -> str:
     """The canonical action text of ``calls``: one ``<tool_call>`` block each."""
     if not calls:
         raise ValueError("an action needs at least one tool call")
-    blocks = []
-    for call in calls:
-        body = json.dumps(
-            {"name": call.name, "arguments": dict(call.arguments)}, ensure_ascii=False
-        )
-        blocks.append(f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}")
-    return "\n".join(blocks)
+    return "\n".join(_block(call_json(call.name, call.arguments)) for call in calls)
+
+
+def _block(body: str) -> str:
+    return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
+
+
+def call_json(name: Any, arguments: Any) -> str:
+    """The JSON body of a call's canonical text, ``{"name": ..., "arguments": ...}``, for any
+    name and arguments a caller hands over, written within the reader's bounds.
+
+    A call the reader would accept is written whole (``json.dumps``). One it must refuse is
+    written so that the reader refuses it for the same reason, at a bounded cost: containers
+    nested deeper than :data:`MAX_DEPTH` are written empty past one level too many (the
+    reader says "nested too deeply"; a cyclic value is just as deep), and a call longer than
+    :data:`MAX_CALL_CHARS` characters is cut just past it (the reader says it is too long;
+    a value that shares its parts many times over is written as the tree it stands for, only
+    as far as the cut). A name or arguments of the wrong JSON type are written as they are, for
+    the reader to name. Raises ``TypeError`` for a value that is not JSON at all (a set,
+    bytes, an object, a non-string key that ``json`` would not write either, an integer past
+    Python's 4,300-digit conversion limit): no model produces one, the program that built the
+    call has a bug.
+    """
+    return json_text({"name": name, "arguments": arguments})
+
+
+def json_text(value: Any) -> str:
+    """A JSON value as text: whole when it is within the reader's bounds, else as
+    :func:`call_json` describes (containers past :data:`MAX_DEPTH` written empty, the text cut
+    past :data:`MAX_CALL_CHARS`); ``TypeError`` for a value that is not JSON. What a framework
+    hands over as an action that is not text (TRL's ``act`` given an object) becomes this."""
+    if _fits(value):
+        try:
+            return json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            pass  # not JSON somewhere: the bounded writer says where
+    return "".join(_bounded_chunks(value, MAX_CALL_CHARS + 1))
+
+
+def within_bounds(value: Any) -> bool:
+    """Whether a JSON value is within the bounds a tool call is read with: nested at most
+    :data:`MAX_DEPTH` deep and at most :data:`MAX_CALL_CHARS` values (so whatever recurses on
+    it, a ``json.dumps``, a deep copy, a pickle, stays far from Python's recursion limit).
+    Checked without recursion, in time bounded by that many values."""
+    return _fits(value)
+
+
+def _fits(value: Any) -> bool:
+    """Whether ``value`` is within :data:`MAX_DEPTH` and has at most :data:`MAX_CALL_CHARS`
+    values (each writes at least one character), checked without recursion and without
+    visiting more than that many values."""
+    budget = MAX_CALL_CHARS
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if level > MAX_DEPTH or not isinstance(item, dict | list | tuple):
+            return False
+        budget -= len(children)
+        if budget < 0:
+            return False
+        stack.extend((child, level + 1) for child in children)
+    return True
+
+
+def _leaf(value: Any, where: str) -> str:
+    if value is None or isinstance(value, str | bool | float):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int):
+        try:
+            return str(int(value))
+        except ValueError:  # past sys.get_int_max_str_digits()
+            raise TypeError(f"a tool call's {where} is an integer too long for JSON") from None
+    raise TypeError(f"a tool call's {where} is a {type(value).__name__}, not a JSON value")
+
+
+def _key(key: Any, where: str) -> str:
+    if isinstance(key, str):
+        return json.dumps(key, ensure_ascii=False)
+    if key is None or isinstance(key, bool | int | float):  # what json.dumps writes as keys
+        return json.dumps(json.dumps(key))
+    raise TypeError(
+        f"a tool call's {where} has a key of type {type(key).__name__}; JSON keys are strings"
+    )
+
+
+@dataclass
+class _Open:
+    """A container being written by :func:`_bounded_chunks`."""
+
+    items: Iterator[tuple[Any, Any]]
+    closer: str
+    level: int
+    where: str
+    mapping: bool
+    first: bool = True
+
+
+def _bounded_chunks(value: Any, limit: int) -> Iterator[str]:
+    """``value`` as JSON text in chunks, without recursion and reading each container lazily:
+    containers past level ``MAX_DEPTH + 1`` are written empty, and writing stops once
+    ``limit`` characters are out (every step writes at least one character, or names the
+    next value, which writes one)."""
+    written = 0
+    opened: list[_Open] = []
+    pending: tuple[Any, int, str] | None = (value, 1, "")
+    while written < limit:
+        if pending is not None:
+            node, level, where = pending
+            pending = None
+            deep = level > MAX_DEPTH + 1
+            if isinstance(node, Mapping):
+                chunk = "{}" if deep or not node else "{"
+                if chunk == "{":
+                    opened.append(_Open(iter(node.items()), "}", level, where, True))
+            elif isinstance(node, list | tuple):
+                chunk = "[]" if deep or not node else "["
+                if chunk == "[":
+                    opened.append(_Open(enumerate(node), "]", level, where, False))
+            else:
+                chunk = _leaf(node, where)
+        elif opened:
+            frame = opened[-1]
+            item = next(frame.items, None)
+            if item is None:
+                opened.pop()
+                chunk = frame.closer
+            else:
+                key, child = item
+                chunk = "" if frame.first else ", "
+                frame.first = False
+                if frame.mapping:
+                    chunk += _key(key, frame.where) + ": "
+                    path = f"{frame.where}.{str(key)[:ECHO_CHARS]}".lstrip(".")
+                else:
+                    path = f"{frame.where}[{key}]"
+                pending = (child, frame.level + 1, path)
+        else:
+            return
+        written += len(chunk)
+        yield chunk
 
 
 def is_tool_call_text(text: str) -> bool:
@@ -404,27 +554,43 @@ def tool_from_openai(spec: Mapping[str, Any]) -> Tool:
     )
 
 
-def call_from_openai(entry: Mapping[str, Any]) -> ToolCall | str:
-    """An OpenAI ``tool_calls`` entry as a :class:`ToolCall`, or, when its arguments are not a
-    JSON object, the canonical text of the call as written (the env then says what is wrong)."""
-    function = entry.get("function") or {}
-    name = str(function.get("name") or "")
+def call_from_openai(entry: Any) -> ToolCall | str:
+    """An OpenAI ``tool_calls`` entry (``{"type": "function", "function": {"name": ...,
+    "arguments": ...}}``, the arguments a JSON string or an object) as a :class:`ToolCall`, or,
+    for an entry of any other shape, as the canonical text of what it holds, for the env to
+    refuse with a clear observation: arguments that are not a JSON object, or nested deeper
+    than :data:`MAX_DEPTH` (checked on the string before it is decoded), are kept as written
+    in a call of that name; an entry that is not an object with a ``function`` object (a
+    string, a list, ``"function": "move"``, a missing key) is written whole as the call's
+    body. Never raises for a JSON value (``TypeError`` for one that is not JSON at all)."""
+    function = entry.get("function") if isinstance(entry, Mapping) else None
+    if not isinstance(function, Mapping):
+        return _block(json_text(entry))
+    name = function.get("name")
     arguments = function.get("arguments")
     if isinstance(arguments, str):
-        try:
-            decoded = json.loads(arguments) if arguments.strip() else {}
-        except (ValueError, RecursionError):
-            decoded = None
-        if not isinstance(decoded, dict):
-            body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-            return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
+        decoded = _decoded_arguments(arguments)
+        if decoded is None:
+            return _block(call_json(name, arguments))
         arguments = decoded
     if arguments is None:
         arguments = {}
-    if not isinstance(arguments, dict):
-        body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, default=str)
-        return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
+    if not isinstance(name, str) or not isinstance(arguments, dict) or not _fits(arguments):
+        return _block(call_json(name, arguments))
     return ToolCall(name, arguments)
+
+
+def _decoded_arguments(text: str) -> dict[str, Any] | None:
+    """A call's arguments written as JSON text, decoded when they are a JSON object within the
+    reader's bounds (:data:`MAX_CALL_CHARS`, :data:`MAX_DEPTH`); else ``None``."""
+    if not text.strip():
+        return {}
+    try:
+        check_bounds(text, max_bytes=MAX_CALL_CHARS, max_depth=MAX_DEPTH)
+        decoded = json.loads(text)
+    except (JSONLimitError, ValueError, RecursionError):
+        return None
+    return decoded if isinstance(decoded, dict) else None
 
 
 __all__ = [
@@ -439,10 +605,13 @@ __all__ = [
     "ToolCallError",
     "action_text",
     "call_from_openai",
+    "call_json",
     "check_value",
     "is_tool_call_text",
+    "json_text",
     "openai_tools",
     "read_tool_calls",
     "tool_call_text",
     "tool_from_openai",
+    "within_bounds",
 ]

@@ -326,3 +326,10 @@ def test_generated_nesting_is_read_up_to_max_record_depth_and_refused_beyond(
     else:
         with pytest.raises(RecordFileError, match=f"line {1 if in_header else 2}.*nested"):
             read_run(path)
+
+
+def test_bound_a_deep_env_arg_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--env-arg`` values are JSON measured before parsing (``env_args.MAX_ARG_DEPTH``)."""
+    deep = "x=" + "[" * 100_000 + "]" * 100_000
+    line = one_line_exit_2(main(["eval", FROZEN, "--env-arg", deep]), capsys.readouterr().err)
+    assert "the env argument x is refused: nested" in line

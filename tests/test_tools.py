@@ -195,3 +195,113 @@ def test_openai_forms() -> None:
         Tool("bad name", "x")
     with pytest.raises(TypeError):
         action_text(42)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ calls as objects (issue 29)
+def _deep(depth: int, kind: str) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value} if kind == "dict" else [value]
+    return value
+
+
+json_shapes = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+"""Any JSON value, NaN and infinities included (``json.loads`` accepts them)."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=json_shapes,
+    arguments=json_shapes,
+    depth=st.integers(0, 10_000),
+    kind=st.sampled_from(["dict", "list"]),
+)
+def test_a_call_object_of_any_shape_or_depth_is_one_turn(
+    name: Any, arguments: Any, depth: int, kind: str
+) -> None:
+    """Bound: ``env.step(ToolCall(...))`` with a name and arguments of any JSON type, the
+    arguments nested up to 10,000 deep, answers with the env's observation (a turn spent: the
+    reader refuses what is not a call of the env's tool with its message) in bounded time, and
+    its recorded text is at most :data:`MAX_CALL_CHARS` plus the tags."""
+    import gymnasium as gym
+
+    import multiturn_envs  # noqa: F401
+
+    env = gym.make("MT/FrozenLake-v0", max_turns=2, is_slippery=False).unwrapped
+    env.reset(seed=0, options={"task_id": "4x4"})
+    wrapped = {"x": _deep(depth, kind), "y": arguments} if depth else arguments
+    start = time.perf_counter()
+    observation, _, _, _, info = env.step(ToolCall(name, wrapped))  # type: ignore[arg-type]
+    assert time.perf_counter() - start < 5
+    assert env.turn == 1 and isinstance(observation, str)
+    text = env.messages()[1]["content"]
+    assert is_tool_call_text(text) and len(text) <= MAX_CALL_CHARS + 40
+    if depth + 2 > MAX_DEPTH:  # refused for its depth, unless a NaN was read first
+        assert info["parse_error"]
+        assert "nested too deeply" in observation or "is not JSON" in observation
+    if not isinstance(name, str):
+        assert info["parse_error"]
+
+
+def test_cyclic_and_shared_arguments_are_written_within_the_bounds() -> None:
+    """Bound: a value that contains itself is as deep as the bound (written empty past it); one
+    that shares its parts 2**20 times over is cut just past :data:`MAX_CALL_CHARS`."""
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+    text = ToolCall("anything", cyclic).text()
+    with pytest.raises(ToolCallError, match="nested too deeply"):
+        read_tool_calls(text, [ANY])
+    shared: Any = [0] * 1000
+    for _ in range(20):
+        shared = [shared, shared]
+    start = time.perf_counter()
+    text = ToolCall("anything", {"a": shared}).text()
+    assert time.perf_counter() - start < 5
+    assert MAX_CALL_CHARS < len(text) < MAX_CALL_CHARS + 100
+    with pytest.raises(ToolCallError, match="at most"):
+        read_tool_calls(text, [ANY])
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"a": {1, 2}}, {"a": b"x"}, {(1, 2): 3}, {"a": object()}, {"a": 10**5000}],
+    ids=["set", "bytes", "tuple key", "object", "a 5000-digit int"],
+)
+def test_a_value_no_model_can_produce_is_the_programs_type_error(arguments: Any) -> None:
+    """Not JSON at all (only a program builds one): ``TypeError`` naming where, not a turn."""
+    with pytest.raises(TypeError, match="a tool call's arguments"):
+        ToolCall("anything", arguments).text()
+
+
+@settings(max_examples=300, deadline=None)
+@given(entry=json_shapes, depth=st.integers(0, 2_000), as_text=st.booleans())
+def test_an_openai_entry_of_any_shape_is_a_call_or_its_text(
+    entry: Any, depth: int, as_text: bool
+) -> None:
+    """Bound: :func:`call_from_openai` reads any entry (any JSON shape; ``function.arguments``
+    nested up to 2,000 deep, as an object or as JSON text) into a :class:`ToolCall` within the
+    reader's bounds or a ``<tool_call>`` text the reader refuses, never an exception."""
+    text_form = '{"a": ' * depth + "1" + "}" * depth
+    arguments = text_form if as_text else _deep(depth, "dict")
+    shaped = [
+        entry,
+        {"function": entry},
+        {"function": {"name": "anything", "arguments": arguments}},
+        {"function": {"name": entry, "arguments": entry}},
+    ]
+    for item in shaped:
+        read = call_from_openai(item)
+        text = read.text() if isinstance(read, ToolCall) else read
+        assert is_tool_call_text(text) and len(text) <= MAX_CALL_CHARS + 40
+        try:
+            calls = read_tool_calls(text, [ANY], strict=False)
+        except ToolCallError:
+            assert not isinstance(read, ToolCall) or read.name != "anything"
+        else:
+            assert isinstance(read, ToolCall) and calls == [read]

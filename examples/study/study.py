@@ -6,7 +6,7 @@
 One seed's run. FrozenLake maps are split by *layout* (not by id: two ids can draw one map) into
 training and held-out maps. The base is a tiny model warm-started by expert SFT
 (``warm_start="sft"``); each arm of ``config.json`` that runs (``default_arms``, or ``--arms``)
-trains from that base with ``multiturn_envs.rl.train`` (TRL's ``GRPOTrainer``): outcome reward
+trains from that base with ``multiturn_envs.rl.training`` (TRL's ``GRPOTrainer``): outcome reward
 at fixed T (the paper's GRPO, the pre-registered RL arm ``headline.arm``), and optionally
 outcome + process reward, GiGPO, BudgetMix. The base and every arm are then evaluated by the
 harness on the held-out maps with a hidden budget T_max, in the tool layout they were trained
@@ -39,13 +39,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-import gymnasium as gym
 import numpy as np
 
 import multiturn_envs  # noqa: F401
 from multiturn_envs.envs.frozenlake.maps import random_map, random_task_id
+from multiturn_envs.episode import EnvMaker
 from multiturn_envs.rl.config import TrainConfig
 from multiturn_envs.rl.fingerprint import run_fingerprint
+from multiturn_envs.rl.run_view import RunView
 
 # the TrainConfig fields the SFT base depends on (the rest only shape the GRPO arms)
 START_FIELDS = frozenset(
@@ -142,6 +143,36 @@ def _clock() -> tuple[float, float]:
     return time.perf_counter(), time.process_time() + children.ru_utime + children.ru_stime
 
 
+def read_config(path: str | Path) -> dict[str, Any]:
+    """The study's config file, read within bounds (1 MiB, 64 levels, a regular file) and its
+    fields checked (types and ranges, the message naming the field): a bad one is one line,
+    before any work. The ``base`` and ``arms`` fields are TrainConfig fields, checked by it."""
+    from multiturn_envs.untrusted import Fields, load_json
+
+    where = str(path)
+    config = load_json(path, max_bytes=1 << 20)
+    fields = Fields(config, where=where)
+    for name, low in (("map_size", 2), ("train_maps", 1), ("eval_maps", 1), ("t_max", 1)):
+        fields.integer(name, default=None, minimum=low, maximum=100_000)
+    fields.number("map_p", default=None, minimum=0.0, maximum=1.0, exclusive_minimum=True)
+    for name in ("agreement_episodes", "same_state_actions", "same_state_max_states"):
+        fields.integer(name, default=None, minimum=1, maximum=1_000_000)
+    fields.integer("n_boot", default=None, minimum=0, maximum=100_000)
+    fields.integer("seed", default=None, minimum=0, maximum=2**64 - 1)
+    fields.table("base")
+    arms = fields.table("arms")
+    for name in arms:
+        arms.table(name)
+    ev = fields.table("eval")
+    ev.integer("samples", default=None, minimum=1, maximum=100_000)
+    ev.integer("max_tokens", default=None, minimum=1, maximum=10_000_000)
+    ev.number("temperature", default=None, minimum=0.0, maximum=100.0)
+    cont = fields.table("continuation")
+    cont.integer("error_after", default=None, minimum=0, maximum=100_000)
+    cont.integer("samples", default=None, minimum=1, maximum=100_000)
+    return dict(config)
+
+
 def split_maps(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Training and held-out task ids whose map layouts never coincide.
 
@@ -166,12 +197,17 @@ def split_maps(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     return order[n_eval:] + rest, order[:n_eval]
 
 
-def tool_policy(folder: Path, base: TrainConfig, name: str, ev: dict[str, Any]) -> Any:
+def tool_policy(folder: Path, view: RunView, name: str, ev: dict[str, Any]) -> Any:
     """The model at ``folder`` as a harness policy, in the tool layout it was trained in."""
     from multiturn_envs.rl.evaluate import tool_layout_policy
 
     return tool_layout_policy(
-        folder, base, name=name, temperature=ev["temperature"], max_tokens=ev["max_tokens"]
+        folder,
+        view.config,
+        name=name,
+        temperature=ev["temperature"],
+        max_tokens=ev["max_tokens"],
+        view=view,
     )
 
 
@@ -262,6 +298,7 @@ def prepare_base(
     out: Path,
     tasks: dict[str, list[str]],
     log: Callable[[str], None],
+    view: RunView,
 ) -> tuple[Path, bool, dict[str, Any]]:
     """The SFT base in ``out/base`` (rebuilt unless made there under the same config), whether
     it was (re)built, and its agreement with the expert on the states of noisy-expert episodes
@@ -269,7 +306,6 @@ def prepare_base(
     beside the model)."""
     from multiturn_envs.rl.evaluate import expert_agreement
     from multiturn_envs.rl.models import load_model, start_model
-    from multiturn_envs.rl.rollout_env import act_tool, system_prompt
     from multiturn_envs.rl.warm_start import expert_examples
 
     base_dir = out / "base" / "model"
@@ -277,7 +313,7 @@ def prepare_base(
     fresh = not _same_config(out / "base" / "start_config.json", start_config)
     if fresh:
         shutil.rmtree(out / "base", ignore_errors=True)
-        base_dir = start_model(base, out / "base", log)
+        base_dir = start_model(base, out / "base", log, view=view)
         (out / "base" / "start_config.json").write_text(json.dumps(start_config, indent=2))
     saved = out / "base" / "agreement.json"
     want = {"tasks": tasks, "episodes": config["agreement_episodes"]}
@@ -292,13 +328,17 @@ def prepare_base(
             group_tasks,
             episodes=int(config["agreement_episodes"]),
             max_turns=config["t_max"],
-            system=system_prompt(base),
+            system=view.system_prompt,
             error_share=base.sft_error_share,
             seed=10_000 + base.seed,  # other episodes than the SFT data's
             closing=False,
         )
         found = expert_agreement(
-            model, tokenizer, [act_tool(base)], examples, max_tokens=config["eval"]["max_tokens"]
+            model,
+            tokenizer,
+            view.tool_functions(),
+            examples,
+            max_tokens=config["eval"]["max_tokens"],
         )
         agreement[group] = found.to_dict()
     saved.write_text(json.dumps({"for": want, "agreement": agreement}, indent=2))
@@ -316,12 +356,13 @@ def run_base(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> d
     check_float_path(out, fingerprint, log)
     t = time.perf_counter()
     tasks = {"training": train_tasks, "held_out": eval_tasks}
-    base_dir, fresh, agreement = prepare_base(config, base, out, tasks, log)
+    view = RunView.of(base)
+    base_dir, fresh, agreement = prepare_base(config, base, out, tasks, log, view)
     seconds = time.perf_counter() - t
     path = out / "eval-base.jsonl"
     if fresh or not _complete(path, len(eval_tasks) * config["eval"]["samples"]):
         evaluate(
-            tool_policy(base_dir, base, "base", config["eval"]), eval_tasks, config, base, path
+            tool_policy(base_dir, view, "base", config["eval"]), eval_tasks, config, base, path
         )
     per_task = list(pass1_per_task(path).values())
     pass1 = bootstrap_ci(per_task, n_boot=int(config["n_boot"]), seed=base.seed)
@@ -368,7 +409,7 @@ def run_study(
     from multiturn_envs.harness.likelihood import format_llr, format_nll
     from multiturn_envs.rl.checkpoints import ran_with
     from multiturn_envs.rl.evaluate import tool_layout_scorer
-    from multiturn_envs.rl.train import TrainResult, train_many
+    from multiturn_envs.rl.training import TrainResult, train_many
 
     times: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -385,15 +426,13 @@ def run_study(
     fingerprint = study_fingerprint(config)
     check_float_path(out, fingerprint, log)
 
-    def make_env() -> gym.Env[str, str]:
-        return gym.make(
-            base.env_id, disable_env_checker=True, max_turns=config["t_max"], **base.env_kwargs
-        )
+    make_env = EnvMaker(base.env_id, {**base.env_kwargs, "max_turns": config["t_max"]})
+    view = RunView.of(base)  # the layout every model of the study is evaluated in
 
     # a rerun reuses a stage whose folder was made under the same config, and redoes the rest
     t = _clock()
     tasks = {"training": train_tasks, "held_out": eval_tasks}
-    base_dir, base_fresh, agreement = prepare_base(config, base, out, tasks, log)
+    base_dir, base_fresh, agreement = prepare_base(config, base, out, tasks, log, view)
     fresh: set[str] = {"base"} if base_fresh else set()  # (re)made: old evaluations are stale
     timed("sft_base_s", t)
     held = agreement["held_out"]
@@ -436,7 +475,7 @@ def run_study(
         if name not in fresh and _complete(path, len(eval_tasks) * ev["samples"]):
             files[name] = path
         else:
-            policy = tool_policy(folder, base, name, ev)
+            policy = tool_policy(folder, view, name, ev)
             files[name] = evaluate(policy, eval_tasks, config, base, path)
         timed(f"eval_{name}_s", t)
     log(
@@ -468,8 +507,8 @@ def run_study(
 
     # same-state comparison, normal states (visited by the base) and injected-error states
     t = _clock()
-    pol_rl = tool_policy(models[rl], base, rl, ev)
-    pol_base = tool_policy(base_dir, base, "base", ev)
+    pol_rl = tool_policy(models[rl], view, rl, ev)
+    pol_base = tool_policy(base_dir, view, "base", ev)
     cap = int(config["same_state_max_states"])
     normal_states = states_from_records(make_env, read_run(files["base"]).records)[:cap]
     same_normal = same_state_comparison(
@@ -524,8 +563,8 @@ def run_study(
     likelihood: list[str] = []
     likelihood_figures: dict[str, Any] = {}
     try:
-        scorer_rl = tool_layout_scorer(models[rl], base, rl)
-        scorer_base = tool_layout_scorer(base_dir, base, "base")
+        scorer_rl = tool_layout_scorer(models[rl], base, rl, view)
+        scorer_base = tool_layout_scorer(base_dir, base, "base", view)
         for who, path in ((rl, files[rl]), ("base", files["base"])):
             label = f"trajectories of {who}"
             run = read_run(path)
@@ -556,7 +595,7 @@ def run_study(
     points = [("step 0", 0, files["base"])]
     for ckpt in sorted(arm_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])):
         step = int(ckpt.name.split("-")[-1])
-        pol = tool_policy(ckpt, base, f"{rl}@{step}", ev)
+        pol = tool_policy(ckpt, view, f"{rl}@{step}", ev)
         points.append(
             (
                 f"step {step}",
@@ -1035,7 +1074,7 @@ def main() -> None:
     import sys
 
     try:
-        config = choose_arms(json.loads(Path(args.config).read_text()), args.arms)
+        config = choose_arms(read_config(args.config), args.arms)
     except (OSError, ValueError, KeyError) as exc:
         print(f"study: {args.config}: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc

@@ -26,8 +26,11 @@ import gymnasium as gym
 
 from multiturn_envs import env_args
 from multiturn_envs.cli.argtypes import FloatRange, IntList, IntRange
+from multiturn_envs.episode import EnvMaker
+from multiturn_envs.episode import make_env as make_gym_env
 from multiturn_envs.errors import RecordFileError, SpecError
 from multiturn_envs.harness.config import MAX_IN_FLIGHT, MAX_WORKERS
+from multiturn_envs.rl.config import MAX_STEP_WEIGHT, MAX_STEPS
 from multiturn_envs.wrappers.error_injection import MAX_PREFIX_STEPS
 
 if TYPE_CHECKING:
@@ -62,14 +65,14 @@ BOOTSTRAP = IntRange(0, 100_000)
 """Bootstrap resamples (2,000 is the default; 10,000 is plenty)."""
 ALPHA = FloatRange(0.0, 1.0, low_open=True, high_open=True)
 """1 - the confidence level."""
-TRAIN_STEPS = IntRange(1, 10_000_000)
+TRAIN_STEPS = IntRange(1, MAX_STEPS)
 TURN_LIST = IntList(1, 100_000)
 """Turn budgets or T values (``--turn-grid``, ``--ts``, ``--budget-mix``)."""
 SAMPLE_LIST = IntList(1, 100_000)
 """K values (``--ks``)."""
 STEP_LIST = IntList(0, 10_000_000)
 """Training steps of checkpoints (``--checkpoint-steps``)."""
-STEP_WEIGHT = FloatRange(0.0, 1_000_000.0)
+STEP_WEIGHT = FloatRange(0.0, MAX_STEP_WEIGHT)
 
 
 class UsageError(Exception):
@@ -132,7 +135,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any]) -> gym.Env[str, str]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return gym.make(env_id, **dict(env_kwargs))
+            return make_gym_env(env_id, env_kwargs, checker=True)
     except gym.error.UnregisteredEnv as exc:
         raise UsageError(
             f"unknown env id {env_id!r} ({exc}); `multiturn-envs list` shows the ids"
@@ -147,10 +150,7 @@ def env_factory(env_id: str, env_kwargs: Mapping[str, Any]) -> Callable[[], gym.
     """A factory of fresh envs (``gym.make``) for analyses that replay or compare."""
     kwargs = dict(env_kwargs)
 
-    def make() -> gym.Env[str, str]:
-        return gym.make(env_id, **kwargs)
-
-    return make
+    return EnvMaker(env_id, kwargs, checker=True)
 
 
 def resolve_tasks(available: Sequence[str], spec: str | None) -> list[str]:

@@ -26,7 +26,10 @@ whose config has fields of the wrong type, and a trajectory whose key or outcome
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -37,13 +40,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import IO, Any, TypedDict, cast
 
-from multiturn_envs.errors import RecordFileError, RunMismatch
+from multiturn_envs.errors import RecordFileError, RunMismatch, UntrustedInputError
 from multiturn_envs.harness.run_config import SCHEMA_VERSION, EvalConfig, RecordKey, RunConfig
 from multiturn_envs.policies.base import TurnTokens
 from multiturn_envs.safejson import JSONLimitError, loads_bounded
+from multiturn_envs.untrusted import open_regular
 from multiturn_envs.version import __version__
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 MAX_LINE_BYTES = 64 << 20
 """The longest line a record file may hold. A trajectory of 40,000-token replies over 50 turns,
@@ -265,30 +271,75 @@ def dumps_line(obj: Mapping[str, Any]) -> bytes:
     return (_LINE_ENCODER.encode(obj) + "\n").encode("utf-8", "backslashreplace")
 
 
+def _torn_tail(fd: int, size: int) -> int:
+    """Where the last complete line of the open file ends (bytes after it are a torn tail)."""
+    pos = size
+    block = 1 << 16
+    while pos > 0:
+        start = max(0, pos - block)
+        chunk = os.pread(fd, pos - start, start)
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            return start + nl + 1
+        pos = start
+    return 0
+
+
 def repair_truncated_tail(path: str | os.PathLike[str]) -> int:
-    """Cut a torn last line (bytes after the last newline); return how many bytes were cut."""
-    with open(path, "r+b") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        pos = size
-        block = 1 << 16
-        while pos > 0:
-            start = max(0, pos - block)
-            fh.seek(start)
-            chunk = fh.read(pos - start)
-            nl = chunk.rfind(b"\n")
-            if nl >= 0:
-                keep = start + nl + 1
-                break
-            pos = start
-        else:
-            keep = 0
+    """Cut a torn last line (bytes after the last newline); return how many bytes were cut.
+
+    It cuts whatever file it is given: the writer calls it only on a file whose header it has
+    matched (:meth:`RecordWriter.open`); a caller with a file of unknown origin must not."""
+    fd = _open_record_file(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        keep = _torn_tail(fd, size)
         if keep < size:
-            fh.truncate(keep)
-            fh.flush()
-            os.fsync(fh.fileno())
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
         return size - keep
+    finally:
+        os.close(fd)
+
+
+def _open_record_file(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
+    """A descriptor of a record file (a regular file: a FIFO, socket, device or directory is
+    refused without blocking), or a :class:`RecordFileError` that says why not."""
+    try:
+        return open_regular(path, flags)
+    except UntrustedInputError as exc:
+        if not os.path.lexists(path):  # missing: what callers (the CLI) already tell apart
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path)) from None
+        raise RecordFileError(str(exc)) from None
+
+
+def _lines(
+    fh: IO[bytes], path: str | os.PathLike[str], *, lineno: int = 0, tolerate_torn_tail: bool
+) -> Iterator[dict[str, Any]]:
+    """The parsed lines of an open record file from its position (see :func:`iter_lines`)."""
+    while True:
+        raw = fh.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise RecordFileError(
+                f"{path}: line {lineno} is over {MAX_LINE_BYTES:,} bytes, longer than any "
+                "record line (not a record file, or a damaged one)"
+            )
+        if not raw.endswith(b"\n"):
+            if tolerate_torn_tail:
+                return
+            raise RecordFileError(f"{path}: line {lineno} is truncated")
+        try:
+            obj = loads_bounded(raw, max_bytes=MAX_LINE_BYTES, max_depth=MAX_RECORD_DEPTH)
+        except JSONLimitError as exc:
+            raise RecordFileError(f"{path}: line {lineno} is refused: {exc}") from None
+        except (ValueError, RecursionError):
+            raise RecordFileError(f"{path}: line {lineno} is not valid JSON") from None
+        if not isinstance(obj, dict):
+            raise RecordFileError(f"{path}: line {lineno} is not a JSON object")
+        yield obj
 
 
 def iter_lines(
@@ -297,50 +348,33 @@ def iter_lines(
     """Parsed lines of a record file, streamed. A torn last line is skipped (a run killed or
     still writing); a bad line elsewhere is a :class:`RecordFileError` naming the line: not
     JSON, not an object, longer than :data:`MAX_LINE_BYTES` (not read further) or nested
-    deeper than :data:`MAX_RECORD_DEPTH` (not parsed)."""
-    with open(path, "rb") as fh:
-        lineno = 0
-        while True:
-            raw = fh.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            lineno += 1
-            if len(raw) > MAX_LINE_BYTES:
-                raise RecordFileError(
-                    f"{path}: line {lineno} is over {MAX_LINE_BYTES:,} bytes, longer than any "
-                    "record line (not a record file, or a damaged one)"
-                )
-            if not raw.endswith(b"\n"):
-                if tolerate_torn_tail:
-                    return
-                raise RecordFileError(f"{path}: line {lineno} is truncated")
-            try:
-                obj = loads_bounded(raw, max_bytes=MAX_LINE_BYTES, max_depth=MAX_RECORD_DEPTH)
-            except JSONLimitError as exc:
-                raise RecordFileError(f"{path}: line {lineno} is refused: {exc}") from None
-            except (ValueError, RecursionError):
-                raise RecordFileError(f"{path}: line {lineno} is not valid JSON") from None
-            if not isinstance(obj, dict):
-                raise RecordFileError(f"{path}: line {lineno} is not a JSON object")
-            yield obj
+    deeper than :data:`MAX_RECORD_DEPTH` (not parsed). A path that is not a regular file (a
+    FIFO, a directory) is refused without blocking."""
+    with os.fdopen(_open_record_file(path), "rb") as fh:
+        yield from _lines(fh, path, tolerate_torn_tail=tolerate_torn_tail)
+
+
+def _check_header(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> RunHeader:
+    """``obj`` (a file's first line) as a :class:`RunHeader`, or why it is none."""
+    if obj.get("kind") != "header":
+        raise RecordFileError(f"{path}: not a multiturn-envs record file (no header line)")
+    if obj.get("schema") != SCHEMA_VERSION:
+        raise RecordFileError(
+            f"{path}: record schema {obj.get('schema')!r}, this version reads {SCHEMA_VERSION}"
+        )
+    if not isinstance(obj.get("config"), dict):
+        raise RecordFileError(f"{path}: the header line has no 'config' object")
+    _check_fields(obj["config"], _CONFIG, f"{path}: the header's config")
+    tasks = obj["config"].get("tasks", [])
+    if not all(isinstance(t, str) for t in tasks):
+        raise RecordFileError(f"{path}: the header's config lists a task id that is no string")
+    return cast(RunHeader, obj)
 
 
 def read_header(path: str | os.PathLike[str]) -> RunHeader:
     """The header line of a record file, or a clear :class:`RecordFileError`."""
     for obj in iter_lines(path):
-        if obj.get("kind") != "header":
-            break
-        if obj.get("schema") != SCHEMA_VERSION:
-            raise RecordFileError(
-                f"{path}: record schema {obj.get('schema')!r}, this version reads {SCHEMA_VERSION}"
-            )
-        if not isinstance(obj.get("config"), dict):
-            raise RecordFileError(f"{path}: the header line has no 'config' object")
-        _check_fields(obj["config"], _CONFIG, f"{path}: the header's config")
-        tasks = obj["config"].get("tasks", [])
-        if not all(isinstance(t, str) for t in tasks):
-            raise RecordFileError(f"{path}: the header's config lists a task id that is no string")
-        return cast(RunHeader, obj)
+        return _check_header(obj, path)
     raise RecordFileError(f"{path}: not a multiturn-envs record file (no header line)")
 
 
@@ -408,13 +442,22 @@ def _config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
 class RecordWriter:
     """Appends trajectory records to a run's JSONL file; resumes an interrupted file.
 
+    A file that exists is the user's data until it proves to be a record file: the writer
+    writes only to a file it created or to one whose header line is a record header, and
+    anything else (a JSON document, a text file, an empty file, a file with a torn or garbage
+    first line, a directory, a symbolic link, a FIFO) is refused with a
+    :class:`~multiturn_envs.errors.RecordFileError` before a byte is written, leaving it
+    byte-identical. A torn tail is cut only from a file whose header matched this run's.
+
     Args:
         path: the ``.jsonl`` file.
         header: from :func:`make_header`.
-        resume: if the file exists, keep its records (after checking its header) and expose
-            their keys in :attr:`done`; if ``False``, an existing non-empty file is an error
-            unless ``overwrite``.
-        overwrite: replace an existing file.
+        resume: if the file holds this run (its header's config equals ours), keep its
+            records (each line checked) and expose their keys in :attr:`done`; another run's
+            file is a :class:`~multiturn_envs.errors.RunMismatch`. ``False``: an existing
+            record file is an error unless ``overwrite``.
+        overwrite: start afresh in an existing *record* file (of this run or another); a
+            file that is not one is still refused.
         fsync_interval_s: the longest time between two ``fsync`` calls while writing.
     """
 
@@ -431,38 +474,82 @@ class RecordWriter:
     _sync_error: OSError | None = field(default=None, init=False, repr=False)
 
     def open(self) -> RecordWriter:
+        """Create the file, or take up an existing one that is this run's (see the class
+        docstring); anything else is refused before a byte is written."""
         path = Path(self.path)
         if path.parent and not path.parent.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = True
-        if path.exists() and path.stat().st_size > 0 and not self.overwrite:
-            if not self.resume:
-                raise RecordFileError(
-                    f"{path} exists: resume it, overwrite it, or write to another file"
-                )
-            self.repaired_bytes = repair_truncated_tail(path)
-            fresh = path.stat().st_size == 0
-            if not fresh:
-                self._check_header(path)
-                for obj in iter_lines(path, tolerate_torn_tail=False):
-                    if obj.get("kind") == "trajectory":
-                        self.done.add(record_key(obj))
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        if fresh:
-            flags |= os.O_TRUNC
-        self._fd = os.open(path, flags, 0o644)
-        if fresh:
-            self._write(dumps_line(self.header))
+        create = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            self._fd = os.open(path, create, 0o644)
+        except FileExistsError:
+            self._fd, taken_up = self._take_up(path)
+            if taken_up:
+                self._last_sync = time.monotonic()
+                return self
+        except IsADirectoryError:
+            raise RecordFileError(f"{path}: a directory, not a record file") from None
+        # a fresh file: the header is flushed at once, so that a machine crash never leaves an
+        # empty or torn first line (which resume refuses, as it would anyone's file)
+        self._write(dumps_line(self.header))
+        os.fsync(self._fd)
         self._last_sync = time.monotonic()
         return self
 
-    def _check_header(self, path: Path) -> None:
-        old = read_header(path)
-        if old.get("config") != self.header["config"]:
-            diff = _config_diff(old["config"], self.header["config"])
-            raise RunMismatch(
-                f"{path} holds a different run ({diff}); write to another file, or overwrite it"
-            )
+    def _take_up(self, path: Path) -> tuple[int, bool]:
+        """An existing file's descriptor, open for appending, and whether it holds this run
+        (its keys in :attr:`done`, a torn tail cut) or was emptied for a fresh start
+        (``overwrite``: a record file of any run). Every refusal comes before a byte is
+        written, and the writes go through the one descriptor checked (a swap of the path
+        cannot redirect them)."""
+        try:
+            fd = open_regular(path, os.O_RDWR | os.O_APPEND | _O_NOFOLLOW)
+        except UntrustedInputError as exc:
+            if os.path.islink(path):
+                raise RecordFileError(
+                    f"{path}: a symbolic link; records are written to a file, not through a "
+                    "link (name the file itself)"
+                ) from None
+            raise RecordFileError(f"{exc}; records are written to a regular file") from None
+        try:
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                first = list(itertools.islice(_lines(fh, path, tolerate_torn_tail=True), 1))
+                if not first:
+                    raise RecordFileError(
+                        f"{path}: not a multiturn-envs record file (no complete header line); "
+                        "it is left as it is: write to another file"
+                    )
+                old = _check_header(first[0], path)
+                same = old.get("config") == self.header["config"]
+                if self.overwrite:
+                    os.ftruncate(fd, 0)  # a record file, of this run or another: start afresh
+                    return fd, False
+                if not same:
+                    diff = _config_diff(old["config"], self.header["config"])
+                    raise RunMismatch(
+                        f"{path} holds a different run ({diff}); write to another file, or "
+                        "overwrite it"
+                    )
+                if not self.resume:
+                    raise RecordFileError(
+                        f"{path} exists: resume it, overwrite it, or write to another file"
+                    )
+                lines = _lines(fh, path, lineno=1, tolerate_torn_tail=True)
+                for lineno, obj in enumerate(lines, start=2):
+                    if obj.get("kind") == "trajectory":
+                        record = check_trajectory(obj, f"{path}: line {lineno}")
+                        self.done.add(record_key(record))
+            size = os.fstat(fd).st_size
+            keep = _torn_tail(fd, size)  # our own file, its header matched: repair it
+            if keep < size:
+                os.ftruncate(fd, keep)
+                os.fsync(fd)
+                self.repaired_bytes = size - keep
+            return fd, True
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
 
     def _write(self, data: bytes) -> None:
         assert self._fd is not None, "RecordWriter is not open"

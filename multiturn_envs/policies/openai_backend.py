@@ -33,6 +33,7 @@ asks for no log-probs and makes ``n`` separate requests (some servers reject ``n
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -45,7 +46,7 @@ from multiturn_envs.policies.conversation import build_conversation, system_prom
 from multiturn_envs.policies.prompting import ChatPrompter, ChatTokenizer, Completion
 from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
 from multiturn_envs.policies.tool_layout import parse_hermes, tool_conversation
-from multiturn_envs.tools import ToolCall, call_from_openai
+from multiturn_envs.tools import ToolCall, call_from_openai, within_bounds
 
 T = TypeVar("T")
 
@@ -74,6 +75,76 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if close is not None:
         close()  # never awaited: close it so Python does not warn
     raise RuntimeError("called from a running event loop: await the async method (aact) instead")
+
+
+MAX_RESPONSE_BYTES = 1 << 30
+"""The largest answer body read (:attr:`OpenAIClient.max_response_bytes`): far above what
+``n`` replies with per-token log-probs take, and a bound on a server or proxy gone wrong."""
+
+
+def _shape(where: str, value: Any, wanted: str) -> ServerError:
+    got = "null" if value is None else type(value).__name__
+    return ServerError(
+        f"the server's answer is not an OpenAI completion: {where} is {got}, not {wanted}"
+    )
+
+
+def as_object(value: Any, where: str) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else a :class:`ServerError` naming ``where``."""
+    if not isinstance(value, Mapping):
+        raise _shape(where, value, "an object")
+    return value
+
+
+def as_list(value: Any, where: str) -> list[Any]:
+    """``value`` when it is a JSON array, else a :class:`ServerError` naming ``where``."""
+    if not isinstance(value, list):
+        raise _shape(where, value, "an array")
+    return value
+
+
+def as_text(value: Any, where: str) -> str:
+    """``value`` when it is a string (``null``: ``""``), else a :class:`ServerError`."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _shape(where, value, "a string")
+    return value
+
+
+def as_numbers(value: Any, where: str, kind: type[int] | type[float]) -> list[Any] | None:
+    """A JSON array of numbers as ints or floats (``null``: ``None``), else a
+    :class:`ServerError` (a string or a nested array where a number belongs included)."""
+    if value is None:
+        return None
+    out = []
+    for i, item in enumerate(as_list(value, where)):
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            raise _shape(f"{where}[{i}]", item, "a number")
+        if kind is int and not (isinstance(item, int) or float(item).is_integer()):
+            raise _shape(f"{where}[{i}]", item, "an integer")
+        out.append(kind(item))
+    return out
+
+
+def echoed_logprobs(data: Any) -> list[float | None]:
+    """The prompt's log-probs of an ``echo`` completion (``null`` for the first token), each
+    part of the answer's shape checked (a :class:`ServerError` names what is wrong)."""
+    choices = as_list(as_object(data, "it").get("choices"), "choices")
+    if not choices:
+        raise ServerError("the server's echo answer has no choice")
+    logprobs = as_object(as_object(choices[0], "choices[0]").get("logprobs"), "logprobs")
+    out: list[float | None] = []
+    for i, x in enumerate(as_list(logprobs.get("token_logprobs"), "logprobs.token_logprobs")):
+        if x is not None and (isinstance(x, bool) or not isinstance(x, int | float)):
+            raise _shape(f"logprobs.token_logprobs[{i}]", x, "a number")
+        out.append(None if x is None else float(x))
+    return out
+
+
+def _finish_reason(value: Any) -> str | None:
+    """The finish reason as text (a record keeps it): what is not a short string is dropped."""
+    return value[:100] if isinstance(value, str) else None
 
 
 def normalise_base_url(base_url: str) -> str:
@@ -114,6 +185,7 @@ class OpenAIClient:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.max_response_bytes = MAX_RESPONSE_BYTES
         self._rng = np.random.default_rng(jitter_seed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._http: Any = None
@@ -155,20 +227,24 @@ class OpenAIClient:
             if attempt:
                 await asyncio.sleep(self._delay(attempt - 1))
             try:
-                async with semaphore:
-                    response = await http.request(method, url, json=body)
+                async with semaphore, http.stream(method, url, json=body) as response:
+                    content = await self._read_body(response, url)
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 continue
-            if response.status_code in RETRY_STATUS:
-                last = f"HTTP {response.status_code}: {response.text[:300]}"
+            status = int(response.status_code)
+            head = content[:500].decode("utf-8", "replace")
+            if status in RETRY_STATUS:
+                last = f"HTTP {status}: {head[:300]}"
                 continue
-            if response.status_code >= 400:
-                self._raise_for(response, body)
+            if status >= 400:
+                self._raise_for(status, head, body)
             try:
-                return response.json()
+                return json.loads(content)
+            except RecursionError:
+                raise ServerError(f"{url} answered JSON nested too deeply to read") from None
             except ValueError as exc:
-                raise ServerError(f"{url} answered non-JSON: {response.text[:200]!r}") from exc
+                raise ServerError(f"{url} answered non-JSON: {head[:200]!r}") from exc
         elapsed = time.monotonic() - started
         attempts = self.max_retries + 1
         if last.startswith("HTTP"):
@@ -178,24 +254,42 @@ class OpenAIClient:
             f"{elapsed:.1f} s; last error {last}). Is it running, and is the URL right?"
         )
 
-    def _raise_for(self, response: Any, body: Mapping[str, Any] | None) -> None:
-        text = response.text[:500]
-        if response.status_code == 404 and body is not None and "model" in text.lower():
-            raise ModelNotServed(f"{self.base_url} does not serve model {self.model!r}: {text}")
-        if response.status_code in (401, 403):
+    async def _read_body(self, response: Any, url: str) -> bytes:
+        """The response's body, read within :attr:`max_response_bytes` and ``timeout_s`` (a
+        server or proxy that never ends a body, or trickles it, is refused, not waited on)."""
+        body = bytearray()
+
+        async def read() -> None:
+            async for chunk in response.aiter_bytes():
+                body.extend(chunk)
+                if len(body) > self.max_response_bytes:
+                    raise ServerError(
+                        f"{url} answered with more than {self.max_response_bytes:,} bytes "
+                        "(max_response_bytes)"
+                    )
+
+        try:
+            await asyncio.wait_for(read(), self.timeout_s)
+        except asyncio.TimeoutError:
             raise ServerError(
-                f"{self.base_url} refused the credentials (HTTP {response.status_code}): {text}"
-            )
-        raise ServerError(
-            f"{self.base_url} rejected the request (HTTP {response.status_code}): {text}"
-        )
+                f"{url} did not finish its answer within {self.timeout_s:g} s"
+            ) from None
+        return bytes(body)
+
+    def _raise_for(self, status: int, text: str, body: Mapping[str, Any] | None) -> None:
+        if status == 404 and body is not None and "model" in text.lower():
+            raise ModelNotServed(f"{self.base_url} does not serve model {self.model!r}: {text}")
+        if status in (401, 403):
+            raise ServerError(f"{self.base_url} refused the credentials (HTTP {status}): {text}")
+        raise ServerError(f"{self.base_url} rejected the request (HTTP {status}): {text}")
 
     async def post(self, path: str, body: Mapping[str, Any]) -> Any:
         return await self.request("POST", path, body)
 
     async def served_models(self) -> list[str]:
-        data = await self.request("GET", "/models")
-        return [str(m.get("id")) for m in data.get("data", [])]
+        data = as_object(await self.request("GET", "/models"), "the /models answer")
+        models = as_list(data.get("data", []), "the /models answer's data")
+        return [str(as_object(m, "a model entry").get("id"))[:200] for m in models]
 
     async def check_model(self) -> None:
         """Fail fast, with the served ids, when the model name is wrong (checked once)."""
@@ -355,18 +449,33 @@ class OpenAIPolicy:
 
     async def _fan_out(
         self, path: str, body: dict[str, Any], base_seed: int, n: int
-    ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
         """``n`` choices for ``body``: one request with ``n`` or ``n`` requests with seed + i."""
         if self.native_n:
-            data = await self.client.post(path, {**body, "n": n, "seed": base_seed})
-            choices = sorted(data.get("choices", []), key=lambda c: c.get("index", 0))
+            data = as_object(
+                await self.client.post(path, {**body, "n": n, "seed": base_seed}), "it"
+            )
+            choices = [
+                as_object(c, f"choices[{i}]")
+                for i, c in enumerate(as_list(data.get("choices"), "choices"))
+            ]
             if len(choices) != n:
                 raise ServerError(f"asked for n={n} choices, got {len(choices)}")
+            index = [c.get("index", 0) for c in choices]
+            if all(isinstance(i, int) and not isinstance(i, bool) for i in index):
+                choices = [c for _, c in sorted(zip(index, choices), key=lambda p: p[0])]
             return [(data, c) for c in choices]
         datas = await asyncio.gather(
             *(self.client.post(path, {**body, "seed": base_seed + i}) for i in range(n))
         )
-        return [(d, d["choices"][0]) for d in datas]
+        out = []
+        for data in datas:
+            data = as_object(data, "it")
+            choices = as_list(data.get("choices"), "choices")
+            if not choices:
+                raise ServerError("asked for a choice, got none")
+            out.append((data, as_object(choices[0], "choices[0]")))
+        return out
 
     def _chat_messages(self, request: TurnRequest) -> list[dict[str, Any]]:
         """The request's conversation in OpenAI's chat format (the tool layout with tools)."""
@@ -408,12 +517,19 @@ class OpenAIPolicy:
         return wire
 
     def _read_message(self, message: Mapping[str, Any]) -> tuple[str, list[ToolCall] | None]:
-        """The action of a chat reply and, with tools on, its well-formed calls."""
-        raw = str(message.get("content") or "")
+        """The action of a chat reply and, with tools on, its well-formed calls.
+
+        ``tool_calls`` entries of any shape or depth are read by
+        :func:`~multiturn_envs.tools.call_from_openai`: a malformed one becomes the text of
+        what it holds, which the env refuses with a clear observation (a turn), never an
+        exception here. A ``tool_calls`` that is not an array is one such entry."""
+        raw = as_text(message.get("content"), "message.content")
         if not self.tools:
             return self.extractor(raw), None
         entries = message.get("tool_calls") or []
         if entries:
+            if not isinstance(entries, list):
+                entries = [entries]
             read = [call_from_openai(e) for e in entries]
             calls = [c for c in read if isinstance(c, ToolCall)]
             text = "\n".join(c.text() if isinstance(c, ToolCall) else c for c in read)
@@ -444,28 +560,34 @@ class OpenAIPolicy:
         for data, choice in await self._fan_out(
             "/chat/completions", body, sample_seed_base(request.seed), n
         ):
-            message = choice.get("message") or {}
-            raw = message.get("content") or ""
+            message = as_object(choice.get("message") or {}, "message")
+            raw = as_text(message.get("content"), "message.content")
             action, calls = self._read_message(message)
             lp = choice.get("logprobs") or {}
-            content = lp.get("content") if isinstance(lp, dict) else None
-            prompt_ids = data.get("prompt_token_ids")
+            content = as_list(lp.get("content") or [], "logprobs.content") if lp else []
+            prompt_ids = as_numbers(data.get("prompt_token_ids"), "prompt_token_ids", int)
+            entries = message.get("tool_calls")
             replies.append(
                 Reply(
                     text=action,
-                    token_ids=[int(t) for t in choice["token_ids"]]
-                    if choice.get("token_ids") is not None
+                    token_ids=as_numbers(choice.get("token_ids"), "token_ids", int),
+                    logprobs=as_numbers(
+                        [as_object(c, "a logprobs entry").get("logprob") for c in content],
+                        "logprobs.content[].logprob",
+                        float,
+                    )
+                    if content
                     else None,
-                    logprobs=[float(c["logprob"]) for c in content] if content else None,
                     meta={
                         "raw_text": raw,
-                        "finish_reason": choice.get("finish_reason"),
+                        "finish_reason": _finish_reason(choice.get("finish_reason")),
                         "prompt_len": None if prompt_ids is None else len(prompt_ids),
                         "prompt_continued": False,
                         "server_rendered": True,
+                        # kept when it is a JSON value a record or a pickle can hold
                         **(
-                            {"tool_calls_raw": message["tool_calls"]}
-                            if message.get("tool_calls")
+                            {"tool_calls_raw": entries}
+                            if entries and within_bounds(entries)
                             else {}
                         ),
                     },
@@ -491,19 +613,20 @@ class OpenAIPolicy:
         for _data, choice in await self._fan_out(
             "/completions", body, sample_seed_base(request.seed), n
         ):
-            ids = choice.get("token_ids")
+            ids = as_numbers(choice.get("token_ids"), "token_ids", int)
             if ids is None:
                 raise ServerError(
                     "mode='completions' needs the generated token ids; this server returned none "
                     "(vLLM returns them with return_token_ids; else use mode='chat')"
                 )
-            lps = (choice.get("logprobs") or {}).get("token_logprobs")
-            text, _ = cut_at_stop(choice.get("text") or "", self.sampling.stop)
+            logprobs = as_object(choice.get("logprobs") or {}, "logprobs")
+            lps = as_numbers(logprobs.get("token_logprobs"), "logprobs.token_logprobs", float)
+            text, _ = cut_at_stop(as_text(choice.get("text"), "text"), self.sampling.stop)
             completion = Completion(
-                token_ids=[int(t) for t in ids],
-                logprobs=None if lps is None else [float(x) for x in lps],
+                token_ids=ids,
+                logprobs=lps,
                 text=text,
-                finish_reason=str(choice.get("finish_reason") or "stop"),
+                finish_reason=_finish_reason(choice.get("finish_reason")) or "stop",
             )
             out.append(self.prompter.finish(request, prompt, completion, keep=keep))
         return out

@@ -94,16 +94,52 @@ class Prompt:
     delta_start: int = 0
     continued: bool = False
     tools: tuple[Tool, ...] = ()
+    text: str | None = None  # the template's rendering of ``conversation`` (generation prompt on)
 
 
 @dataclass
 class _Ledger:
-    """What an episode's next prompt continues: the conversation and ids up to the last action."""
+    """What an episode's next prompt continues: the conversation and ids up to the last action.
+
+    ``context_text``: the template's rendering of ``conversation[:-1]`` with the generation
+    prompt (the last prompt's text), when known: the next turn then renders twice, not thrice.
+    """
 
     conversation: list[dict[str, Any]]
     token_ids: list[int]
     closed_by_eos: bool
     tools: tuple[Tool, ...] = ()
+    context_text: str | None = None
+
+
+class _EncodeCache:
+    """Token ids of recently encoded texts, least recently used dropped first.
+
+    Why: the K samples of a task start from the same rendered prompt, and turns repeat the same
+    observations, so most of a run's ``encode`` calls (the largest Python cost of a turn: a
+    first FrozenLake prompt is ~1,400 ids, 2 ms) re-encode a text already seen. Encoding is a
+    pure function of the text, so a hit is exact. Bounded by the ids held (``max_ids``), not
+    the number of texts; a text longer than a quarter of that is never kept.
+    """
+
+    def __init__(self, max_ids: int = 1 << 18) -> None:
+        self.max_ids = max_ids
+        self._held = 0
+        self._ids: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+
+    def get(self, text: str, encode: Callable[[str], list[int]]) -> list[int]:
+        known = self._ids.get(text)
+        if known is not None:
+            self._ids.move_to_end(text)
+            return list(known)
+        ids = [int(t) for t in encode(text)]
+        if len(ids) <= self.max_ids // 4:
+            self._ids[text] = tuple(ids)
+            self._held += len(ids)
+            while self._held > self.max_ids:
+                _, dropped = self._ids.popitem(last=False)
+                self._held -= len(dropped)
+        return ids
 
 
 @dataclass
@@ -160,6 +196,8 @@ class ChatPrompter:
         self._native: bool | None = None
         self._replies: dict[str, str] = {}
         self._ledgers: OrderedDict[str, _Ledger] = OrderedDict()
+        self._encoded = _EncodeCache()
+        self._eos_text: tuple[str | None] | None = None
 
     # -------------------------------------------------------------- conversation and template
     def system_for(self, request: TurnRequest) -> str:
@@ -233,14 +271,20 @@ class ChatPrompter:
         return reply
 
     def encode(self, text: str) -> list[int]:
-        """Ids of template text (special tokens are in the text, so none are added)."""
+        """Ids of template text (special tokens are in the text, so none are added); recent
+        texts come from a bounded cache (:class:`_EncodeCache`)."""
+        return self._encoded.get(text, self._encode_uncached)
+
+    def _encode_uncached(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def eos_text(self) -> str | None:
-        eos = self.tokenizer.eos_token_id
-        if eos is None:
-            return None
-        return str(self.tokenizer.convert_ids_to_tokens(int(eos)))
+        """The EOS token's text (looked up once: it is asked for every turn)."""
+        if self._eos_text is None:
+            eos = self.tokenizer.eos_token_id
+            text = None if eos is None else str(self.tokenizer.convert_ids_to_tokens(int(eos)))
+            self._eos_text = (text,)
+        return self._eos_text[0]
 
     # -------------------------------------------------------------- prompts
     def prompt(self, request: TurnRequest) -> Prompt:
@@ -249,22 +293,26 @@ class ChatPrompter:
         tools = tuple(request.tools) if self.tools else ()
         ledger = self._ledgers.get(request.episode_id) if request.episode_id else None
         if ledger is not None and ledger.tools == tools:
-            delta = self._continuation(ledger, conversation)
-            if delta is not None:
+            continued = self._continuation(ledger, conversation)
+            if continued is not None:
+                delta, text = continued
                 start = len(ledger.token_ids)
                 ids = ledger.token_ids + self.encode(delta)
-                return Prompt(ids, conversation, start, True, tools)
-        return Prompt(
-            self.encode(self.render(conversation, True, tools)), conversation, tools=tools
-        )
+                return Prompt(ids, conversation, start, True, tools, text)
+        text = self.render(conversation, True, tools)
+        return Prompt(self.encode(text), conversation, tools=tools, text=text)
 
-    def _continuation(self, ledger: _Ledger, conversation: list[dict[str, Any]]) -> str | None:
-        """The text that follows the kept ids, or ``None`` when the episode cannot continue them.
+    def _continuation(
+        self, ledger: _Ledger, conversation: list[dict[str, Any]]
+    ) -> tuple[str, str] | None:
+        """The text that follows the kept ids and the whole prompt's text, or ``None`` when the
+        episode cannot continue them.
 
-        It is the template's close of the last assistant turn (minus the EOS the model already
-        generated) plus the newly rendered messages and the generation prompt. ``None`` when the
-        conversation does not extend the kept one with new non-assistant messages, or when the
-        template does not render history as a prefix (templates that rewrite it).
+        The text that follows is the template's close of the last assistant turn (minus the EOS
+        the model already generated) plus the newly rendered messages and the generation
+        prompt. ``None`` when the conversation does not extend the kept one with new
+        non-assistant messages, or when the template does not render history as a prefix
+        (templates that rewrite it).
         """
         old = ledger.conversation
         if len(conversation) <= len(old) or conversation[: len(old)] != old:
@@ -272,7 +320,9 @@ class ChatPrompter:
         if any(m["role"] == "assistant" for m in conversation[len(old) :]):
             return None
         tools = ledger.tools
-        before = self.render(old[:-1], True, tools)
+        before = ledger.context_text
+        if before is None:
+            before = self.render(old[:-1], True, tools)
         closed = self.render(old, False, tools)
         after = self.render(conversation, True, tools)
         content = self._reply_text(old[-1], tools)
@@ -282,7 +332,7 @@ class ChatPrompter:
         eos = self.eos_text()
         if ledger.closed_by_eos and eos and tail.startswith(eos):
             tail = tail[len(eos) :]
-        return tail + after[len(closed) :]
+        return tail + after[len(closed) :], after
 
     # -------------------------------------------------------------- replies
     def finish(
@@ -312,16 +362,19 @@ class ChatPrompter:
             bool(completion.token_ids) and eos is not None and (completion.token_ids[-1] == eos)
         )
         if keep and request.episode_id:
+            context_text: str | None = None
             if self.tools:  # the layout of the history as the env will hold it next turn
                 played = [*request.messages, {"role": "assistant", "content": action}]
                 conversation = self.layout(played, self.system_for(request), prompt.tools)
-            else:
+            else:  # the prompt's conversation and one more message: its text is the context's
                 conversation = [*prompt.conversation, {"role": "assistant", "content": action}]
+                context_text = prompt.text
             self._ledgers[request.episode_id] = _Ledger(
                 conversation=conversation,
                 token_ids=prompt.token_ids + list(completion.token_ids),
                 closed_by_eos=closed_by_eos,
                 tools=prompt.tools,
+                context_text=context_text,
             )
             self._ledgers.move_to_end(request.episode_id)
             while len(self._ledgers) > self.max_episodes:
@@ -388,7 +441,8 @@ class ChatPrompter:
             if message["role"] != "assistant" or (last_only and k != assistant[-1]):
                 continue
             context = conv[:k]
-            delta = self._continuation(ledger, context) if ledger is not None else None
+            continued = self._continuation(ledger, context) if ledger is not None else None
+            delta = None if continued is None else continued[0]
             ids = (
                 ids + self.encode(delta)
                 if delta is not None

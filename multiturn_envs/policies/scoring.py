@@ -156,7 +156,10 @@ class VLLMScorer:
 
         vllm = import_vllm()
         prompts = [vllm.TokensPrompt(prompt_token_ids=list(s.token_ids)) for s in sequences]
-        params = vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0, seed=0)
+        # no seed: the one sampled token is thrown away, and an unseeded request has no
+        # generator for vLLM to rewind when it splits a long sequence (chunked prefill), which
+        # on the CPU build kills the engine (vllm_backend's module docstring)
+        params = vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
         outputs = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
         results = []
         for s, o in zip(sequences, outputs):
@@ -199,6 +202,8 @@ class CompletionsScorer:
         )
 
     async def ascore(self, sequences: Sequence[ScoringSequence]) -> list[SpanLogprobs]:
+        from multiturn_envs.policies.openai_backend import ServerError, echoed_logprobs
+
         async def one(s: ScoringSequence) -> SpanLogprobs:
             body = {
                 "model": self.client.model,
@@ -208,13 +213,15 @@ class CompletionsScorer:
                 "logprobs": 0,
                 "temperature": 1.0,
             }
-            data = await self.client.post("/completions", body)
-            lps = data["choices"][0]["logprobs"]["token_logprobs"]
+            lps = echoed_logprobs(await self.client.post("/completions", body))
             if len(lps) < len(s.token_ids):
                 raise RuntimeError(
                     f"server echoed {len(lps)} log-probs for a {len(s.token_ids)}-token prompt"
                 )
-            return [[float(lps[t]) for t in range(a, b)] for a, b in s.spans]
+            spans = [[lps[t] for t in range(a, b)] for a, b in s.spans]
+            if any(x is None for span in spans for x in span):
+                raise ServerError("the server echoed no log-prob for a scored token")
+            return [[float(x) for x in span if x is not None] for span in spans]
 
         await self.client.check_model()
         return list(await asyncio.gather(*(one(s) for s in sequences)))

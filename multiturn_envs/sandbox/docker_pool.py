@@ -30,7 +30,7 @@ Sharing: ``DockerSandbox.shared()`` is the process's one pool (per configuration
 :mod:`.shared_pools`), used by every env instance by default; callers beyond ``size`` wait first
 come, first served, each handed a released container directly. Time per job is bounded inside
 the runner (per-test limit, stop at the first timeout, the job's deadline:
-:class:`~multiturn_envs.sandbox.base.Limits`) and, should the runner be stopped or the engine
+:class:`~multiturn_envs.sandbox.base.RunLimits`) and, should the runner be stopped or the engine
 hang, by a host-side guard.
 
 Recycling: a container whose session hit the job's guard, died or reported garbage, that was
@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
+from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase
 from multiturn_envs.sandbox.engine import BUILD_HINT, ENGINE_HINT, IMAGE
 from multiturn_envs.sandbox.exec_session import RunnerSession, exec_exit_code, oom_killed
 from multiturn_envs.sandbox.hardening import (
@@ -65,7 +65,14 @@ from multiturn_envs.sandbox.hardening import (
     ContainerLimits,
     hardened_container,
 )
-from multiturn_envs.sandbox.jobs import guard_seconds, header_frame, job_bytes, parse_report
+from multiturn_envs.sandbox.jobs import (
+    RUNNER_STDERR_CAP,
+    guard_seconds,
+    header_frame,
+    job_bytes,
+    parse_report,
+    report_bytes,
+)
 from multiturn_envs.sandbox.orphans import owner_tag, reap_orphans
 from multiturn_envs.sandbox.shared_pools import SharedPools
 
@@ -146,7 +153,7 @@ class DockerSandbox(Sandbox):
         image: the sandbox image (build it with ``multiturn-envs sandbox build``).
         size: containers in the pool (default :func:`default_pool_size`: the CPUs this process
             may use, or ``$MTE_SANDBOX_POOL_SIZE``); runs beyond it wait their turn.
-        memory_mb: each container's memory limit, swap included (per-test ``Limits.memory_mb``
+        memory_mb: each container's memory limit, swap included (per-test ``RunLimits.memory_mb``
             is enforced inside as ``RLIMIT_AS``).
         cpus: each container's CPU quota.
         pids_limit: each container's process limit (fork bombs stop here).
@@ -448,9 +455,9 @@ class DockerSandbox(Sandbox):
     # -- running --------------------------------------------------------------------------------
 
     def run(
-        self, program: str, tests: Sequence[TestCase], limits: Limits | None = None
+        self, program: str, tests: Sequence[TestCase], limits: RunLimits | None = None
     ) -> RunResult:
-        limits = limits or Limits()
+        limits = limits or RunLimits()
         last_error = ""
         for _attempt in range(2):  # one retry on a fresh container when the engine misbehaves
             try:
@@ -470,7 +477,7 @@ class DockerSandbox(Sandbox):
             return result
         return RunResult(results=(), backend=self.name, error=last_error)
 
-    def submission_job(self, program: str, tests: Sequence[TestCase], limits: Limits) -> bytes:
+    def submission_job(self, program: str, tests: Sequence[TestCase], limits: RunLimits) -> bytes:
         """The job this pool's runner gets for one submission (the benchmark sends it too).
 
         With ``transport="stdin"`` the program travels inside the job; with ``"archive"`` it is
@@ -491,7 +498,7 @@ class DockerSandbox(Sandbox):
         )
 
     def _execute(
-        self, worker: _Worker, program: str, tests: Sequence[TestCase], limits: Limits
+        self, worker: _Worker, program: str, tests: Sequence[TestCase], limits: RunLimits
     ) -> tuple[RunResult, bool]:
         session = worker.session
         if session is None or not session.idle_and_alive():
@@ -508,11 +515,17 @@ class DockerSandbox(Sandbox):
         with contextlib.suppress(OSError):  # a session that died since: read_report sees it
             session.send(request)
         # host-side guard: the runner's own alarm (guard_s) should end a runaway job first
-        stdout, stderr, ended = session.read_report(guard + self.guard_slack_s)
+        bound = report_bytes(limits, len(tests))
+        stdout, stderr, ended = session.read_report(guard + self.guard_slack_s, bound)
         report = stdout.decode("utf-8", "replace")
         died: str | None = None
         if ended == "hung":
             died = "the sandbox did not answer within its time guard"
+        elif ended == "flood":
+            died = (
+                f"the runner's output passed its bound ({bound:,} bytes of report, "
+                f"{RUNNER_STDERR_CAP:,} on its stderr)"
+            )
         elif ended == "eof":
             exit_code = exec_exit_code(self._client.api, session.exec_id)
             if oom_killed(self._client.api, worker.container.id, started):

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from multiturn_envs.sandbox.hardening import CODE_UID
+from multiturn_envs.sandbox.jobs import RUNNER_STDERR_CAP
 
 __all__ = [
     "DONE_LINE",
@@ -85,9 +86,13 @@ class RunnerSession:
     and stops at the report's last line, leaving the stream open for the next job.
     """
 
-    def __init__(self, api: Any, container_id: str) -> None:
+    RUNNER: tuple[str, ...] = ("python3", "-I", "/job/runner.pyc", "--serve")
+
+    def __init__(
+        self, api: Any, container_id: str, command: tuple[str, ...] | list[str] = RUNNER
+    ) -> None:
         self.api = api
-        command = ["python3", "-I", "/job/runner.pyc", "--serve"]
+        command = list(command)  # another one: tests of the reader against a broken runner
         self.exec_id: str = api.exec_create(
             container_id, command, stdin=True, user=f"{CODE_UID}:{CODE_UID}", workdir="/tmp"
         )["Id"]
@@ -120,23 +125,34 @@ class RunnerSession:
         self.raw.settimeout(30)
         self.raw.sendall(data)
 
-    def read_report(self, guard_s: float) -> tuple[bytes, bytes, str | None]:
+    def read_report(
+        self, guard_s: float, max_bytes: int, max_stderr: int = RUNNER_STDERR_CAP
+    ) -> tuple[bytes, bytes, str | None]:
         """(stdout, stderr, why it ended early or ``None``) of the job in flight.
 
         ``"eof"``: the session ended (its exit code says why); ``"hung"``: no report within
-        ``guard_s`` (the runner's own alarm should have fired long before).
+        ``guard_s`` (the runner's own alarm should have fired long before); ``"flood"``: the
+        runner wrote more than ``max_bytes`` of report or ``max_stderr`` bytes to its stderr
+        (a sound runner never does: :func:`~multiturn_envs.sandbox.jobs.report_bytes`), so it
+        is not read to the end. Stderr past :data:`STDERR_CAP` is dropped.
         """
         out, err = bytearray(), bytearray()
+        err_seen = 0
         deadline = time.monotonic() + guard_s
         while True:
             for kind, chunk in pop_frames(self.frames):
                 if kind == 2:
+                    err_seen += len(chunk)
                     if len(err) < STDERR_CAP:
-                        err.extend(chunk)
+                        err.extend(chunk[: STDERR_CAP - len(err)])
+                    if err_seen > max_stderr:
+                        return bytes(out), bytes(err), "flood"
                     continue
                 out.extend(chunk)
                 if out.endswith(DONE_LINE):
                     return bytes(out), bytes(err), None
+                if len(out) > max_bytes:
+                    return bytes(out[:max_bytes]), bytes(err), "flood"
             left = deadline - time.monotonic()
             if left <= 0:
                 return bytes(out), bytes(err), "hung"

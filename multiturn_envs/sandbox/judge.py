@@ -546,7 +546,9 @@ def _run_one(
     timeout = float(spec.get("timeout_s") or limits["timeout_s"])
     keep = int(limits["max_output_bytes"])
     expected = test["expected"]
-    # generous enough for any whitespace variant of the right answer; past it the answer is wrong
+    # generous enough for any whitespace variant of the right answer; past it the answer is wrong.
+    # Every stream has it: a program past it on any stream is stopped at once (a flood on
+    # stderr or on the result channel must cost what one on stdout costs, not the whole limit)
     out_cap = max(keep, 4 * len(expected) + CHUNK)
     pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, result
     child_ends = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
@@ -563,7 +565,9 @@ def _run_one(
     deadline = start + timeout
     data = test["input"].encode("utf-8", errors="replace")
     bufs: dict[int, bytearray] = {out_r: bytearray(), err_r: bytearray(), res_r: bytearray()}
-    caps = {out_r: out_cap, err_r: keep, res_r: out_cap}
+    caps = {out_r: out_cap, err_r: keep, res_r: out_cap}  # bytes kept
+    sizes = {out_r: 0, err_r: 0, res_r: 0}  # bytes read (stderr past ``keep`` is dropped)
+    names = {out_r: "", err_r: " (stderr)", res_r: " (the result channel)"}
     open_fds = {out_r, err_r, res_r}
     for fd in (stdin_w, out_r, err_r, res_r):
         os.set_blocking(fd, False)
@@ -573,7 +577,8 @@ def _run_one(
         stdin_w = -1
     child_pid: int | None = None
     status: int | None = None
-    timed_out = output_exceeded = zygote_died = False
+    timed_out = zygote_died = False
+    flooded: str | None = None  # the stream that passed the output cap
     end_time: float | None = None
     while True:
         now = time.monotonic()
@@ -616,7 +621,7 @@ def _run_one(
                 for msg in messages:
                     if "pid" in msg:
                         child_pid = int(msg["pid"])
-                        if timed_out:
+                        if timed_out or flooded is not None:
                             _killpg(child_pid)
                     elif "status" in msg:
                         status = int(msg["status"])
@@ -638,8 +643,9 @@ def _run_one(
             room = caps[fd] - len(buf)
             if room > 0:
                 buf.extend(chunk[:room])
-            if fd == out_r and len(chunk) > room and not output_exceeded:
-                output_exceeded = True
+            sizes[fd] += len(chunk)
+            if sizes[fd] > out_cap and flooded is None:
+                flooded = names[fd]
                 if child_pid is not None:
                     _killpg(child_pid)
         if zygote_died and status is not None and not open_fds:
@@ -662,7 +668,7 @@ def _run_one(
         status,
         elapsed,
         timed_out,
-        output_exceeded,
+        flooded,
         zygote_died,
     )
 
@@ -683,10 +689,13 @@ def _verdict(
     status: int | None,
     elapsed: float,
     timed_out: bool,
-    output_exceeded: bool,
+    flooded: str | None,
     zygote_died: bool,
 ) -> dict[str, Any]:
-    """The per-test report line: verdict first by limits, then by comparison."""
+    """The per-test report line: verdict first by limits, then by comparison.
+
+    ``flooded``: ``None``, or the stream that passed the output cap (``""`` for stdout, else
+    its name in parentheses, as the error shows it)."""
     limits = job["limits"]
     keep = int(limits["max_output_bytes"])
     tolerance = limits.get("numeric_tolerance")
@@ -702,7 +711,7 @@ def _verdict(
             exit_status = -signalled
     memory_killed = (not timed_out) and (
         "MemoryError" in stderr[-2000:]
-        or (signalled == signal.SIGKILL and not output_exceeded and not zygote_died)
+        or (signalled == signal.SIGKILL and flooded is None and not zygote_died)
     )
     cpu_exceeded = signalled == signal.SIGXCPU
     actual = stdout
@@ -716,8 +725,8 @@ def _verdict(
     elif timed_out or cpu_exceeded:
         timed_out = True
         error = f"time limit exceeded ({limits['timeout_s']} s)"
-    elif output_exceeded:
-        error = "output limit exceeded"
+    elif flooded is not None:
+        error = f"output limit exceeded{flooded}"
     elif memory_killed:
         error = f"memory limit exceeded ({limits['memory_mb']} MB)"
     elif signalled is not None:
@@ -727,16 +736,16 @@ def _verdict(
         error = f"runtime error (exit status {exit_status})" + (f": {last[-1]}" if last else "")
     elif spec["kind"] == "functional":
         actual = res.decode("utf-8", errors="replace")
-        try:
+        try:  # the program may write fd 3 itself: text nested past json's recursion included
             got = json.loads(actual)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             error = "runtime error: the function returned nothing readable"
         else:
             try:
                 want = json.loads(test["expected"])
             except json.JSONDecodeError:
                 passed = outputs_match(actual, test["expected"], tolerance)
-            else:
+            else:  # recursion bounded by the expected value's depth (the task's, trusted)
                 passed = values_match(got, want, tolerance)
             if not passed:
                 error = "wrong answer"

@@ -23,16 +23,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Sequence
 
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
-from multiturn_envs.sandbox.jobs import RUNNER_PATH, guard_seconds, job_bytes, parse_report
+from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase
+from multiturn_envs.sandbox.jobs import (
+    RUNNER_PATH,
+    RUNNER_STDERR_CAP,
+    guard_seconds,
+    job_bytes,
+    parse_report,
+    report_bytes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -116,9 +125,9 @@ class LocalSandbox(Sandbox):
         ]
 
     def run(
-        self, program: str, tests: Sequence[TestCase], limits: Limits | None = None
+        self, program: str, tests: Sequence[TestCase], limits: RunLimits | None = None
     ) -> RunResult:
-        limits = limits or Limits()
+        limits = limits or RunLimits()
         job_dir = tempfile.mkdtemp(prefix="mte-local-")
         try:
             os.chmod(job_dir, 0o755)  # the code's uid must reach program.py, never job.jsonl
@@ -144,7 +153,7 @@ class LocalSandbox(Sandbox):
             shutil.rmtree(job_dir, ignore_errors=True)
 
     def _execute(
-        self, job_dir: str, job_path: str, tests: Sequence[TestCase], limits: Limits
+        self, job_dir: str, job_path: str, tests: Sequence[TestCase], limits: RunLimits
     ) -> RunResult:
         proc = subprocess.Popen(
             self._command(job_dir, job_path),
@@ -155,19 +164,61 @@ class LocalSandbox(Sandbox):
             cwd=job_dir,
             env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
         )
-        died: str | None = None
         try:
-            out, err = proc.communicate(timeout=guard_seconds(limits, len(tests)))
-        except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
-            out, err = proc.communicate()
-            died = "the runner exceeded its overall time guard and was killed"
+            out, err, died = _read_runner(
+                proc,
+                guard_seconds(limits, len(tests)),
+                report_bytes(limits, len(tests)),
+                RUNNER_STDERR_CAP,
+            )
         finally:
             _kill_group(proc.pid)
+            proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
         if died is None and proc.returncode != 0:
             tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
             died = f"the runner exited with status {proc.returncode} {tail[0]}".strip()
         return parse_report(out.decode("utf-8", "replace"), tests, self.name, died)
+
+
+def _read_runner(
+    proc: subprocess.Popen[bytes], guard_s: float, out_cap: int, err_cap: int
+) -> tuple[bytes, bytes, str | None]:
+    """(stdout, stderr, why the runner was stopped or ``None``): the runner's two pipes read
+    until both close, within ``guard_s`` and the caps (``communicate`` would buffer whatever a
+    broken runner writes). Past a bound the runner's process group is killed."""
+    assert proc.stdout is not None and proc.stderr is not None
+    streams = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    caps = {proc.stdout.fileno(): out_cap, proc.stderr.fileno(): err_cap}
+    deadline = time.monotonic() + guard_s
+    died: str | None = None
+    with selectors.DefaultSelector() as selector:
+        for fd in streams:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                died = "the runner exceeded its overall time guard and was killed"
+                break
+            for key, _ in selector.select(min(left, 1.0)):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                buf = streams[key.fd]
+                buf.extend(chunk)
+                if len(buf) > caps[key.fd]:
+                    del buf[caps[key.fd] :]
+                    which = "report" if key.fd == proc.stdout.fileno() else "stderr"
+                    died = f"the runner's {which} passed its bound of {caps[key.fd]:,} bytes"
+                    break
+            if died is not None:
+                break
+    if died is not None:
+        _kill_group(proc.pid)
+    return bytes(streams[proc.stdout.fileno()]), bytes(streams[proc.stderr.fileno()]), died
 
 
 def _default_python() -> str:

@@ -10,7 +10,11 @@ big-endian length and a body. Requests are JSON; a reply is one tag byte and a b
   log there; the server hands it to the client as :data:`OK`);
 * :data:`ERROR` + ``{"code", "message"}``: a :class:`~.protocol.ProtocolError`, the session
   lives on;
-* :data:`CRASH` + a message: the env crashed, the session is closed.
+* :data:`CRASH` + a message: the env crashed, the session is closed;
+* :data:`READ_OK` / :data:`READ_ERROR`: :data:`OK` / :data:`ERROR` for a request that left the
+  session's state as it was (``tools/list``, ``describe``, a state read, a refused request):
+  :mod:`.pool` keeps it out of its replay log, so it never counts toward the log's bound; the
+  server hands them to the client as :data:`OK` / :data:`ERROR`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ import socket
 
 OK, ERROR, CRASH, CHECKPOINT = b"o", b"e", b"c", b"k"
 """Reply tags (one byte before the body)."""
+READ_OK, READ_ERROR = b"O", b"E"
+"""The tags of a reply to a request that changed nothing (the pool's workers only)."""
+PLAIN_TAGS = {READ_OK: OK, READ_ERROR: ERROR, CHECKPOINT: OK}
+"""What the server hands on for a tag that only the pool reads (every other tag as it is)."""
 
 HEADER = 4
 """Bytes of a frame's length prefix."""

@@ -4,8 +4,9 @@ Why. A worker process per session (:class:`~.worker.ProcessRunner`) can stop any
 with many sessions on few cores each step wakes a process of its own, whose memory is out of
 the caches by then: at 16 FrozenLake clients on 2 cores that cost ~900 us of worker CPU a
 served step against ~520 us with env steps on threads of the server (docs/ecosystem.md), and
-the served throughput fell to half the thread design's. Here :attr:`~.protocol.Limits.pool_size`
-workers (default: one per CPU) host the sessions, each placed on the least-loaded worker.
+the served throughput fell to half the thread design's. Here
+:attr:`~.protocol.ServerLimits.pool_size` workers (default: one per CPU) host the sessions,
+each placed on the least-loaded worker.
 
 What is kept from a process per session. The event loop never runs env code; only JSON
 crosses a worker's socket (a worker an agent took over cannot reach into the server); workers
@@ -19,8 +20,10 @@ What is new: neighbours. Stopping a step means killing its worker, and the other
 it did nothing wrong. So each of them is **moved** to a fresh worker and restored exactly,
 transparently to its client: the server keeps, per session, the requests that changed its
 state since the last point it can start from (the env's build, then each reset, step, tool
-call and JSON-RPC request; a seeded reset with no snapshot kept truncates the log to itself:
-the worker tags its reply :data:`~.frames.CHECKPOINT`) and a hash chain of their replies. On
+call and JSON-RPC request that reached the env; a seeded reset with no snapshot kept truncates
+the log to itself: the worker tags its reply :data:`~.frames.CHECKPOINT`; a request that
+changed nothing, a tools listing, ``describe``, a state read, one refused before it reached
+the env, is tagged :data:`~.frames.READ_OK` and left out) and a hash chain of their replies. On
 the fresh worker the env is rebuilt with the session's salt (the ids it draws are keyed by it,
 :mod:`.session`), the log replayed, and the replayed replies' chain compared with the
 recorded one; a call that was in flight is then sent again, with its full timeout. A session
@@ -78,11 +81,14 @@ from multiturn_envs.server.frames import (
     CRASH,
     HEADER,
     OK,
+    PLAIN_TAGS,
+    READ_ERROR,
+    READ_OK,
     FrameReader,
     frame,
     send_frame,
 )
-from multiturn_envs.server.session import READ_ONLY_TOOLS, EnvSession
+from multiturn_envs.server.session import EnvSession
 from multiturn_envs.server.worker import (
     FactoryFailed,
     Stopped,
@@ -98,8 +104,6 @@ from multiturn_envs.server.worker import (
 SID_BYTES = 4
 """Bytes of the session id before each reply."""
 
-LOGGED_OPS = frozenset({"reset", "step", "tool", "rpc"})
-"""The operations that may change a session's state, so its replay log keeps them."""
 
 _MARGIN = 64 << 20
 """Room above what a pool worker has mapped that a lowered memory limit always leaves."""
@@ -133,7 +137,7 @@ def pool_worker_main(
     sock: socket.socket,
     make_env: Callable[[], gym.Env[str, str]],
     env_id: str,
-    limits: p.Limits,
+    limits: p.ServerLimits,
 ) -> None:
     """A pool worker process: host sessions, running their requests one at a time in the
     order they come, until EOF on ``sock`` (or SIGTERM, which interrupts a call in Python
@@ -394,17 +398,19 @@ class PoolRunner:
                     raise
                 break
             self.suspect = False
-            self._record(op, args, body, reply)
-            return OK + reply[1:] if reply[:1] == CHECKPOINT else reply
+            self._record(body, reply)
+            plain = PLAIN_TAGS.get(reply[:1])
+            return reply if plain is None else plain + reply[1:]
         finally:
             self._lock.release()
 
-    def _record(self, op: str, args: list[Any], body: bytes, reply: bytes) -> None:
-        """Keep a request that may have changed the session's state, for a replay."""
+    def _record(self, body: bytes, reply: bytes) -> None:
+        """Keep a request that may have changed the session's state, for a replay: the worker
+        says which did not (:data:`~.frames.READ_OK`, :data:`~.frames.READ_ERROR`: a tools
+        listing, ``describe``, a state read, a request refused before it reached the env),
+        so only the others count toward the log's bound."""
         tag = reply[:1]
-        if op not in LOGGED_OPS or tag == CRASH:
-            return
-        if op == "tool" and args and args[0] in READ_ONLY_TOOLS:
+        if tag in (CRASH, READ_OK, READ_ERROR):
             return
         if tag == CHECKPOINT:  # a fresh env given this reset alone is where this session is
             self.log, self.log_bytes = [body], len(body)
@@ -535,7 +541,7 @@ class WorkerPool:
         self,
         make_env: Callable[[], gym.Env[str, str]],
         env_id: str,
-        limits: p.Limits,
+        limits: p.ServerLimits,
         process_lock: threading.Lock,
     ) -> None:
         self.make_env = make_env

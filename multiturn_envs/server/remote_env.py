@@ -30,6 +30,7 @@ to in-process ones (the baseline checks the class's ``random_action``).
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,8 +46,12 @@ from multiturn_envs.tools import Action, Tool, action_text, tool_from_openai
 
 MAX_MESSAGE_BYTES = 128 << 20
 """The largest server message the client accepts (OpenEnv's client allows 100 MB)."""
-MAX_REPLY_DEPTH = 256
-"""The deepest JSON nesting the client parses in a reply (an env's ``info`` is shallow)."""
+MAX_REPLY_DEPTH = 64
+"""The deepest JSON nesting the client parses in a reply (an env's ``info`` is a few levels
+deep; 64 keeps whatever recurses on what the harness keeps of it, a deep copy, a pickle to a
+Ray actor, a record's ``json.dumps``, far from Python's recursion limit)."""
+MAX_ERROR_CHARS = 2000
+"""How much of a server's error message an exception quotes."""
 
 
 class RemoteEnvError(RuntimeError):
@@ -116,10 +121,11 @@ class _Connection:
                 p.TIMEOUT, f"no answer from the server within {self.timeout_s:g} s"
             ) from None
         if not isinstance(reply, dict):
-            raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply {str(reply)[:200]}")
+            raise _malformed("the reply", reply, "an object")
         if reply.get("type") == "error":
-            data = reply.get("data") or {}
-            code, message = str(data.get("code")), str(data.get("message"))
+            data = _object(reply.get("data"), "an error's data")
+            code = _text(data.get("code"), "an error's code")[:100]
+            message = _text(data.get("message"), "an error's message")[:MAX_ERROR_CHARS]
             if code == p.EPISODE_OVER:
                 raise EpisodeOver(message)
             if code == p.RESET_NEEDED:
@@ -127,10 +133,10 @@ class _Connection:
             if code == p.VALIDATION_ERROR:
                 raise ValueError(message)
             raise RemoteEnvError(code, message)
-        data = reply.get("data")
-        if not isinstance(data, dict):
-            raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply {str(reply)[:200]}")
-        return data
+        payload = reply.get("data")
+        if not isinstance(payload, dict):
+            raise _malformed("the reply's data", payload, "an object")
+        return payload
 
     def tool(self, name: str, **arguments: Any) -> Any:
         data = self.request(
@@ -142,7 +148,8 @@ class _Connection:
         observation = _object(data.get("observation"), "a tool reply's observation")
         error = observation.get("error")
         if error:
-            message = str(_object(error, "a tool error").get("message"))
+            message = _text(_object(error, "a tool error").get("message"), "a tool error's message")
+            message = message[:MAX_ERROR_CHARS]
             if message.startswith(p.EPISODE_OVER):
                 raise EpisodeOver(f"tool {name}: {message}")
             if message.startswith(p.RESET_NEEDED):
@@ -167,22 +174,32 @@ class RemoteTextEnv(TextEnv):
     """
 
     def __init__(self, connection: _Connection, description: dict[str, Any]) -> None:
-        super().__init__(
-            max_turns=description.get("default_max_turns"),
-            budget_mode=description.get("default_budget_mode") or "hidden",
-        )
+        try:
+            super().__init__(
+                max_turns=description.get("default_max_turns"),
+                budget_mode=description.get("default_budget_mode") or "hidden",
+            )
+        except ValueError as exc:
+            raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply: describe's {exc}") from None
         self._conn = connection
         self.description = description
-        self.env_id: str = str(description.get("env_id"))
+        self.env_id: str = _text(description.get("env_id"), "describe's env_id")
         spec = description.get("spec")
-        self.spec = EnvSpec.from_json(spec) if spec else None
+        try:
+            self.spec = EnvSpec.from_json(_text(spec, "describe's spec")) if spec else None
+        except RemoteEnvError:
+            raise
+        except Exception as exc:  # a spec gymnasium cannot read: the server broke the wire
+            raise RemoteEnvError(
+                p.SESSION_ERROR, f"malformed reply: describe's spec ({type(exc).__name__})"
+            ) from None
         self._last_info: dict[str, Any] = {}
         self._task_ids: list[str] | None = None
         self._system_prompt: str | None = None
         self._tool_system_prompt: str | None = None
         self._valid: tuple[bool, list[str] | None] = (False, None)
         self._tools: tuple[tuple[Any, ...], tuple[Tool, ...]] | None = None
-        self.max_tool_calls = int(description.get("max_tool_calls") or 1)
+        self.max_tool_calls = _int(description.get("max_tool_calls") or 1, "max_tool_calls", 1)
         self.reply_without_call = (
             "action" if description.get("reply_without_call") == "action" else "stop"
         )
@@ -193,6 +210,7 @@ class RemoteTextEnv(TextEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
+        self._check_free()  # an async call of this env holds it: EnvBusy (core.TextEnv)
         super(TextEnv, self).reset(seed=seed)  # gym.Env: np_random, as a local env would have
         options = dict(options or {})
         max_turns, budget_mode = check_budget(
@@ -224,21 +242,22 @@ class RemoteTextEnv(TextEnv):
         return observation, info
 
     def step(self, action: Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self._check_free()
         self._require_live()
         action = action_text(action)
         payload = self._conn.request({"type": "step", "data": {p.ACTION_FIELD: action}})
         observation, info = self._unpack(payload)
         obs = _object(payload.get("observation"), "an observation")
         terminated, truncated = bool(obs.get("terminated")), bool(obs.get("truncated"))
-        self._turn = int(info.get("turn", self._turn + 1))
+        self._turn = _int(info.get("turn", self._turn + 1), "info's turn", 0)
         self._success = bool(info.get("success", False))
         self._done = terminated or truncated
         self._history.append({"role": "assistant", "content": action})
         self._history.append({"role": "user", "content": observation})
         self._last_observation = observation
         self._valid = (False, None)
-        reward = payload.get("reward")
-        return observation, float(reward or 0.0), terminated, truncated, info
+        reward = _number(payload.get("reward") or 0.0, "the reward")
+        return observation, reward, terminated, truncated, info
 
     def close(self) -> None:
         if not getattr(self, "_closed", False):
@@ -248,28 +267,35 @@ class RemoteTextEnv(TextEnv):
     # ------------------------------------------------------------------ the contract's hooks
     def task_ids(self) -> Sequence[str]:
         if self._task_ids is None:
-            self._task_ids = [str(t) for t in self._conn.tool("task_ids")]
+            ids = _list(self._conn.tool("task_ids"), "task_ids")
+            self._task_ids = [_text(t, "a task id") for t in ids]
         return self._task_ids
 
     def system_prompt(self) -> str:
         if self._system_prompt is None:
-            self._system_prompt = str(self._conn.tool("system_prompt"))
+            self._system_prompt = _text(self._conn.tool("system_prompt"), "the system prompt")
         return self._system_prompt
 
     def tool_system_prompt(self) -> str:
         if self._tool_system_prompt is None:
-            self._tool_system_prompt = str(self._conn.tool("tool_system_prompt"))
+            prompt = self._conn.tool("tool_system_prompt")
+            self._tool_system_prompt = _text(prompt, "the tool system prompt")
         return self._tool_system_prompt
 
     def valid_actions(self) -> Sequence[str] | None:
         known, actions = self._valid
         if not known:
-            actions = self._conn.tool("valid_actions")
+            listed = self._conn.tool("valid_actions")
+            actions = (
+                None
+                if listed is None
+                else [_text(a, "a valid action") for a in _list(listed, "valid_actions")]
+            )
             self._valid = (True, actions)
         return None if actions is None else list(actions)
 
     def expert_action(self) -> str:
-        return str(self._conn.tool("expert_action"))
+        return _text(self._conn.tool("expert_action"), "the expert action")
 
     def tools(self) -> Sequence[Tool]:
         """The served env's tools now: asked once per reset, or once per turn for an env whose
@@ -279,22 +305,12 @@ class RemoteTextEnv(TextEnv):
             key += (self._turn, self._prefix_turns)
         if self._tools is None or self._tools[0] != key:
             data = self._conn.request({"type": "step", "data": {"type": "list_tools"}})
-            listed = (data.get("observation") or {}).get("tools") or []
-            tools = tuple(
-                tool_from_openai(
-                    {
-                        "name": t["name"],
-                        "description": t.get("description"),
-                        "parameters": t.get("input_schema"),
-                    }
-                )
-                for t in listed
-            )
-            self._tools = (key, tools)
+            listing = _object(data.get("observation"), "the tools listing").get("tools") or []
+            self._tools = (key, tuple(_tool(t) for t in _list(listing, "the tools")))
         return self._tools[1]
 
     def score_action(self, action: str) -> float:
-        return float(self._conn.tool("score_action", action=action))
+        return _number(self._conn.tool("score_action", action=action), "a score")
 
     def error_action(self, rng: np.random.Generator) -> str:
         return self._draw("error_action", rng)
@@ -304,22 +320,23 @@ class RemoteTextEnv(TextEnv):
 
     def play_prefix(self, action: Action) -> StepOutcome:
         action = action_text(action)
-        result = self._conn.tool("play_prefix", action=action)
-        observation = str(result["observation"])
+        result = _object(self._conn.tool("play_prefix", action=action), "play_prefix's result")
+        observation = _text(result.get("observation"), "play_prefix's observation")
         self._prefix_turns += 1
         self._success = bool(result.get("success", False))
         self._history.append({"role": "assistant", "content": action})
         self._history.append({"role": "user", "content": observation})
         self._last_observation = observation
-        self._last_info = dict(result.get("info") or {})
+        self._last_info = _info(result.get("info"))
         self._valid = (False, None)
+        parse_error = result.get("parse_error")
         return StepOutcome(
             observation=observation,
-            reward=float(result.get("reward", 0.0)),
+            reward=_number(result.get("reward", 0.0), "play_prefix's reward"),
             terminated=False,
             success=self._success,
-            step_score=float(result.get("step_score", 0.0)),
-            parse_error=result.get("parse_error"),
+            step_score=_number(result.get("step_score", 0.0), "play_prefix's step score"),
+            parse_error=None if parse_error is None else _text(parse_error, "a parse error"),
         )
 
     def current_info(self) -> dict[str, Any]:
@@ -327,12 +344,15 @@ class RemoteTextEnv(TextEnv):
 
     def get_state(self) -> dict[str, Any]:
         """A snapshot *id* on the server (valid in this session), with the local counters."""
-        snapshot = self._conn.tool("snapshot")
-        return {"snapshot_id": snapshot["snapshot_id"], **super().get_state()}
+        snapshot = _object(self._conn.tool("snapshot"), "a snapshot")
+        snapshot_id = _text(snapshot.get("snapshot_id"), "a snapshot id")
+        return {"snapshot_id": snapshot_id, **super().get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        current = self._conn.tool("restore", snapshot_id=state["snapshot_id"])
-        self._last_info = dict(current.get("info") or {})
+        current = _object(
+            self._conn.tool("restore", snapshot_id=state["snapshot_id"]), "restore's result"
+        )
+        self._last_info = _info(current.get("info"))
         self._restore_base(state)  # the counters, history and RNG live on this side
         self._valid = (False, None)
 
@@ -342,18 +362,31 @@ class RemoteTextEnv(TextEnv):
     # ------------------------------------------------------------------ internals
     def _draw(self, tool: str, rng: np.random.Generator) -> str:
         state = rng.bit_generator.state
-        result = self._conn.tool(tool, rng_state=state)
-        rng.bit_generator.state = result["rng_state"]
-        return str(result["action"])
+        result = _object(self._conn.tool(tool, rng_state=state), f"{tool}'s result")
+        action = _text(result.get("action"), f"{tool}'s action")
+        drawn: Any = result.get("rng_state")
+        try:
+            rng.bit_generator.state = drawn
+        except Exception as exc:  # numpy refuses it: the generator is left as it was
+            rng.bit_generator.state = state
+            raise RemoteEnvError(
+                p.SESSION_ERROR, f"malformed reply: {tool}'s rng_state ({type(exc).__name__})"
+            ) from None
+        return action
 
     def _unpack(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         obs = _object(payload.get("observation"), "an observation")
         text = obs.get("text")
         if not isinstance(text, str):
             raise RemoteEnvError(p.SESSION_ERROR, "the reply has no observation text")
-        info = _object(payload.get("metadata") or obs.get("metadata"), "the metadata")
+        info = _info(payload.get("metadata") or obs.get("metadata"))
         self._last_info = info
         return text, info
+
+
+def _malformed(what: str, value: Any, wanted: str) -> RemoteEnvError:
+    got = "null" if value is None else type(value).__name__
+    return RemoteEnvError(p.SESSION_ERROR, f"malformed reply: {what} is {got}, not {wanted}")
 
 
 def _object(value: Any, what: str) -> dict[str, Any]:
@@ -363,6 +396,84 @@ def _object(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply: {what} is not an object")
     return dict(value)
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _malformed(what, value, "an array")
+    return value
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise _malformed(what, value, "a string")
+    return value
+
+
+def _int(value: Any, what: str, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value < 1 << 31:
+        raise _malformed(what, value, f"an integer >= {least}")
+    return value
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _malformed(what, value, "a number")
+    number = float(value)
+    if not math.isfinite(number):
+        raise _malformed(what, value, "a finite number")
+    return number
+
+
+INFO_TYPES: dict[str, tuple[type, ...]] = {
+    "task_id": (str, type(None)),
+    "turn": (int,),
+    "turns_left": (int, type(None)),
+    "max_turns": (int, type(None)),
+    "budget_mode": (str,),
+    "success": (bool,),
+    "step_score": (int, float, type(None)),
+    "parse_error": (bool,),
+    "error_message": (str, type(None)),
+    "prefix_turns": (int,),
+    "state_key": (str,),
+    "truncation_reason": (str, type(None)),
+}
+"""The types of the contract's ``info`` keys (``TextEnv._info``): what the harness, the
+wrappers and the rewards read from a served env's ``info`` is checked to be what a local env
+gives, so a broken server is a :class:`RemoteEnvError`, never a ``TypeError`` deep in a run."""
+
+
+def _info(value: Any) -> dict[str, Any]:
+    info = _object(value, "the metadata")
+    for key, types in INFO_TYPES.items():
+        if key in info:
+            item = info[key]
+            if not isinstance(item, types) or (isinstance(item, bool) and bool not in types):
+                raise _malformed(f"info's {key}", item, " or ".join(t.__name__ for t in types))
+            if isinstance(item, float) and not math.isfinite(item):
+                raise _malformed(f"info's {key}", item, "a finite number")
+    return info
+
+
+def _tool(entry: Any) -> Tool:
+    """One tool of the served env's listing (MCP's ``name``, ``description``,
+    ``input_schema``)."""
+    tool = _object(entry, "a listed tool")
+    schema = tool.get("input_schema")
+    description = tool.get("description")
+    try:
+        return tool_from_openai(
+            {
+                "name": _text(tool.get("name"), "a tool's name"),
+                "description": None
+                if description is None
+                else _text(description, "a tool's description"),
+                "parameters": None if schema is None else _object(schema, "a tool's input_schema"),
+            }
+        )
+    except ValueError as exc:  # a name or schema Tool refuses
+        raise RemoteEnvError(p.SESSION_ERROR, f"malformed reply: {exc}"[:500]) from None
 
 
 class RemoteTextEnvOwnRandom(RemoteTextEnv):
@@ -392,6 +503,8 @@ def open_remote_env(
     connection = _Connection(base_url, token, timeout_s)
     try:
         description = connection.tool("describe")
+        if not isinstance(description, dict):
+            raise _malformed("describe's answer", description, "an object")
         served = description.get("env_id")
         if expect_env_id is not None and served != expect_env_id:
             raise ValueError(f"{base_url} serves {served!r}, not {expect_env_id!r}")

@@ -41,6 +41,7 @@ from typing import Any, Literal, NamedTuple, Protocol, cast
 
 import gymnasium as gym
 
+from multiturn_envs.episode import make_env
 from multiturn_envs.server import protocol as p
 from multiturn_envs.server.frames import (
     CHECKPOINT,
@@ -48,6 +49,8 @@ from multiturn_envs.server.frames import (
     ERROR,
     HEADER,
     OK,
+    READ_ERROR,
+    READ_OK,
     FrameReader,
     frame,
     send_frame,
@@ -98,10 +101,9 @@ class FactoryFailed(Exception):
 
 
 def make_registered(env_id: str, env_kwargs: dict[str, Any]) -> gym.Env[str, str]:
-    """``gym.make(env_id, **env_kwargs)``: the default factory (picklable, for the workers)."""
-    import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-
-    return gym.make(env_id, disable_env_checker=True, **env_kwargs)
+    """``gym.make(env_id, **env_kwargs)`` without the checker (:func:`~multiturn_envs.episode.
+    make_env`): the default factory (picklable, for the workers)."""
+    return make_env(env_id, env_kwargs)
 
 
 # ------------------------------------------------------------------------------ one request
@@ -116,11 +118,26 @@ def handle(
     """Run one request on ``session``: the tagged reply (tag byte + body).
 
     ``seq``: the request's number, which keys the ids it draws (default: the next one).
-    ``checkpoints``: tag a reset that leaves the session at a start point (a seeded reset,
-    no snapshot kept) :data:`~.frames.CHECKPOINT` instead of :data:`~.frames.OK`.
+    ``checkpoints`` (the pool's workers, which replay logs): tag a reset that leaves the session
+    at a start point (a seeded reset, no snapshot kept) :data:`~.frames.CHECKPOINT` instead of
+    :data:`~.frames.OK`, and the reply to a request that changed nothing
+    (:attr:`EnvSession.changed`) :data:`~.frames.READ_OK` / :data:`~.frames.READ_ERROR`.
     """
     session.seq = session.seq + 1 if seq is None else seq
     session.start_point = False
+    session.changed = False
+    reply = _run(session, op, args, max_reply_bytes)
+    if not checkpoints:
+        return reply
+    tag = reply[:1]
+    if tag == OK and session.start_point and not session.snapshots and op == "reset":
+        return CHECKPOINT + reply[1:]
+    if not session.changed and tag in (OK, ERROR):
+        return (READ_OK if tag == OK else READ_ERROR) + reply[1:]
+    return reply
+
+
+def _run(session: EnvSession, op: str, args: list[Any], max_reply_bytes: int) -> bytes:
     try:
         if op == "reset":
             result: Any = session.reset(args[0])
@@ -161,8 +178,6 @@ def handle(
         if op in ("reset", "step"):  # the env moved on; the client cannot follow it
             return CRASH + message.encode()
         return ERROR + _error_body(p.TOO_LARGE, message)
-    if checkpoints and op == "reset" and session.start_point and not session.snapshots:
-        return CHECKPOINT + body
     return OK + body
 
 
@@ -216,7 +231,7 @@ def worker_main(
     sock: socket.socket,
     make_env: Callable[[], gym.Env[str, str]],
     env_id: str,
-    limits: p.Limits,
+    limits: p.ServerLimits,
 ) -> None:
     """The worker process: build the env, then answer requests until ``close`` or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
@@ -514,7 +529,7 @@ class ProcessRunner:
         self,
         make_env: Callable[[], gym.Env[str, str]],
         env_id: str,
-        limits: p.Limits,
+        limits: p.ServerLimits,
         process_lock: threading.Lock,
     ) -> None:
         import multiprocessing
@@ -648,7 +663,7 @@ class ThreadRunner:
     """
 
     def __init__(
-        self, make_env: Callable[[], gym.Env[str, str]], env_id: str, limits: p.Limits
+        self, make_env: Callable[[], gym.Env[str, str]], env_id: str, limits: p.ServerLimits
     ) -> None:
         self.make_env = make_env
         self.env_id = env_id

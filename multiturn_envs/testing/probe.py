@@ -22,6 +22,9 @@ action (``guess N``). Commands:
 ``close_log``: a file to which every ``close()`` appends one line (``pid``), so that a test
 in another process sees which envs were closed. Importing this module registers
 ``MTTest/Probe-v0``; a server serves it as ``multiturn_envs.testing.probe:MTTest/Probe-v0``.
+:class:`BlockingProbeEnv` (``MTTest/BlockingProbe-v0``) is the same env declaring
+``blocking_io``, so the async API steps it in a worker thread as it does DeepCoder and
+Terminal (``sleep S``: a step that waits, as a container run does).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from multiturn_envs.core import StepOutcome
 from multiturn_envs.testing import GuessEnv
 
 PROBE_ID = "MTTest/Probe-v0"
+BLOCKING_PROBE_ID = "MTTest/BlockingProbe-v0"
 
 
 class ProbeEnv(GuessEnv):
@@ -88,10 +92,21 @@ class ProbeEnv(GuessEnv):
                 log.write(f"{os.getpid()}\n")
 
 
+class BlockingProbeEnv(ProbeEnv):
+    """:class:`ProbeEnv` whose steps count as waiting on I/O: ``areset``/``astep`` run them in a
+    worker thread (what serialising async calls must hold for a real sandboxed env)."""
+
+    blocking_io = True
+
+
 def register_probe() -> None:
-    """Register ``MTTest/Probe-v0`` (idempotent)."""
+    """Register ``MTTest/Probe-v0`` and ``MTTest/BlockingProbe-v0`` (idempotent)."""
     if PROBE_ID not in gym.registry:
         gym.register(PROBE_ID, entry_point=f"{__name__}:ProbeEnv", max_episode_steps=None)
+    if BLOCKING_PROBE_ID not in gym.registry:
+        gym.register(
+            BLOCKING_PROBE_ID, entry_point=f"{__name__}:BlockingProbeEnv", max_episode_steps=None
+        )
 
 
 register_probe()

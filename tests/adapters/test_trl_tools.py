@@ -67,6 +67,22 @@ def test_a_typed_call_is_a_turn_and_a_malformed_one_too() -> None:
     assert isinstance(generic, TRLEnvironment) and "act" in _public(type(generic))
 
 
+def test_a_typed_call_of_any_depth_is_one_turn() -> None:
+    """Bound: arguments nested 5,000 deep (TRL hands the model's decoded JSON to the typed
+    method) and a non-text ``act`` action of the same depth answer with the env's "nested too
+    deeply" observation: one turn each, no RecursionError."""
+    deep: Any = "Up"
+    for _ in range(5_000):
+        deep = {"a": deep}
+    env: Any = environment_factory("MT/FrozenLake-v0", max_turns=3, is_slippery=False)()
+    env.reset(task_id="4x4", seed=0)
+    assert "nested too deeply" in env.move(direction=deep)
+    generic: Any = environment_factory("MT/FrozenLake-v0", max_turns=3, tools="act")()
+    generic.reset(task_id="4x4", seed=0)
+    generic.act(deep)  # not text: its JSON, cut at the reader's depth; the env answers it
+    assert env.turns == 1 and generic.turns == 1
+
+
 def test_rows_carry_the_tool_system_prompt_the_harness_reads() -> None:
     import gymnasium as gym
 

@@ -11,6 +11,7 @@ step score.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -24,6 +25,8 @@ import pytest
 
 import multiturn_envs  # noqa: F401
 from multiturn_envs.testing import require
+
+pytestmark = pytest.mark.timeout(1800)  # trains, or runs whole evaluations: long
 
 SHIM = (
     "from multiturn_envs.adapters.verifiers import MTEnv, MTTaskset\n\n"
@@ -95,7 +98,13 @@ def test_vf_eval_runs_an_mt_env_against_a_real_openai_server(
         assert trace["rewards"]["success"]["weight"] == 1.0
         assert trace["rewards"]["step_score"]["weight"] == 0.1
         assert 1 <= episode["turns"] <= max_turns
-        replies = [m["content"] for m in trace_messages(trace) if m["role"] == "assistant"]
+        # what the adapter acted on (verifiers' ``last_reply``): a reply that vLLM's tool parser
+        # read as a call has no ``content`` in the serialised trace, and is the empty action
+        replies = [
+            (m.get("content") or "").strip()
+            for m in trace_messages(trace)
+            if m["role"] == "assistant"
+        ]
         assert len(replies) == episode["turns"]
         infos = replay(env_id, episode["task_id"], episode["seed"], max_turns, replies)
         assert [i["step_score"] for i in infos] == episode["step_scores"]
@@ -142,3 +151,38 @@ def test_vf_eval_with_the_env_tools_and_a_registered_reward(
 def trace_messages(trace: dict[str, Any]) -> list[dict[str, Any]]:
     """The conversation of a serialised verifiers trace, in order (its message nodes)."""
     return [node["message"] for node in trace["nodes"]]
+
+
+def test_tool_calls_of_any_shape_in_a_trace_message_are_one_turn() -> None:
+    """Bound: whatever a harness puts in an assistant message's ``tool_calls`` (a string, a
+    list, an object whose ``model_dump`` fails, arguments 2,000 deep, a ``tool_calls`` that is
+    not a list) is read into an action the env refuses with its observation: one turn, never
+    an AttributeError or a RecursionError in the adapter."""
+    from types import SimpleNamespace
+
+    require(importlib.util.find_spec("verifiers") is not None, "the package 'verifiers'")
+    from multiturn_envs.adapters.verifiers import _action_of
+
+    class Broken:
+        def model_dump(self) -> Any:
+            raise ValueError("cannot dump")
+
+    deep: Any = "Up"
+    for _ in range(2_000):
+        deep = {"a": deep}
+    shapes: list[Any] = [
+        ["move"],
+        [["move"]],
+        [Broken()],
+        [{"function": {"name": "move", "arguments": deep}}],
+        {"function": {"name": "move", "arguments": "{}"}},
+        "move",
+    ]
+    env = gym.make("MT/FrozenLake-v0", max_turns=len(shapes) + 1, is_slippery=False).unwrapped
+    env.reset(seed=0, options={"task_id": "4x4"})
+    for turn, entries in enumerate(shapes, 1):
+        message = SimpleNamespace(role="assistant", tool_calls=entries)
+        action, calls = _action_of(SimpleNamespace(last_reply="", messages=[message]), True)
+        observation, _, _, _, info = env.step(action)
+        assert info["parse_error"] and "Tool call error" in observation, (entries, observation)
+        assert env.turn == turn and calls is not None

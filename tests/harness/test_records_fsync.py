@@ -30,14 +30,21 @@ def test_flushing_on_every_write_keeps_every_record_and_no_thread(tmp_path: Path
 
 
 def test_a_failed_background_flush_is_raised_not_swallowed(tmp_path: Path) -> None:
-    # A FIFO is a real file whose fsync fails (EINVAL), as a dying disk's does (EIO): the
-    # background flush fails for real, and the next write must say so.
+    # A FIFO is a real file whose fsync fails (EINVAL), as a dying disk's does (EIO). The
+    # writer refuses to open a FIFO (records go to regular files), so the disk "dies" after
+    # the open: the writer's descriptor is replaced by one of a FIFO, and the background flush
+    # fails for real; the next write must say so.
     path = tmp_path / "r.jsonl"
-    os.mkfifo(path)
-    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # lets the writer open the FIFO
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # lets a writer open the FIFO
     try:
         writer = RecordWriter(path, make_header({"what": "eio"}), fsync_interval_s=0.0)
         writer.open()
+        dying = os.open(fifo, os.O_WRONLY)
+        assert writer._fd is not None
+        os.dup2(dying, writer._fd)
+        os.close(dying)
         writer.write(trajectory(0))  # starts a background flush, which fails
         deadline = time.monotonic() + 10
         with pytest.raises(OSError, match="Invalid argument"):
@@ -47,8 +54,8 @@ def test_a_failed_background_flush_is_raised_not_swallowed(tmp_path: Path) -> No
         with pytest.raises(OSError, match="Invalid argument"):
             writer.close()  # the flush at close fails too, and says so
         written = os.read(reader, 1 << 16)
-        assert written.startswith(dumps_line(writer.header))  # what was written got through
-        assert b'"sample":0' in written
+        assert path.read_bytes() == dumps_line(writer.header)  # flushed before the failure
+        assert b'"sample":0' in written  # what was written got through
         writer.close()  # the descriptor was released by the failed close: nothing left to do
     finally:
         os.close(reader)

@@ -12,7 +12,7 @@ from llm_support import request
 from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import Reply
 from multiturn_envs.policies.conversation import DEFAULT_SYSTEM_PROMPT
-from multiturn_envs.policies.prompting import ChatPrompter, Completion
+from multiturn_envs.policies.prompting import ChatPrompter, Completion, _EncodeCache
 from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
 from multiturn_envs.policies.token_sequences import ScoringSequence, trajectory_sequences
 
@@ -147,6 +147,55 @@ def test_each_prompt_extends_the_previous_prompt_and_completion(
     text = tok.decode(seq.token_ids)
     assert text.count("<|im_start|>user") == len(completions)
     assert text.count("<|im_end|><|im_end|>") == 0
+
+
+@settings(max_examples=25)
+@given(
+    st.lists(
+        st.tuples(st.lists(st.integers(3, 511), max_size=8), st.booleans()), min_size=1, max_size=4
+    )
+)
+def test_a_warm_prompter_builds_the_prompts_a_fresh_one_does(
+    tiny_lm: tuple[Any, Any],
+    turns: list[tuple[list[int], bool]],
+) -> None:
+    """The encode cache and the kept prompt text (a turn renders twice, not thrice) change
+    nothing: an episode replayed on a prompter that has seen it gets the same ids as on a
+    fresh one, and each prompt's kept text is the template's rendering."""
+    _, tok = tiny_lm
+    completions = [ids + ([tok.eos_token_id] if eos else []) for ids, eos in turns]
+    warm = ChatPrompter(tok)
+    _play(warm, completions, eid="first")
+    again = _play(warm, completions, eid="second")
+    fresh = _play(ChatPrompter(tok), completions)
+    assert [r.meta for r in again] == [r.meta for r in fresh]
+    msgs = [{"role": "user", "content": "You are at the start."}]
+    prompt = warm.prompt(request(msgs, episode_id="third"))
+    assert prompt.text == warm.render(prompt.conversation, True)
+
+
+@settings(max_examples=50)
+@given(st.lists(st.text(max_size=12), max_size=40), st.integers(1, 40))
+def test_the_encode_cache_is_exact_and_bounded(texts: list[str], max_ids: int) -> None:
+    cache = _EncodeCache(max_ids=max_ids)
+    calls: list[str] = []
+
+    def encode(text: str) -> list[int]:  # one id per character: the bound is easy to see
+        calls.append(text)
+        return [ord(c) for c in text]
+
+    for text in texts:
+        ids = cache.get(text, encode)
+        assert ids == [ord(c) for c in text]
+        ids.append(-1)  # the caller owns what it got: the cache keeps its own copy
+        assert cache.get(text, encode) == [ord(c) for c in text]
+        assert 0 <= cache._held <= max_ids
+        assert cache._held == sum(len(v) for v in cache._ids.values())
+    short = [t for t in texts if len(t) <= max_ids // 4]
+    if short and max_ids >= 4:  # the last short text is still held: a hit encodes nothing
+        before = len(calls)
+        cache.get(short[-1], encode)
+        assert len(calls) == before
 
 
 def test_canonical_completions_render_like_the_template(tiny_lm: tuple[Any, Any]) -> None:

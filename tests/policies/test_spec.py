@@ -28,6 +28,8 @@ def test_every_engine_builds_a_policy_and_a_scorer_from_one_key_table() -> None:
         assert callable(engine.build_policy) and callable(engine.build_scorer)
     spec = parse_llm_spec("vllm:m,max_num_seqs=4,enforce_eager=true,name=x")
     assert (spec.engine, spec.model, spec.name) == ("vllm", "m", "x")
+    sized = parse_llm_spec("vllm:m,kv_cache_memory_bytes=1073741824")
+    assert sized.number("kv_cache_memory_bytes", int, None) == 2**30
     assert parse_llm_spec("openai:http://h,model=m,dtype=bfloat16").get("dtype") == "bfloat16"
 
 
@@ -40,6 +42,7 @@ def test_every_engine_builds_a_policy_and_a_scorer_from_one_key_table() -> None:
         ("hf:m,beams=4", "unknown option 'beams' for hf"),
         ("openai:http://h", "needs model="),
         ("vllm:m,enforce_eager=maybe", "true or false"),
+        ("vllm:m,kv_cache_memory_bytes=lots", "must be a int"),
         ("hf:m,max_tokens=many", "must be a int"),
         ("hf:m,tools=yes", "true or false"),
         ("openai:http://h,model=m,tool_choice=always", "tool_choice must be"),

@@ -5,7 +5,6 @@ TRL's Qwen2.5 template, SmolLM2's) prompted with the tools."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 from typing import Any
 
 import gymnasium as gym
@@ -22,7 +21,7 @@ from multiturn_envs.policies.tool_layout import (
     tool_conversation,
 )
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 from multiturn_envs.tools import Tool, ToolCall
 
 MOVE = Tool(
@@ -83,6 +82,26 @@ def test_parse_hermes(completion: str, action: str, n_calls: int | None) -> None
     assert (None if calls is None else len(calls)) == n_calls
 
 
+@pytest.mark.parametrize("depth", [33, 990, 10_000])
+def test_a_text_reply_with_a_call_nested_any_depth_is_one_turn(depth: int) -> None:
+    """Bound: the reader of model text (vLLM, transformers, SkyRL, verl's fallback) keeps a
+    call nested past 32 levels verbatim, with no RecursionError, and the env refuses it with
+    its "nested too deeply" observation: one turn."""
+    import gymnasium as gym
+
+    nested = '{"a": ' * depth + '"Left"' + "}" * depth
+    completion = (
+        f'<tool_call>{{"name": "move", "arguments": {{"direction": {nested}}}}}</tool_call>'
+    )
+    action, calls = parse_hermes(f"I go.\n{completion}")
+    assert action == completion and calls == []
+    env = gym.make("MT/FrozenLake-v0", max_turns=3).unwrapped
+    env.reset(seed=0, options={"task_id": "4x4"})
+    observation, _, _, _, info = env.step(action)
+    assert info["parse_error"] and env.turn == 1
+    assert "nested too deeply" in observation or "characters" in observation
+
+
 def test_the_one_rule_for_replies_without_a_call() -> None:
     assert not replies_stop(None, "Done.", "stop")  # a text-mode reply is always an action
     assert replies_stop([], "Done.", "stop")  # tool mode, no call: the episode ends
@@ -101,7 +120,7 @@ def _tiny_pair(tiny_lm: tuple[Any, Any]) -> tuple[Any, Any]:
 
 
 def test_templates_are_detected(tiny_lm: tuple[Any, Any]) -> None:
-    require(importlib.util.find_spec("trl") is not None, "the Python package 'trl'")
+    require_packages("trl")
     chatml, qwen = _tiny_pair(tiny_lm)
     assert not renders_tools_natively(chatml)
     assert renders_tools_natively(qwen)
@@ -111,7 +130,7 @@ def test_templates_are_detected(tiny_lm: tuple[Any, Any]) -> None:
 def test_tool_episode_keeps_ids_and_reads_calls(tiny_lm: tuple[Any, Any], template: str) -> None:
     """A FrozenLake episode through the prompter with tools: each prompt extends the last prompt
     plus the generated ids, the tools are in the prompt, and the completions' calls are read."""
-    require(importlib.util.find_spec("trl") is not None, "the Python package 'trl'")
+    require_packages("trl")
     chatml, qwen = _tiny_pair(tiny_lm)
     tokenizer = chatml if template == "chatml" else qwen
     prompter = ChatPrompter(tokenizer, tools=True)

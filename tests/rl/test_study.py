@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
+
+pytestmark = pytest.mark.timeout(1800)  # trains, or runs whole evaluations: long
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -24,8 +26,7 @@ STUDY = Path(__file__).resolve().parents[2] / "examples" / "study"
 
 
 def study_module() -> Any:
-    for name in ("trl", "torch", "transformers", "datasets", "matplotlib"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets", "matplotlib")
     spec = importlib.util.spec_from_file_location("study_example", STUDY / "study.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -230,3 +231,29 @@ def test_the_config_names_its_pre_registered_arm_and_a_run_chooses_its_arms() ->
     pooled = study.pooling_config({**default, "seed": 3})
     assert pooled == study.pooling_config({**default, "base": {**default["base"], "threads": 2}})
     assert pooled != study.pooling_config(study.choose_arms(config, "all"))
+
+
+def test_the_study_config_is_read_within_bounds(tmp_path: Path) -> None:
+    """The study's config is a file anyone may hand it (issue 29): types and ranges checked,
+    the field named, before any work."""
+    from multiturn_envs.errors import UntrustedInputError
+
+    study = study_module()
+    assert study.read_config(STUDY / "config.json") == json.loads(
+        (STUDY / "config.json").read_text()
+    )
+    good = json.loads((STUDY / "config.json").read_text())
+    for field, value, match in [
+        ("t_max", "6", "t_max must be a whole number"),
+        ("map_p", float("nan"), "map_p must be a number"),
+        ("n_boot", 10**12, "n_boot must be a whole number"),
+        ("arms", [], "arms must be a table"),
+        ("eval", {"samples": -1}, "eval.samples must be a whole number"),
+    ]:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**good, field: value}))
+        with pytest.raises(UntrustedInputError, match=match):
+            study.read_config(path)
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(UntrustedInputError, match="nested"):
+        study.read_config(tmp_path / "deep.json")

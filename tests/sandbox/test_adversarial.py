@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
+from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase, TestKind
 from multiturn_envs.sandbox.jobs import RUNNER_PATH
 from multiturn_envs.testing import require
 
 ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
 ADD_TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(3)]
 FOUR_TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(4)]
-FAST = Limits(timeout_s=1.0)
+FAST = RunLimits(timeout_s=1.0)
 # the runner's clock overshoots a limit by its poll interval and the kill: generous slack
 SLACK_S = 1.0
 
@@ -35,7 +35,7 @@ def _cost(result: RunResult) -> tuple[int, int, float]:
     return len(ran), result.n_not_run, sum(r.time_s for r in ran)
 
 
-def _costs_one_limit(result: RunResult, limits: Limits) -> None:
+def _costs_one_limit(result: RunResult, limits: RunLimits) -> None:
     """The first test hit its limit; the others were not run, and say why."""
     ran, not_run, seconds = _cost(result)
     assert (ran, not_run) == (1, len(result.results) - 1), [r.error for r in result.results]
@@ -88,7 +88,7 @@ def test_fork_bomb(sandbox: Sandbox) -> None:
 
 def test_memory_hog(sandbox: Sandbox) -> None:
     program = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))\n"
-    limits = Limits(timeout_s=5.0, memory_mb=128)
+    limits = RunLimits(timeout_s=5.0, memory_mb=128)
     result = sandbox.run(program, ADD_TESTS[:2], limits)
     assert all(r.memory_killed and not r.passed for r in result.results), result
     assert "memory" in (result.results[0].error or "")
@@ -108,7 +108,7 @@ def test_infinite_loop_and_sleep_past_timeout(sandbox: Sandbox) -> None:
 
 def test_after_timeout_continue_runs_every_test_at_its_limit(sandbox: Sandbox) -> None:
     """The behaviour before deadlines: one limit per test."""
-    limits = Limits(timeout_s=0.5, after_timeout="continue")
+    limits = RunLimits(timeout_s=0.5, after_timeout="continue")
     result = sandbox.run("import time\ntime.sleep(60)\n", FOUR_TESTS, limits)
     ran, not_run, seconds = _cost(result)
     assert (ran, not_run) == (4, 0)
@@ -120,7 +120,7 @@ def test_deadline_caps_a_program_slow_on_every_test(sandbox: Sandbox) -> None:
     """Under its limit on every test, so only the submission's deadline stops it."""
     program = "import time\ntime.sleep(0.4)\na, b = map(int, input().split())\nprint(a + b)\n"
     tests = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(8)]
-    limits = Limits(timeout_s=1.0, deadline_s=1.0)
+    limits = RunLimits(timeout_s=1.0, deadline_s=1.0)
     result = sandbox.run(program, tests, limits)
     ran, not_run, seconds = _cost(result)
     # 0.4 s a test: two pass, the third is cut at the deadline, the rest are not run
@@ -130,7 +130,7 @@ def test_deadline_caps_a_program_slow_on_every_test(sandbox: Sandbox) -> None:
     assert all("deadline" in (r.error or "") for r in result.results[result.n_passed :])
     assert all(r.not_run for r in result.results[3:])
     # without the cap every test runs and passes
-    assert sandbox.run(program, tests, Limits(timeout_s=1.0)).all_passed
+    assert sandbox.run(program, tests, RunLimits(timeout_s=1.0)).all_passed
 
 
 def test_network_is_unreachable(sandbox: Sandbox, request: pytest.FixtureRequest) -> None:
@@ -186,17 +186,53 @@ def test_host_environment_is_invisible(sandbox: Sandbox, monkeypatch: pytest.Mon
 
 def test_output_flood(sandbox: Sandbox) -> None:
     program = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
-    result = sandbox.run(program, ADD_TESTS[:2], Limits(timeout_s=5.0))
+    result = sandbox.run(program, ADD_TESTS[:2], RunLimits(timeout_s=5.0))
     for r in result.results:
         assert not r.passed and r.error == "output limit exceeded"
         assert len(r.actual) < 70_000
         assert r.time_s < 4
     assert _cost(result)[:2] == (2, 0)  # killed at the cap, well before the time limit
-    # stderr is drained and dropped past its cap, so the flood runs into the time limit
-    program = "import sys\nwhile True:\n    sys.stderr.write('y' * 65536)\n"
-    result = sandbox.run(program, FOUR_TESTS, FAST)
-    assert len(result.results[0].stderr) < 70_000
-    _costs_one_limit(result, FAST)
+    _still_works(sandbox)
+
+
+# 65,536 writes of 64 KiB: 4 GiB per test if nothing stops it
+STDERR_FLOOD = "import sys\nfor _ in range(65536):\n    sys.stderr.write('y' * 65536)\n"
+RESULT_FLOOD = (
+    "import os\ndef f(x):\n    for _ in range(65536):\n        os.write(3, b'[' * 65536)\n"
+    "    return x\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "kind", "stream"),
+    [(STDERR_FLOOD, "stdio", "stderr"), (RESULT_FLOOD, "functional", "the result channel")],
+)
+def test_output_flood_on_other_streams_costs_what_stdout_costs(
+    sandbox: Sandbox, program: str, kind: TestKind, stream: str
+) -> None:
+    """Bound: every stream of a test (stdout, stderr, the functional result channel) has the
+    output cap; past it the test is stopped at once, so 4 GiB written to stderr by each of ten
+    tests costs what a stdout flood costs (before, the runner drained all 40 GiB), not a run of
+    every test to its end."""
+    tests = [TestCase(kind, "[1]", "1", fn_name="f" if kind == "functional" else None)] * 10
+    result = sandbox.run(program, tests, RunLimits(timeout_s=5.0))
+    ran, not_run, _ = _cost(result)
+    assert (ran, not_run) == (10, 0)
+    for r in result.results:  # each stopped at the cap (the error says so), none drained
+        assert not r.passed and not r.timed_out
+        assert r.error == f"output limit exceeded ({stream})"
+        assert len(r.stderr) < 70_000
+    _still_works(sandbox)
+
+
+def test_a_result_nested_past_what_json_reads_is_a_runtime_error(sandbox: Sandbox) -> None:
+    """Bound: the functional result channel is parsed by the runner with its recursion caught:
+    a program that writes 60,000 opening brackets there itself gets "nothing readable", not a
+    runner error."""
+    program = "import os\ndef f(x):\n    os.write(3, b'[' * 60000)\n    return x\n"
+    result = sandbox.run(program, [TestCase("functional", "[1]", "1", fn_name="f")], FAST)
+    (r,) = result.results
+    assert not r.passed and r.error == "runtime error: the function returned nothing readable"
     _still_works(sandbox)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from multiturn_envs.sandbox.base import Limits, TestCase
+from multiturn_envs.sandbox.base import RunLimits, TestCase
 from multiturn_envs.sandbox.docker_pool import DockerSandbox
 from multiturn_envs.sandbox.engine import IMAGE
 from multiturn_envs.sandbox.image import default_sandbox
@@ -47,7 +47,9 @@ def test_containers_are_reused_and_recycled(docker_ready: None) -> None:
         assert ids[0] == ids[1]  # warm reuse
         first = sandbox.container_ids()
         # killing everything of the code's uid kills the runner: the container is replaced
-        sandbox.run("import os\nos.kill(-1, 9)", [TestCase("stdio", "", "")], Limits(timeout_s=1))
+        sandbox.run(
+            "import os\nos.kill(-1, 9)", [TestCase("stdio", "", "")], RunLimits(timeout_s=1)
+        )
         assert sandbox.run("print(1)", [TestCase("stdio", "", "1")]).all_passed
         assert sandbox.container_ids() != first
 
@@ -171,7 +173,9 @@ def test_a_job_leaves_nothing_for_the_next(docker_ready: None) -> None:
         seen = sandbox.run(look, [TestCase("stdio", "", "")])
         assert seen.results[0].actual.strip() == "['program.py', 'scratch'] []"
         # the same secret-holding session runs the scan: its zygote is a fresh interpreter
-        scan = sandbox.run(MEMORY_SCAN, [TestCase("stdio", digest, "clean")], Limits(timeout_s=10))
+        scan = sandbox.run(
+            MEMORY_SCAN, [TestCase("stdio", digest, "clean")], RunLimits(timeout_s=10)
+        )
         assert scan.all_passed, (scan.results[0].actual, scan.results[0].stderr[-500:])
         assert sandbox._all[sandbox.container_ids()[0]].session is session  # one session
         # the scan does find a secret that is in its own memory (it can fail)
@@ -201,3 +205,27 @@ def test_a_session_that_died_while_idle_is_replaced_before_the_next_job(
         result = sandbox.run("print(2)", [TestCase("stdio", "", "2")])
         assert result.all_passed, (result.error, [r.error for r in result.results])
         assert sandbox.container_ids() != [cid]
+
+
+@pytest.mark.parametrize("stream", ["", ">&2"])
+def test_a_runner_that_floods_its_exec_stream_is_cut_at_its_bound(
+    docker_sandbox: DockerSandbox, stream: str
+) -> None:
+    """Bound: the host reads at most ``max_bytes`` of report and ``RUNNER_STDERR_CAP`` bytes of
+    a runner's stderr (``read_report`` says ``"flood"``), whichever stream a broken runner
+    floods, instead of draining it until the time guard (20 s here)."""
+    from multiturn_envs.sandbox.exec_session import STDERR_CAP, RunnerSession
+
+    container = docker_sandbox.hardened_container()
+    try:
+        session = RunnerSession(
+            docker_sandbox._client.api, container.id, ["sh", "-c", f"yes flood {stream}"]
+        )
+        start = time.monotonic()
+        out, err, ended = session.read_report(20.0, 100_000)
+        assert ended == "flood"
+        assert time.monotonic() - start < 10
+        assert len(out) <= 100_000 and len(err) <= STDERR_CAP
+        session.close()
+    finally:
+        container.remove(force=True)

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -191,6 +192,50 @@ def test_a_session_whose_replay_differs_or_whose_log_is_over_its_bound_is_closed
         message = reply["data"]["message"]
         assert "could not be restored" in message and why in message, message
     assert stats(pool1)["pool_restore_failures"] == before["pool_restore_failures"] + 2
+
+
+def test_read_only_requests_never_fill_the_replay_log(pool1: str) -> None:
+    """Bound: ``--max-replay-requests`` (20 here) counts only requests that change a session's
+    state. A session that asked for its tools (MCP ``tools/list`` over the WebSocket and over
+    HTTP, OpenEnv's ``list_tools`` step), ``describe``, its state and its messages 40 times
+    since its seeded reset, and a session refused 25 times (steps after its episode ended) are
+    moved, not closed, when a neighbour's step overruns its timeout, and go on exactly."""
+    reader, local = episode(pool1, 5)
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    describe = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "describe"}}
+    listing = {"type": "step", "data": {"type": "list_tools"}}
+    for _ in range(8):
+        assert reader.send({"type": "mcp", "data": rpc})["type"] == "mcp"
+        assert reader.send({"type": "mcp", "data": describe})["data"]["result"]["data"]
+        assert reader.send(listing)["type"] == "observation"
+        assert reader.send({"type": "state"})["type"] == "state"
+        assert tool(reader, "messages")
+    over = Client(pool1)
+    over.send({"type": "reset", "data": {"seed": 0, "task_id": "secret-2", "max_turns": 1}})
+    assert over.step("guess 2")["data"]["done"]
+    for _ in range(25):
+        assert code_of(over.step("guess 3")) == p.EPISODE_OVER
+    session = httpx.post(f"{pool1}/sessions", json={}, timeout=10).json()["session_id"]
+    assert httpx.post(f"{pool1}/sessions/{session}/reset", json={"seed": 0}, timeout=10).is_success
+    for _ in range(25):
+        params = {"session_id": session}
+        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": params}
+        assert "result" in httpx.post(f"{pool1}/mcp", json=body, timeout=10).json()
+        assert httpx.get(f"{pool1}/sessions/{session}/state", timeout=10).is_success
+    before = stats(pool1)
+    spinner = Client(pool1)
+    spinner.reset(5)
+    assert code_of(spinner.step("regex 40")) == p.TIMEOUT
+    both(reader, local, "guess 8")
+    assert code_of(over.step("guess 3")) == p.EPISODE_OVER
+    assert "observation" in over.send({"type": "reset", "data": {"seed": 1}})["type"]
+    step = {"action": {"text": "guess 4"}}
+    assert httpx.post(f"{pool1}/sessions/{session}/step", json=step, timeout=30).is_success
+    after = stats(pool1)
+    assert after["pool_restore_failures"] == before["pool_restore_failures"]
+    assert after["pool_sessions_moved"] >= before["pool_sessions_moved"] + 3
+    for c in (reader, over, spinner):
+        c.close()
 
 
 def test_a_slow_but_legal_neighbour_does_not_time_out_another_session(pool1: str) -> None:

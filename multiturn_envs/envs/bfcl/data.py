@@ -21,13 +21,19 @@ import hashlib
 import importlib.metadata
 import importlib.resources
 import json
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from multiturn_envs.envs.bfcl.backends import BACKENDS
+from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.untrusted import Folder, open_regular, parse_json
+
+MAX_DATA_BYTES = 4 << 30
+"""A local BFCL data folder, hashed for its version (streamed, never held)."""
 
 MULTI_TURN_CATEGORIES: tuple[str, ...] = (
     "multi_turn_base",
@@ -156,19 +162,31 @@ def load_entries(source: str, categories: Sequence[str]) -> list[Entry]:
 
 @lru_cache(maxsize=16)
 def _load_cached(root: str, version: str, categories: tuple[str, ...]) -> tuple[Entry, ...]:
-    """Parsed entries, cached per process: entries are frozen and never mutated by episodes."""
-    base = Path(root)
+    """Parsed entries, cached per process: entries are frozen and never mutated by episodes.
+
+    The data folder may be anyone's (``source`` a local directory): it is read through
+    :class:`~multiturn_envs.untrusted.Folder` (no link out of it, regular files only), each
+    line within :data:`MAX_LINE_BYTES` and 64 levels, and a row without the fields an entry
+    needs is a ``ValueError`` naming its file and line."""
+    files = Folder(root)
     entries: list[Entry] = []
     for category in categories:
-        question_file = base / f"BFCL_v4_{category}.json"
-        if not question_file.is_file():
+        question_file = f"BFCL_v4_{category}.json"
+        if not files.is_file(question_file):
             continue
         answers = {}
-        answer_file = base / "possible_answer" / f"BFCL_v4_{category}.json"
-        if answer_file.is_file():
-            answers = {row["id"]: row["ground_truth"] for row in read_jsonl(answer_file)}
-        for row in read_jsonl(question_file):
-            entries.append(_entry(row, category, answers, version))
+        answer_file = f"possible_answer/BFCL_v4_{category}.json"
+        if files.is_file(answer_file):
+            for where, row in _rows(files, answer_file):
+                try:
+                    answers[row["id"]] = row["ground_truth"]
+                except (KeyError, TypeError) as exc:
+                    raise UntrustedInputError(f"{where}: no {exc} field") from None
+        for where, row in _rows(files, question_file):
+            try:
+                entries.append(_entry(row, category, answers, version))
+            except (KeyError, TypeError) as exc:
+                raise UntrustedInputError(f"{where}: not a BFCL entry ({exc!r})") from None
     return tuple(entries)
 
 
@@ -196,21 +214,46 @@ def _entry(row: dict[str, Any], category: str, answers: dict[str, Any], version:
     )
 
 
+MAX_LINE_BYTES = 64 << 20
+"""The longest line of a BFCL data file (its long-context entries are a few MB)."""
+
+
+def _lines(handle: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, row)`` for each non-blank line of an open JSON Lines file, each line within
+    :data:`MAX_LINE_BYTES` and 64 levels of nesting, and a JSON object."""
+    number = 0
+    while raw := handle.readline(MAX_LINE_BYTES + 1):
+        number += 1
+        here = f"{where}: line {number}"
+        if len(raw) > MAX_LINE_BYTES:
+            raise UntrustedInputError(f"{here}: over {MAX_LINE_BYTES:,} bytes")
+        if not raw.strip():
+            continue
+        row = parse_json(raw, where=here)
+        if not isinstance(row, dict):
+            raise UntrustedInputError(f"{here}: not a JSON object")
+        yield here, row
+
+
+def _rows(files: Folder, rel: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    with files.open(rel) as handle:
+        yield from _lines(handle, files.name(rel))
+
+
 def read_jsonl(path: Path) -> Iterable[dict[str, Any]]:
-    """Rows of a BFCL ``.json`` file (JSON Lines, whatever the extension says)."""
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
+    """Rows of a BFCL ``.json`` file (JSON Lines, whatever the extension says), read within
+    bounds (see :func:`_lines`; a FIFO is refused without blocking)."""
+    with os.fdopen(open_regular(path), "rb") as handle:
+        for _, row in _lines(handle, str(path)):
+            yield row
 
 
 @lru_cache(maxsize=64)
 def _docs_cached(root: str, class_name: str) -> tuple[dict[str, Any], ...]:
-    doc_file = BACKENDS[class_name].doc_file
-    for base in (Path(root), bundled_data_dir()):
-        path = base / "multi_turn_func_doc" / doc_file
-        if path.is_file():
-            return tuple(read_jsonl(path))
+    doc_file = f"multi_turn_func_doc/{BACKENDS[class_name].doc_file}"
+    for base in (Folder(root), Folder(bundled_data_dir())):
+        if base.is_file(doc_file):
+            return tuple(row for _, row in _rows(base, doc_file))
     raise FileNotFoundError(f"no function docs for backend {class_name} ({doc_file})")
 
 
@@ -221,8 +264,15 @@ def function_docs(source: str, class_name: str) -> list[dict[str, Any]]:
 
 
 def _digest_dir(path: Path) -> str:
+    """A hash of the folder's ``*.json`` files (names and bytes), read through
+    :class:`~multiturn_envs.untrusted.Folder` (streamed, links resolved inside it only)."""
+    files = Folder(path)
     digest = hashlib.sha256()
-    for file in sorted(path.rglob("*.json")):
-        digest.update(str(file.relative_to(path)).encode())
-        digest.update(file.read_bytes())
+    for entry, stream in files.stream_tree(max_total_bytes=MAX_DATA_BYTES):
+        if not entry.path.endswith(".json") or entry.kind == "dir":
+            continue
+        digest.update(entry.path.encode())
+        with stream if stream is not None else files.open(entry.path) as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
     return digest.hexdigest()[:12]

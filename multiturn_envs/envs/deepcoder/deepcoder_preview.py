@@ -32,6 +32,12 @@ Arrow tables are memory-mapped; the task ids are row numbers, so listing them re
 and a problem's tests are decoded only when :meth:`DeepCoderPreviewSource.load` builds it for an
 episode. LiveCodeBench's compressed private tests (base64 + zlib + pickle of a JSON string) are
 decoded with an unpickler that refuses every class, so a hostile file cannot run code.
+
+A data file is someone else's: each local file must be a regular file (a FIFO would hang
+``datasets``), a compressed cell is inflated to at most :data:`MAX_CELL_BYTES`, and every JSON
+cell is measured before it is parsed (:data:`MAX_CELL_BYTES`, :data:`MAX_CELL_DEPTH` levels), so
+a hostile row is a ``ValueError`` naming it at the reset that loads it, never a
+``RecursionError`` or a decompression bomb.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import pickle
 import zlib
 from collections.abc import Mapping, Sequence
@@ -47,7 +54,29 @@ from pathlib import Path
 from typing import Any
 
 from multiturn_envs.envs.deepcoder.tasks import CodeTask, Style
+from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.safejson import JSONLimitError, check_bounds
 from multiturn_envs.sandbox.base import TestCase
+from multiturn_envs.untrusted import open_regular
+
+MAX_CELL_BYTES = 256 << 20
+"""The largest ``tests`` cell, once inflated (LiveCodeBench's largest are tens of MB)."""
+MAX_CELL_DEPTH = 64
+"""The deepest JSON nesting of a cell (a test's arguments nest a few levels)."""
+
+
+def _loads(text: str | bytes) -> Any:
+    """``json.loads`` of a cell once it is within :data:`MAX_CELL_BYTES` and
+    :data:`MAX_CELL_DEPTH` (an :class:`~multiturn_envs.errors.UntrustedInputError` otherwise);
+    text that is not JSON raises ``json.JSONDecodeError`` as ``json.loads`` does."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    try:
+        check_bounds(text, max_bytes=MAX_CELL_BYTES, max_depth=MAX_CELL_DEPTH)
+    except JSONLimitError as exc:
+        raise UntrustedInputError(f"a cell of the data file is refused: {exc}") from None
+    return json.loads(text)
+
 
 HUB_NAME = "agentica-org/DeepCoder-Preview-Dataset"
 # LiveCodeBench's graders prepend imports (typing names for ``List[int]`` stubs, collections,
@@ -80,15 +109,22 @@ def decode_tests_column(value: Any) -> Any:
         return value
     text = value.decode("utf-8") if isinstance(value, bytes) else value
     try:
-        return json.loads(text)
+        return _loads(text)
     except json.JSONDecodeError:
         pass
     try:
-        raw = zlib.decompress(base64.b64decode(text))
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(base64.b64decode(text), MAX_CELL_BYTES + 1)
+        if len(raw) > MAX_CELL_BYTES or inflate.unconsumed_tail:
+            raise UntrustedInputError(
+                f"the tests cell inflates to over {MAX_CELL_BYTES:,} bytes (refused)"
+            )
         inner = _NoClassesUnpickler(io.BytesIO(raw)).load()
+    except UntrustedInputError:
+        raise
     except Exception as exc:
         raise ValueError(f"the tests cell is neither JSON nor LCB-compressed: {exc}") from exc
-    return json.loads(inner) if isinstance(inner, str | bytes) else inner
+    return _loads(inner) if isinstance(inner, str | bytes) else inner
 
 
 def _json_cell(value: Any) -> dict[str, Any]:
@@ -96,7 +132,7 @@ def _json_cell(value: Any) -> dict[str, Any]:
         return dict(value)
     if isinstance(value, str) and value.strip():
         try:
-            decoded = json.loads(value)
+            decoded = _loads(value)
         except json.JSONDecodeError:
             return {}
         return decoded if isinstance(decoded, dict) else {}
@@ -114,9 +150,9 @@ def _args_json(value: Any) -> str:
     """A functional test's arguments as a JSON array."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = _loads(value)
         except json.JSONDecodeError:
-            return json.dumps([json.loads(line) for line in value.splitlines() if line.strip()])
+            return json.dumps([_loads(line) for line in value.splitlines() if line.strip()])
     return json.dumps(value if isinstance(value, list) else [value])
 
 
@@ -124,7 +160,7 @@ def _unwrapped_json(value: Any) -> str:
     """TACO-style expected output: ``[x]`` means ``x``."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = _loads(value)
         except json.JSONDecodeError:
             return json.dumps(value)
     if isinstance(value, list) and len(value) == 1:
@@ -158,7 +194,7 @@ def parse_tests(tests: Any, metadata: Mapping[str, Any] | None = None) -> list[T
                 fn_name = (meta or {}).get("func_name") or metadata.get("func_name")
                 if not fn_name:
                     raise ValueError("a functional test without metadata.func_name")
-                expected = json.dumps(json.loads(t["output"]))
+                expected = json.dumps(_loads(t["output"]))
                 cases.append(TestCase("functional", _args_json(t["input"]), expected, fn_name))
             else:
                 cases.append(TestCase("stdio", _text(t["input"]), _text(t["output"])))
@@ -178,8 +214,8 @@ def parse_tests(tests: Any, metadata: Mapping[str, Any] | None = None) -> list[T
 def _first_solution(value: Any) -> str | None:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = _loads(value)
+        except (json.JSONDecodeError, UntrustedInputError):
             return value or None
     if isinstance(value, Sequence) and not isinstance(value, str):
         for v in value:
@@ -213,6 +249,9 @@ def row_to_task(
 
 
 def _builder_for(files: Sequence[str]) -> str:
+    for name in files:  # a FIFO or a device would hang datasets' reader (a pattern is its)
+        if os.path.lexists(name):
+            os.close(open_regular(name))
     suffixes = {Path(f).suffix.lower() for f in files}
     if suffixes <= {".parquet"}:
         return "parquet"

@@ -35,6 +35,7 @@ from multiturn_envs.envs.intercode_sql.mysql_schema import (
     index_statements,
     parse_create_table,
 )
+from multiturn_envs.untrusted import read_bytes, read_text
 
 CONVERTER_VERSION = "2"  # 2: MySQL's KEYs as SQLite indexes; PAD SPACE columns
 DUMP_RELATIVE_PATH = "intercode/assets/datasets/spider_dev.sql"
@@ -183,8 +184,12 @@ def mysql_tables(statements: list[str]) -> dict[str, MySQLTable]:
     return tables
 
 
+MAX_DUMP_BYTES = 1 << 30
+"""A MySQL dump converted here (Spider dev's is about 60 MB): a regular file, at most 1 GiB."""
+
+
 def dump_digest(path: Path) -> str:
-    digest = hashlib.sha256(path.read_bytes())
+    digest = hashlib.sha256(read_bytes(path, max_bytes=MAX_DUMP_BYTES))
     digest.update(CONVERTER_VERSION.encode())
     return digest.hexdigest()[:16]
 
@@ -205,7 +210,8 @@ class SpiderDevDatabases:
 
     def _per_db(self) -> dict[str, list[str]]:
         if self._statements is None:
-            self._statements = split_dump(self.dump_path.read_text(encoding="utf-8"))
+            text = read_text(self.dump_path, max_bytes=MAX_DUMP_BYTES)
+            self._statements = split_dump(text)
         return self._statements
 
     def names(self) -> list[str]:

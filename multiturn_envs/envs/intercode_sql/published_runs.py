@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
-import json
 import math
 import os
 import time
@@ -47,6 +46,8 @@ from typing import Any
 from multiturn_envs.envs.intercode_sql.database import Row
 from multiturn_envs.envs.intercode_sql.mysql_rejects import mysql_rejects
 from multiturn_envs.envs.intercode_sql.scoring import exact_match, intercode_reward
+from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.untrusted import load_json
 
 PUBLISHED_MODELS: tuple[str, ...] = (
     "gpt-3.5",
@@ -56,6 +57,8 @@ PUBLISHED_MODELS: tuple[str, ...] = (
     "starchat",
 )
 TASK_FILE = "ic_spider_dev.json"
+MAX_RUN_FILE_BYTES = 256 << 20
+"""A published run file (each is about 1-3 MB)."""
 REPLAY_ENV_OPTIONS: Mapping[str, Any] = MappingProxyType(
     {
         "scoring": "intercode",
@@ -215,7 +218,9 @@ def replay_model(
     from multiturn_envs.envs.intercode_sql.env import InterCodeSQLEnv
 
     data_dir = Path(data_dir)
-    runs: dict[str, Any] = json.loads(run_file(data_dir, model).read_text(encoding="utf-8"))
+    runs = load_json(run_file(data_dir, model), max_bytes=MAX_RUN_FILE_BYTES)
+    if not isinstance(runs, dict):
+        raise UntrustedInputError(f"{run_file(data_dir, model)}: not a JSON object of runs")
     options = {
         **REPLAY_ENV_OPTIONS,
         "describe_types": DESCRIBE_TYPES.get(model, "bytes"),

@@ -37,8 +37,15 @@ from multiturn_envs.envs.intercode_sql.conversion import (
     cache_root,
     intercode_asset,
 )
-from multiturn_envs.envs.intercode_sql.database import Limits, SandboxedConnection
+from multiturn_envs.envs.intercode_sql.database import QueryLimits, SandboxedConnection
 from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
+from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.untrusted import Fields, parse_json, read_text
+
+MAX_TASK_FILE_BYTES = 256 << 20
+"""A task file (Spider's dev set is 0.6 MB, its train set about 8 MB)."""
+MAX_FIELD_CHARS = 1_000_000
+"""A task's question or SQL (the env reads replies of at most this many characters)."""
 
 BUNDLED_DATABASES: tuple[str, ...] = ("company", "library", "shop")
 HARDNESS_LEVELS: tuple[str, ...] = ("easy", "medium", "hard", "extra")
@@ -83,39 +90,62 @@ def load_intercode_package_tasks() -> list[SQLTask]:
     return load_task_file(intercode_asset(TASKS_RELATIVE_PATH), prefix="intercode")
 
 
-def _records_to_tasks(records: Iterable[Mapping[str, Any]], prefix: str) -> list[SQLTask]:
+def _records_to_tasks(records: Iterable[Any], prefix: str, where: str = "") -> list[SQLTask]:
     tasks = []
     counters: dict[str, int] = {}
     for i, rec in enumerate(records):
+        here = f"{where}: task record {i}" if where else f"task record {i}"
+        if not isinstance(rec, Mapping):
+            raise UntrustedInputError(f"{here} is {type(rec).__name__}, not an object")
         if "db_id" in rec:  # Spider: question, query = gold SQL
-            db, question, gold = rec["db_id"], rec["question"], rec["query"]
+            keys = ("db_id", "question", "query")
         elif "db" in rec and "gold" in rec:  # InterCode: query = question, gold = SQL
-            db, question, gold = rec["db"], rec["query"], rec["gold"]
+            keys = ("db", "query", "gold")
         else:
             raise ValueError(
-                f"task record {i} has neither Spider's (db_id, question, query) nor "
-                f"InterCode's (db, query, gold) fields: {sorted(rec)}"
+                f"{here} has neither Spider's (db_id, question, query) nor "
+                f"InterCode's (db, query, gold) fields: {sorted(map(str, rec))[:20]}"
             )
+        fields = Fields(rec, where=here)
+        db, question, gold = (fields.text(k, max_chars=MAX_FIELD_CHARS, scalars=True) for k in keys)
         counters[db] = counters.get(db, 0) + 1
-        task_id = str(rec.get("id") or f"{prefix}/{db}/{counters[db]:03d}")
-        hardness = str(rec.get("hardness") or rec.get("difficulty") or "unknown")
-        tasks.append(SQLTask(task_id, str(db), str(question), str(gold), hardness, prefix))
+        task_id = (
+            fields.text("id", max_chars=1000, scalars=True) or f"{prefix}/{db}/{counters[db]:03d}"
+        )
+        hardness = (
+            fields.text("hardness", max_chars=100, scalars=True)
+            or fields.text("difficulty", max_chars=100, scalars=True)
+            or "unknown"
+        )
+        tasks.append(SQLTask(task_id, db, question, gold, hardness, prefix))
     return tasks
 
 
 def load_task_file(path: str | Path, prefix: str | None = None) -> list[SQLTask]:
-    """Tasks from an InterCode or Spider task file (``.json``, ``.jsonl``, ``.csv``)."""
+    """Tasks from an InterCode or Spider task file (``.json``, ``.jsonl``, ``.csv``), read as
+    someone else's file: at most :data:`MAX_TASK_FILE_BYTES`, JSON nested at most 64 deep, a
+    regular file (a FIFO is refused without blocking), each record an object whose fields are
+    strings (or numbers) of at most :data:`MAX_FIELD_CHARS` characters."""
     path = Path(path)
     prefix = prefix or path.stem
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, max_bytes=MAX_TASK_FILE_BYTES)
     if path.suffix == ".csv":
-        records: list[dict[str, Any]] = list(csv.DictReader(text.splitlines()))
+        try:
+            records: Any = list(csv.DictReader(text.splitlines()))
+        except csv.Error as exc:
+            raise UntrustedInputError(f"{path}: not a readable CSV file ({exc})") from None
     elif path.suffix == ".jsonl":
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        records = [
+            parse_json(line, where=f"{path}: line {n}")
+            for n, line in enumerate(text.splitlines(), start=1)
+            if line.strip()
+        ]
     else:
-        data = json.loads(text)
+        data = parse_json(text, where=str(path))
         records = data["tasks"] if isinstance(data, dict) and "tasks" in data else data
-    return _records_to_tasks(records, prefix)
+    if not isinstance(records, list):
+        raise UntrustedInputError(f"{path}: not a list of task records")
+    return _records_to_tasks(records, prefix, str(path))
 
 
 def load_spider_dataset(name: str, split: str = "validation", **kwargs: Any) -> list[SQLTask]:
@@ -203,9 +233,9 @@ class DatabaseCatalog:
         limits: resource limits for connections made from these databases.
     """
 
-    def __init__(self, db_dir: str | Path | None = None, limits: Limits | None = None) -> None:
+    def __init__(self, db_dir: str | Path | None = None, limits: QueryLimits | None = None) -> None:
         self.db_dir = Path(db_dir) if db_dir else None
-        self.limits = limits or Limits()
+        self.limits = limits or QueryLimits()
         self._pristine: dict[str, SandboxedConnection] = {}
         self._spider: SpiderDevDatabases | None = None
         self._mysql: dict[str, dict[str, MySQLTable]] = {}

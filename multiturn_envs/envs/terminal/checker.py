@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from multiturn_envs.envs.terminal.tar_files import files_tar
 from multiturn_envs.envs.terminal.verdicts import parse_pytest_summary, parse_reward
+from multiturn_envs.safejson import loads_bounded
 from multiturn_envs.sandbox.shell_session import ExecStream
 
 if TYPE_CHECKING:
@@ -315,8 +316,8 @@ class Checker:
             line.extend(data)
             if len(line) > ANSWER_CAP:
                 return None
-        try:
-            answer = json.loads(bytes(line).split(b"\n", 1)[0])
+        try:  # from the checker's container: measured before it is parsed
+            answer = loads_bounded(bytes(line).split(b"\n", 1)[0], max_bytes=ANSWER_CAP)
         except ValueError:
             return None
         return answer if isinstance(answer, dict) else None

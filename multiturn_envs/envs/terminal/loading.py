@@ -1,25 +1,91 @@
-"""What the task loaders share: the result of loading a folder of tasks (never an empty list in
-silence, never one bad task stopping the rest), and reading a reference solution into turns.
+"""What the task loaders share: the bounds of a task folder (a folder someone else made, read
+through :mod:`multiturn_envs.untrusted`), the result of loading a folder of tasks (never an
+empty list in silence, never one bad task hiding the rest: each refused task is a row with its
+reason), and reading a reference solution into turns.
 """
 
 from __future__ import annotations
 
+import base64
 import re
+import shlex
+import textwrap
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.untrusted import Folder
+
+# The bounds of a task folder (docs/security.md lists them): far above any real task, far
+# below what would cost memory or time. Each reader of a task folder takes them from here.
+MAX_META_BYTES = 1 << 20
+"""``task.yaml``, ``task.toml``, ``docker-compose.yaml``, ``solution.yaml``: 1 MiB each."""
+MAX_INSTRUCTION_BYTES = 1 << 20
+"""``instruction.md`` (or ``task.yaml``'s ``instruction``): 1 MiB, about what the env reads of
+one reply (a longer first observation would crowd out the whole history)."""
+MAX_SCRIPT_BYTES = 1 << 20
+"""A reference solution, a Dockerfile: 1 MiB each."""
+MAX_TEST_FILE_BYTES = 16 << 20
+"""One file of ``tests/`` (they are held in memory and sent into each check's container)."""
+MAX_TESTS_BYTES = 64 << 20
+"""All files of ``tests/`` together."""
+MAX_CONTEXT_BYTES = 1 << 30
+"""A build context (``environment/``) hashed for the image's tag and sent to ``docker build``:
+1 GiB (streamed, never held in memory)."""
+MAX_TASK_ENTRIES = 10_000
+"""Entries of a ``tests/`` folder or a build context."""
+MAX_TASK_DEPTH = 32
+"""Folder levels under ``tests/`` or a build context."""
+MAX_TASKS = 100_000
+"""Task folders under one root."""
+MAX_TIMEOUT_S = 86_400.0
+"""A task's timeouts (``max_test_timeout_sec``, ``timeout_sec``): more than 0, at most a day."""
+MAX_CPUS = 1024.0
+MAX_FIELD_CHARS = 10_000
+"""A short text field (a category, a user, a working directory, an image name)."""
+IMAGE_NAME = r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,499}"
+"""An image reference a task may name (``registry/name:tag@sha256:...``): it never starts with
+``-``, so it cannot be read as an option of the ``docker`` command it is passed to."""
+
+
+def task_folder(path: str | Path) -> Folder:
+    """A task folder as a :class:`~multiturn_envs.untrusted.Folder`: every file of it is read
+    beneath it (no link out, no FIFO, byte caps)."""
+    return Folder(path, allow_special=False)
+
+
+def refusal_cause(exc: BaseException) -> str:
+    """The one word of a loader's problem row: the task's own ``cause`` when it cannot run
+    here (``network``, ``base``, ...), ``refused`` for a malformed or hostile folder (a user's
+    error), ``error`` for anything else (a bug: the reason names the exception)."""
+    if isinstance(exc, TaskUnavailable):
+        return exc.cause
+    if isinstance(exc, ValueError | OSError):
+        return "refused"
+    return "error"
+
 
 NEXT_TURN = "# --- next turn ---"
 """A line of a solution script that separates two turns (a multiturn-envs convention: as a
 script the turns simply run in order)."""
 
 
+DOWNLOADS = re.compile(
+    r"\b(curl|wget|pip3? install|uv (add|pip|sync)|uvx|apt(-get)? (-y )?install|git clone|"
+    r"urlretrieve|urlopen|requests\.get|npm install|go get|cargo install|opam install)\b"
+)
+"""What in a reference solution may need the network (a note, not a verdict: the image may
+have what it installs)."""
+
+
 class TaskUnavailable(RuntimeError):
     """One task folder cannot run here; the message says why (and what to do). ``cause``: one
-    word for reports (``base``, ``network``, ``package``, ``command``, ``file``, ``step``,
-    ``timeout``, ``format``)."""
+    word for reports: ``base`` (an image that cannot be pulled), ``network`` (a build step
+    that downloads), ``package``, ``command``, ``file``, ``step`` (a build step's own
+    error), ``timeout``, ``services`` (several containers), ``gpu``, ``env`` (a host variable
+    not given), ``format`` (a format this env does not run)."""
 
     def __init__(self, message: str, cause: str = "format", log: str = "") -> None:
         super().__init__(message)
@@ -27,47 +93,88 @@ class TaskUnavailable(RuntimeError):
         self.log = log
 
 
-class NoTasksLoaded(ValueError):
-    """A folder of tasks gave no task that can run here; the message lists each one's reason."""
-
-
 class LoadedTasks(list[TerminalTask]):
-    """The tasks loaded from a folder, and ``problems``: task folder name -> why it was left
-    out (it does not run here)."""
+    """The tasks loaded from a folder, and one row per task left out: ``problems`` (task
+    folder name -> why) and ``causes`` (task folder name -> one word: see
+    :func:`refusal_cause`)."""
 
-    def __init__(self, tasks: Iterable[TerminalTask] = (), problems: dict[str, str] | None = None):
+    def __init__(
+        self,
+        tasks: Iterable[TerminalTask] = (),
+        problems: dict[str, str] | None = None,
+        causes: dict[str, str] | None = None,
+    ):
         super().__init__(tasks)
         self.problems: dict[str, str] = dict(problems or {})
+        self.causes: dict[str, str] = dict(causes or {})
+
+
+class NoTasksLoaded(ValueError):
+    """A folder of tasks gave no task that can run here; the message lists each one's reason,
+    ``problems`` and ``causes`` hold them per task folder (as :class:`LoadedTasks`; empty when
+    the folder holds no task at all)."""
+
+    def __init__(
+        self,
+        message: str,
+        problems: dict[str, str] | None = None,
+        causes: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.problems: dict[str, str] = dict(problems or {})
+        self.causes: dict[str, str] = dict(causes or {})
 
 
 def load_all(
     root: str | Path, marker: str, load_one: Callable[[Path], TerminalTask], what: str
 ) -> LoadedTasks:
     """Every task folder under ``root`` (a folder holding ``marker``), in name order; a folder
-    that fails is left out with its reason (a warning each) and an empty result raises
-    :class:`NoTasksLoaded` with every reason."""
-    base = Path(root)
-    if not base.is_dir():
-        raise NoTasksLoaded(f"{base} is not a directory")
-    folders = (
-        [base] if (base / marker).is_file() else sorted(p.parent for p in base.glob(f"*/{marker}"))
-    )
-    if not folders:
-        there = ", ".join(sorted(p.name for p in base.iterdir() if p.is_dir())[:10]) or "none"
+    that fails, for whatever reason, is a row with its reason (a warning each) and never stops
+    the others; an empty result raises :class:`NoTasksLoaded` with every reason.
+
+    ``root`` is read as untrusted too: a task folder that is a link leaving ``root`` is a row
+    of its own, and ``root`` may hold at most :data:`MAX_TASKS` entries."""
+    try:
+        base = task_folder(root)
+        if base.is_file(marker):
+            names = [""]
+        else:
+            names = [
+                e.path for e in base.listdir(max_entries=MAX_TASKS) if e.kind in ("dir", "link")
+            ]
+    except UntrustedInputError as exc:
+        raise NoTasksLoaded(str(exc)) from None
+    loaded = LoadedTasks()
+    candidates = []
+    for name in names:
+        try:
+            if not name or base.is_file(f"{name}/{marker}"):
+                candidates.append(name)
+        except (UntrustedInputError, OSError) as exc:
+            loaded.problems[name] = str(exc)
+            loaded.causes[name] = "refused"
+    if not candidates and not loaded.problems:
+        there = ", ".join(n for n in names[:10]) or "none"
         raise NoTasksLoaded(
-            f"no {what} task under {base}: a task is a folder with a {marker} (the folders "
+            f"no {what} task under {root}: a task is a folder with a {marker} (the folders "
             f"there: {there})"
         )
-    loaded = LoadedTasks()
-    for folder in folders:
+    for name in candidates:
+        folder = base.root / name if name else base.root
         try:
             loaded.append(load_one(folder))
-        except (TaskUnavailable, ValueError, OSError) as exc:
-            loaded.problems[folder.name] = str(exc)
-            warnings.warn(f"{what} task {folder.name} left out: {exc}", stacklevel=3)
+        except Exception as exc:  # one bad task never hides the others: a row with its reason
+            cause = refusal_cause(exc)
+            reason = str(exc) if cause != "error" else f"{type(exc).__name__}: {exc}"
+            loaded.problems[folder.name] = reason
+            loaded.causes[folder.name] = cause
+    for name, reason in loaded.problems.items():
+        warnings.warn(f"{what} task {name} left out: {reason}", stacklevel=3)
     if not loaded:
         reasons = "; ".join(f"{name}: {why}" for name, why in loaded.problems.items())
-        raise NoTasksLoaded(f"no {what} task under {base} can run here: {reasons}")
+        raise NoTasksLoaded(
+            f"no {what} task under {root} can run here: {reasons}", loaded.problems, loaded.causes
+        )
     return loaded
 
 
@@ -89,6 +196,26 @@ def solution_turns(script: str) -> tuple[str, ...]:
 
 
 def difficulty_of(value: object) -> str:
-    """``easy``/``medium``/``hard`` (``unknown`` and the like count as ``medium``)."""
-    text = str(value or "medium").strip().lower()
+    """``easy``/``medium``/``hard`` (``unknown``, a number, anything else counts as
+    ``medium``)."""
+    text = value.strip().lower() if isinstance(value, str) else ""
     return text if text in ("easy", "medium", "hard") else "medium"
+
+
+def solution_upload(files: Mapping[str, bytes]) -> str:
+    """A shell command (one turn) that writes ``files`` (path -> bytes, relative) into
+    :data:`~.tasks.SOLUTION_DIR` as Harbor uploads a task's ``solution/`` folder before its
+    oracle runs ``solve.sh``; a file whose name ends in ``.sh`` is made executable."""
+    from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR
+
+    lines = [f"mkdir -p {SOLUTION_DIR}"]
+    for path in sorted(files):
+        target = shlex.quote(f"{SOLUTION_DIR}/{path}")
+        data = base64.b64encode(files[path]).decode("ascii")
+        lines.append(f'mkdir -p -- "$(dirname -- {target})"')
+        lines.append(f"base64 -d > {target} <<'MTE_SOLUTION_FILE'")
+        lines += textwrap.wrap(data, 76) or [""]
+        lines.append("MTE_SOLUTION_FILE")
+        if path.endswith(".sh"):
+            lines.append(f"chmod +x {target}")
+    return "\n".join(lines)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import posixpath
+import stat
 import tarfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +43,7 @@ from multiturn_envs.envs.terminal.dockerfile import (
     resolve_base,
     substitute,
 )
+from multiturn_envs.envs.terminal.loading import MAX_TASK_DEPTH, MAX_TASK_ENTRIES, task_folder
 from multiturn_envs.envs.terminal.tar_files import files_tar
 from multiturn_envs.envs.terminal.task_images import (
     OFFLINE_BIN,
@@ -54,7 +57,7 @@ from multiturn_envs.envs.terminal.task_images import (
     resolve_user,
     top_level_dirs,
 )
-from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR, TerminalTask
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 CHECK_ENV = {
@@ -187,6 +190,8 @@ class Preparer:
             paths = [workdir, "/tmp"]
         if _under(workdir, paths) is None:
             paths.append(workdir)
+        if task.solution_files and _under(SOLUTION_DIR, paths) is None:
+            paths.append(SOLUTION_DIR)  # empty: the reference solution's first turn fills it
         paths = sorted(set(paths))
         return Layout(image, tuple(WritableDir(p) for p in paths), self.size_mb)
 
@@ -208,6 +213,22 @@ class Preparer:
     def prepare(self, task: TerminalTask) -> Prepared:
         notes = list(task.notes)
         image, light = self._image(task, notes)
+        if light is not None and task.image:
+            try:
+                return self._prepare_on(task, image, light, notes)
+            except LightBuildFailed as exc:  # docker build is the reference: its verdict
+                build_args = {"BASE": self.default_image, **light.build_args}
+                if not image_exists(task.image):
+                    build_image(
+                        Path(light.context), light.dockerfile, task.image, build_args=build_args
+                    )
+                notes.append(f"the light build failed ({exc}); image built with docker build")
+                image, light = task.image, None
+        return self._prepare_on(task, image, light, notes)
+
+    def _prepare_on(
+        self, task: TerminalTask, image: str, light: BuildPlan | None, notes: list[str]
+    ) -> Prepared:
         stage = _config_stage(image_config(self.client, image))
         default_user = _light_last(light, "USER", stage.user) if light is not None else stage.user
         agent_user = self._user(image, task.agent_user, default_user)
@@ -333,22 +354,30 @@ class Preparer:
         owner = self._user(layout.image, flags["chown"]) if "chown" in flags else "0:0"
         uid, _, gid = owner.partition(":")
         chmod = int(flags["chmod"], 8) if flags.get("chmod") else None
-        context = Path(plan.context)
-        entries: list[tuple[str, Path]] = []
+        # the build context is someone else's folder: read beneath it (a link leaving it, a
+        # FIFO or device is refused), walked within the task-folder bounds
+        files = task_folder(plan.context)
+        entries: list[tuple[str, str, str]] = []  # (target, path in the context, kind)
         for source in sources:
-            path = context / source
-            if path.is_dir():  # its contents go into dest
-                for item in sorted(path.rglob("*")):
-                    rel_item = item.relative_to(path).as_posix()
-                    entries.append((posixpath.join(dest_path, rel_item), item))
-                entries.append((dest_path, path))
+            found = files.stat(source)
+            if found is None:
+                raise LightBuildFailed(f"line {step.line}: {source} is not in the build context")
+            if stat.S_ISDIR(found.st_mode):  # its contents go into dest
+                base = source.strip("/")
+                for entry in files.walk(
+                    source, max_entries=MAX_TASK_ENTRIES, max_depth=MAX_TASK_DEPTH
+                ):
+                    inner = f"{base}/{entry.path}" if base else entry.path
+                    entries.append((posixpath.join(dest_path, entry.path), inner, entry.kind))
+                entries.append((dest_path, source, "dir"))
             else:
-                target = posixpath.join(dest_path, path.name) if into_dir else dest_path
-                entries.append((target, path))
+                name = posixpath.basename(source.rstrip("/"))
+                target = posixpath.join(dest_path, name) if into_dir else dest_path
+                entries.append((target, source, "file"))
         buf = io.BytesIO()
         made: set[str] = set()
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for target, item in sorted(entries, key=lambda e: e[0]):
+            for target, item, kind in sorted(entries, key=lambda e: e[0]):
                 rel = posixpath.relpath(target, root)
                 parts = rel.split("/")
                 for i in range(1, len(parts)):  # missing parents: root's, 0755
@@ -361,15 +390,24 @@ class Preparer:
                 if rel == "." or rel in made:
                     continue
                 made.add(rel)
-                info = tar.gettarinfo(str(item), arcname=rel)
+                info = tarfile.TarInfo(rel)
                 info.uid, info.gid, info.uname, info.gname = int(uid), int(gid), "", ""
-                if chmod is not None:
-                    info.mode = chmod
-                if item.is_file() and not item.is_symlink():
-                    with item.open("rb") as handle:
-                        tar.addfile(info, handle)
-                else:
+                if kind == "link":  # copied as the link it is, as docker build does
+                    info.type, info.mode = tarfile.SYMTYPE, 0o777
+                    info.linkname = files.readlink(item)
                     tar.addfile(info)
+                elif kind == "dir":
+                    found = files.stat(item)
+                    info.type = tarfile.DIRTYPE
+                    info.mode = stat.S_IMODE(found.st_mode) if found else 0o755
+                    info.mode = chmod if chmod is not None else info.mode
+                    tar.addfile(info)
+                else:  # a file (a FIFO, socket or device is refused by open)
+                    with files.open(item) as handle:
+                        status = os.fstat(handle.fileno())
+                        info.size, info.mtime = status.st_size, int(status.st_mtime)
+                        info.mode = chmod if chmod is not None else stat.S_IMODE(status.st_mode)
+                        tar.addfile(info, handle)
         if not container.put_archive(root, buf.getvalue()):
             raise LightBuildFailed(f"line {step.line}: put_archive into {root} failed")
 

@@ -30,6 +30,7 @@ the network, several compose services, another parser) raises
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 from typing import Any
@@ -37,89 +38,104 @@ from typing import Any
 from multiturn_envs.envs.terminal.checker import Check
 from multiturn_envs.envs.terminal.containers import TESTS_DIR
 from multiturn_envs.envs.terminal.loading import (
+    DOWNLOADS,
+    MAX_FIELD_CHARS,
+    MAX_INSTRUCTION_BYTES,
+    MAX_META_BYTES,
+    MAX_SCRIPT_BYTES,
+    MAX_TASK_DEPTH,
+    MAX_TASK_ENTRIES,
+    MAX_TEST_FILE_BYTES,
+    MAX_TESTS_BYTES,
+    MAX_TIMEOUT_S,
     LoadedTasks,
     TaskUnavailable,
     difficulty_of,
     load_all,
+    task_folder,
 )
 from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.untrusted import Fields, Folder
 
 RUN_TESTS = "run-tests.sh"
-_DOWNLOADS = re.compile(
-    r"\b(curl|wget|pip3? install|uv (add|pip|sync)|uvx|apt(-get)? install|git clone|"
-    r"urlretrieve|urlopen|requests\.get|npm install|go get|cargo install)\b"
-)
+AGENT_TIMEOUT_S = 360.0
+TEST_TIMEOUT_S = 60.0
+"""Terminal-Bench's defaults of ``max_agent_timeout_sec`` and ``max_test_timeout_sec``."""
 _TEST_TOOLS = re.compile(r"\b(uv |uvx|pip3? install|curl|apt-get)")
 
 
-def _read_yaml(path: Path) -> Any:
-    try:
-        import yaml
-    except ImportError as exc:  # pragma: no cover - pyyaml ships with the [terminal] extra
-        raise ImportError(
-            "reading Terminal-Bench tasks needs PyYAML: pip install 'multiturn-envs[terminal]'"
-        ) from exc
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({exc})") from exc
-
-
-def _solution(folder: Path) -> tuple[str, ...]:
-    script = folder / "solution.sh"
-    if script.is_file():
-        return (script.read_text(encoding="utf-8"),)
-    steps_file = folder / "solution.yaml"
-    if steps_file.is_file():
-        steps = _read_yaml(steps_file) or []
+def _solution(files: Folder) -> tuple[str, ...]:
+    if files.is_file("solution.sh"):
+        return (files.read_text("solution.sh", max_bytes=MAX_SCRIPT_BYTES),)
+    if files.is_file("solution.yaml"):
+        steps = files.read_yaml("solution.yaml", max_bytes=MAX_META_BYTES) or []
+        where = files.name("solution.yaml")
         if not isinstance(steps, list):
-            raise ValueError(f"{steps_file}: not a list of steps")
-        commands = tuple(
-            str(step["command"]).rstrip("\n")
-            for step in steps
-            if isinstance(step, dict) and step.get("command")
-        )
+            raise UntrustedInputError(f"{where}: not a list of steps")
+        commands = []
+        for i, step in enumerate(steps):
+            if not isinstance(step, dict):
+                continue
+            command = Fields(step, where=where, prefix=f"step {i + 1}: ").text(
+                "command", max_chars=MAX_SCRIPT_BYTES
+            )
+            if command:
+                commands.append(command.rstrip("\n"))
         if commands:
-            return commands
-    raise ValueError(f"{folder}: no solution.sh or solution.yaml with commands")
+            return tuple(commands)
+    raise ValueError(f"{files.where}: no solution.sh or solution.yaml with commands")
 
 
-def _compose_service(folder: Path, notes: list[str]) -> dict[str, Any]:
-    """The agent's service of ``docker-compose.yaml`` (``{}`` without one)."""
-    path = folder / "docker-compose.yaml"
-    if not path.is_file():
-        path = folder / "docker-compose.yml"
-    if not path.is_file():
-        return {}
-    compose = _read_yaml(path) or {}
+def _compose_service(files: Folder, notes: list[str]) -> Fields:
+    """The agent's service of ``docker-compose.yaml`` (empty without one)."""
+    name = "docker-compose.yaml" if files.exists("docker-compose.yaml") else "docker-compose.yml"
+    if not files.is_file(name):
+        return Fields({}, where=files.name(name))
+    where = files.name(name)
+    compose = Fields(files.read_yaml(name, max_bytes=MAX_META_BYTES), where=where)
     services = compose.get("services") or {}
     if not isinstance(services, dict) or not services:
-        return {}
-    name = "client" if "client" in services else next(iter(services))
+        return Fields({}, where=where)
+    chosen = "client" if "client" in services else str(next(iter(services)))
     if len(services) > 1:
-        others = ", ".join(s for s in services if s != name)
-        raise TaskUnavailable(f"needs other compose services ({others}); this env runs one")
-    service = services[name] or {}
+        others = ", ".join(str(s) for s in services if s != chosen)[:500]
+        raise TaskUnavailable(
+            f"needs other compose services ({others}); this env runs one", "services"
+        )
+    service = compose.table("services").table(chosen)
     for key in ("privileged", "cap_add", "devices", "network_mode", "ports"):
         if service.get(key):
             notes.append(f"compose {key} ignored (the env's hardening applies)")
-    return dict(service)
+    return service
 
 
-def _compose_environment(service: dict[str, Any]) -> dict[str, str]:
+def _compose_environment(service: Fields) -> dict[str, str]:
     """The service's variables, Terminal-Bench's placeholders filled in (``TEST_DIR``)."""
     raw = service.get("environment") or {}
-    items = raw.items() if isinstance(raw, dict) else (str(e).partition("=")[::2] for e in raw)
+    if isinstance(raw, list):
+        pairs = {}
+        for item in raw:
+            if not isinstance(item, str | int | float):
+                raise UntrustedInputError(
+                    f"{service.where}: {service.prefix}environment holds {type(item).__name__}, "
+                    "not NAME=value"
+                )
+            name, _, value = str(item).partition("=")
+            pairs[name] = value
+        raw = pairs
+    items = Fields({"environment": raw}, where=service.where, prefix=service.prefix).text_map(
+        "environment"
+    )
     env: dict[str, str] = {}
-    for name, value in items:
-        text = str(value)
+    for name, text in items.items():
         if "T_BENCH_TEST_DIR" in text:
             text = text.replace("${T_BENCH_TEST_DIR}", TESTS_DIR).replace(
                 "$T_BENCH_TEST_DIR", TESTS_DIR
             )
         if "${" in text:  # another of the harness's placeholders: nothing to fill in here
             continue
-        env[str(name)] = text
+        env[name] = text
     env.setdefault("TEST_DIR", TESTS_DIR)
     return env
 
@@ -140,35 +156,55 @@ def load_terminal_bench_task(
         map_base: build it with its ``FROM`` mapped onto the terminal image when the base
             cannot be pulled (the task's notes say what that changes).
 
-    Raises ``ValueError`` for a malformed folder and
-    :class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` with the cause for one that
-    cannot run here.
+    The folder is read as untrusted (:func:`~.loading.task_folder`: no link out of it, every
+    file within its byte cap, fields typed and ranged). Raises ``ValueError`` (an
+    :class:`~multiturn_envs.errors.UntrustedInputError` for a refused file or field) for a
+    malformed folder and :class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` with
+    the cause for one that cannot run here.
     """
     path = Path(folder)
-    meta_file = path / "task.yaml"
-    if not meta_file.is_file():
+    files = task_folder(path)
+    if not files.is_file("task.yaml"):
         raise ValueError(f"{path}: not a Terminal-Bench task (no task.yaml)")
-    meta = _read_yaml(meta_file) or {}
-    if not isinstance(meta, dict):
-        raise ValueError(f"{meta_file}: not a mapping")
-    instruction = meta.get("instruction")
-    if not isinstance(instruction, str) or not instruction.strip():
-        raise ValueError(f"{meta_file}: 'instruction' is missing")
-    parser = str(meta.get("parser_name") or "pytest")
+    where = files.name("task.yaml")
+    meta = Fields(files.read_yaml("task.yaml", max_bytes=MAX_META_BYTES), where=where)
+    instruction = meta.text("instruction", max_chars=MAX_INSTRUCTION_BYTES)
+    if not instruction.strip():
+        raise ValueError(f"{where}: 'instruction' is missing")
+    parser = meta.text("parser_name", default="pytest", max_chars=MAX_FIELD_CHARS) or "pytest"
     if parser != "pytest":
         raise TaskUnavailable(f"its tests are read by the {parser!r} parser; only pytest here")
-    run_tests = path / RUN_TESTS
-    if not run_tests.is_file():
+    timeout = meta.number(
+        "max_test_timeout_sec",
+        default=TEST_TIMEOUT_S,
+        minimum=0.0,
+        maximum=MAX_TIMEOUT_S,
+        exclusive_minimum=True,
+    )
+    agent_timeout = meta.number(
+        "max_agent_timeout_sec",
+        default=AGENT_TIMEOUT_S,
+        minimum=0.0,
+        maximum=MAX_TIMEOUT_S,
+        exclusive_minimum=True,
+    )
+    category = meta.text("category", max_chars=MAX_FIELD_CHARS) or "terminal-bench"
+    if not files.is_file(RUN_TESTS):
         raise ValueError(f"{path}: {RUN_TESTS} is missing")
     notes: list[str] = []
-    service = _compose_service(path, notes)
+    service = _compose_service(files, notes)
     # Terminal-Bench copies run-tests.sh and the CONTENTS of tests/ into $TEST_DIR
-    tests = {RUN_TESTS: run_tests.read_bytes()}
-    tests_dir = path / "tests"
-    if tests_dir.is_dir():
-        for file in sorted(tests_dir.rglob("*")):
-            if file.is_file():
-                tests[file.relative_to(tests_dir).as_posix()] = file.read_bytes()
+    tests = {RUN_TESTS: files.read_bytes(RUN_TESTS, max_bytes=MAX_TEST_FILE_BYTES)}
+    if files.is_dir("tests"):
+        tests.update(
+            files.read_tree(
+                "tests",
+                max_file_bytes=MAX_TEST_FILE_BYTES,
+                max_total_bytes=MAX_TESTS_BYTES - len(tests[RUN_TESTS]),
+                max_entries=MAX_TASK_ENTRIES,
+                max_depth=MAX_TASK_DEPTH,
+            )
+        )
     test_scripts = "\n".join(
         data.decode("utf-8", "replace") for name, data in tests.items() if name.endswith(".sh")
     )
@@ -178,35 +214,37 @@ def load_terminal_bench_task(
             "stand-ins serve them with its own pytest (7.2; no files written in the working "
             "directory by `uv init`)"
         )
-    solution = _solution(path)
-    if _DOWNLOADS.search("\n".join(solution)):
+    solution = _solution(files)
+    if DOWNLOADS.search("\n".join(solution)):
         notes.append("the reference solution downloads something: offline it cannot pass")
     if meta.get("run_tests_in_same_shell"):
         notes.append("run_tests_in_same_shell: the tests run in a fresh process here")
     notes.append(
-        "max_agent_timeout_sec is not applied: an episode is bounded by its turns and each "
-        "command by command_timeout_s"
+        "max_agent_timeout_sec bounds the reference solution in verify; an episode is bounded "
+        "by its turns and each command by command_timeout_s"
     )
+    workdir = service.text("working_dir", max_chars=MAX_FIELD_CHARS)
+    agent_user = service.text("user", max_chars=MAX_FIELD_CHARS, scalars=True)
+    env = _compose_environment(service)
     task_image = image
     if task_image is None:
-        context, dockerfile = _build_context(path, service)
-        task_image, more = _image(path, context, dockerfile, build, map_base)
+        context, dockerfile = _build_context(files, service)
+        task_image, more = _image(files, context, dockerfile, build, map_base)
         notes += more
-    env = _compose_environment(service)
-    timeout = meta.get("max_test_timeout_sec")
     return TerminalTask(
         task_id=f"tb/{path.name}",
         instruction=instruction,
         checks=(Check(RUN_TESTS, f"bash {TESTS_DIR}/{RUN_TESTS}"),),
         solution=solution,
-        category=str(meta.get("category") or "terminal-bench"),
+        category=category,
         difficulty=difficulty_of(meta.get("difficulty")),
         image=task_image,
         tests=tests,
         verdict="pytest-summary",
-        check_timeout_s=float(timeout) if timeout else 60.0,
-        workdir=str(service["working_dir"]) if service.get("working_dir") else None,
-        agent_user=str(service.get("user") or ""),
+        check_timeout_s=timeout,
+        agent_timeout_s=agent_timeout,
+        workdir=workdir or None,
+        agent_user=agent_user,
         verifier_user="0:0",
         environment=env,
         verifier_environment=env,
@@ -215,21 +253,24 @@ def load_terminal_bench_task(
     )
 
 
-def _build_context(folder: Path, service: dict[str, Any]) -> tuple[Path, Path]:
+def _build_context(files: Folder, service: Fields) -> tuple[Folder, str]:
+    """The build context (a folder beneath the task folder) and the Dockerfile's path from the
+    task folder (``docker-compose.yaml``'s ``build``; neither may leave the task folder)."""
     build = service.get("build") or {}
     if isinstance(build, str):
         build = {"context": build}
-    context = (folder / str(build.get("context") or ".")).resolve()
-    dockerfile = context / str(build.get("dockerfile") or "Dockerfile")
-    if not context.is_relative_to(folder.resolve()):
-        raise ValueError(f"{folder}: the build context leaves the task folder")
-    if not dockerfile.is_file():
-        raise ValueError(f"{folder}: no Dockerfile (and no image given: image=...)")
+    fields = Fields(build, where=service.where, prefix=f"{service.prefix}build.")
+    context_rel = fields.text("context", default=".", max_chars=MAX_FIELD_CHARS) or "."
+    name = fields.text("dockerfile", default="Dockerfile", max_chars=MAX_FIELD_CHARS)
+    context = files.sub(context_rel)  # refuses a context that leaves the task folder
+    dockerfile = posixpath.join(context_rel, name or "Dockerfile")  # absolute stays absolute
+    if not files.is_file(dockerfile):  # refuses a Dockerfile path that leaves it
+        raise ValueError(f"{files.where}: no Dockerfile (and no image given: image=...)")
     return context, dockerfile
 
 
 def _image(
-    folder: Path, context: Path, dockerfile: Path, build: bool, map_base: bool
+    files: Folder, context: Folder, dockerfile: str, build: bool, map_base: bool
 ) -> tuple[str, list[str]]:
     """The task's image tag, built when missing (see :func:`load_terminal_bench_task`)."""
     from multiturn_envs.envs.terminal.dockerfile import base_images
@@ -243,7 +284,7 @@ def _image(
         mapped_dockerfile,
     )
 
-    text = dockerfile.read_text(encoding="utf-8")
+    text = files.read_text(dockerfile, max_bytes=MAX_SCRIPT_BYTES)
     notes: list[str] = []
     missing = [b for b in base_images(text) if b and not image_exists(b)]
     mapped = bool(missing)
@@ -251,8 +292,8 @@ def _image(
         if not map_base:
             raise ImageUnavailable(
                 f"its base image {', '.join(missing)} is not in the local engine and cannot be "
-                f"pulled here: build it where it can (docker build -t <tag> {folder}), bring it "
-                "with docker save | docker load and pass image=<tag>; or allow map_base",
+                f"pulled here: build it where it can (docker build -t <tag> {files.root}), bring "
+                "it with docker save | docker load and pass image=<tag>; or allow map_base",
                 "base",
             )
         text, replaced = mapped_dockerfile(text, terminal_image())
@@ -260,9 +301,11 @@ def _image(
             f"FROM {', '.join(replaced)} mapped onto {terminal_image()} (Debian 12, Python "
             "3.11, pytest 7.2): the base cannot be pulled here"
         )
-    # a mapped image is rebuilt when the terminal image changes
-    tag = content_tag(f"mte-tb-{folder.name}", folder, image_id(terminal_image()) if mapped else "")
-    notes += ensure_task_image(context, text, tag, build=build, mapped=mapped)
+    # a mapped image is rebuilt when the terminal image changes; the hash walks the whole task
+    # folder (links listed, not followed; a link leaving it refuses the task)
+    extra = image_id(terminal_image()) if mapped else ""
+    tag = content_tag(f"mte-tb-{files.root.name}", files.root, extra)
+    notes += ensure_task_image(context.root, text, tag, build=build, mapped=mapped)
     return tag, notes
 
 

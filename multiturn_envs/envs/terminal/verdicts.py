@@ -19,10 +19,11 @@ observed (never from anything the agent's files could stand in for):
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
+
+from multiturn_envs.safejson import JSONLimitError, loads_bounded
 
 VERDICTS = ("exit-status", "pytest-summary", "reward-file")
 
@@ -84,8 +85,10 @@ def parse_reward(reward_json: str | None, reward_txt: str | None) -> Reward:
     if reward_json is not None:
         if not reward_json.strip():
             return Reward(None, "reward.json", "reward.json is empty")
-        try:
-            data = json.loads(reward_json)
+        try:  # written in the agent's container: measured before it is parsed
+            data = loads_bounded(reward_json, max_bytes=len(reward_json), max_depth=16)
+        except JSONLimitError as exc:
+            return Reward(None, "reward.json", f"reward.json is refused: {exc}")
         except ValueError:
             return Reward(None, "reward.json", "reward.json is not JSON")
         if isinstance(data, dict):

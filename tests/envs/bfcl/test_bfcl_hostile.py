@@ -8,8 +8,10 @@ Each test names the limit of ``docs/security.md`` it checks. Tests on BFCL's rea
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -204,7 +206,7 @@ def test_too_many_calls_in_one_reply_run_none() -> None:
 
 
 def test_observations_are_cut_per_result_and_in_total() -> None:
-    """Limits: max_result_chars (shown per result) and max_observation_chars."""
+    """ServerLimits: max_result_chars (shown per result) and max_observation_chars."""
     env = bundled(max_result_chars=300, max_observation_chars=2_000)
     obs = env.step("[" + ", ".join(["list_members()"] * 64) + "]")[0]
     assert len(obs) <= 2_000 and obs.endswith("characters in all]")
@@ -248,3 +250,48 @@ def test_degenerate_replies_answer_within_the_contract(piece: str, count: int) -
     obs, _, seconds = timed(env, piece * count)
     assert seconds < FAST and isinstance(obs, str) and obs
     assert len(obs) <= env.max_observation_chars + 200
+
+
+# ---------------------------------------------------------- a hostile data folder (issue 29)
+def _data_dir(tmp_path: Path, line: str) -> Path:
+    root = tmp_path / "bfcl"
+    root.mkdir()
+    (root / "BFCL_v4_simple_python.json").write_text(line + "\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ('{"id": "x", "question": ' + "[" * 5000 + "]" * 5000 + "}", "nested"),  # 64 levels
+        ('{"question": []}', "not a BFCL entry"),
+        ("[1, 2]", "not a JSON object"),
+        ("{not json", "not valid JSON"),
+    ],
+)
+def test_bound_a_local_data_folder_is_read_within_bounds(
+    tmp_path: Path, line: str, match: str
+) -> None:
+    from multiturn_envs.errors import UntrustedInputError
+
+    root = _data_dir(tmp_path, line)
+    with pytest.raises(UntrustedInputError, match=match) as info:
+        load_entries(str(root), ["simple_python"])
+    assert "BFCL_v4_simple_python.json: line 1" in str(info.value)
+
+
+def test_bound_a_local_data_folder_never_reads_through_a_link_out(tmp_path: Path) -> None:
+    from multiturn_envs.errors import UntrustedInputError
+
+    root = tmp_path / "bfcl"
+    root.mkdir()
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"id": "s", "question": [], "function": []}\n')
+    (root / "BFCL_v4_simple_python.json").symlink_to(secret)
+    with pytest.raises(UntrustedInputError, match="outside the folder"):
+        load_entries(str(root), ["simple_python"])
+    other = tmp_path / "fifo-data"
+    other.mkdir()
+    os.mkfifo(other / "BFCL_v4_simple_python.json")
+    with pytest.raises(UntrustedInputError, match="FIFO"):
+        load_entries(str(other), ["simple_python"])

@@ -295,3 +295,35 @@ def test_hub_subset_is_checked_and_file_types_too(tmp_path: Path) -> None:
     bad = dp.DeepCoderPreviewSource(data_files=[str(tmp_path / "x.csv")])
     with pytest.raises(ValueError, match="parquet"):
         bad.task_ids()
+
+
+# ------------------------------------------------------------------ hostile data files (issue 29)
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "[" * 100_000 + "]" * 100_000,  # MAX_CELL_DEPTH: refused before json.loads recurses
+        json.dumps([{"input": "[" * 5000 + "]" * 5000, "output": "1", "testtype": "functional"}]),
+        json.dumps({"inputs": ["[" * 5000 + "]" * 5000], "outputs": ["1"], "fn_name": "f"}),
+    ],
+)
+def test_bound_a_deep_tests_cell_is_a_value_error_not_recursion(cell: str) -> None:
+    row = {"problem": "p", "tests": cell, "metadata": json.dumps({"func_name": "f"})}
+    with pytest.raises(ValueError, match="nested"):
+        dp.row_to_task(row, "deepcoder/local/train/0")
+
+
+def test_bound_a_compressed_cell_inflates_at_most_max_cell_bytes() -> None:
+    bomb = base64.b64encode(zlib.compress(b"\0" * (dp.MAX_CELL_BYTES + 1), 9)).decode()
+    assert len(bomb) < 1_000_000  # a 256 MiB bomb in under a megabyte of text
+    with pytest.raises(ValueError, match="inflates to over"):
+        dp.decode_tests_column(bomb)
+
+
+def test_bound_a_data_file_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "rows.jsonl"
+    os.mkfifo(fifo)
+    source = dp.DeepCoderPreviewSource(data_files=[str(fifo)], cache_dir=str(tmp_path / "c"))
+    with pytest.raises(ValueError, match="FIFO"):
+        source.task_ids()

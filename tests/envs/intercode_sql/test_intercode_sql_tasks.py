@@ -90,3 +90,37 @@ def test_db_dir_in_spider_layout(tmp_path: Path) -> None:
 def test_parse_action(reply: str, sql: str | None, submit: bool, error: bool) -> None:
     parsed = parse_action(reply)
     assert (parsed.sql, parsed.submit, parsed.error is not None) == (sql, submit, error)
+
+
+# ------------------------------------------------------------------ a hostile task file (issue 29)
+@pytest.mark.parametrize(
+    ("name", "content", "match"),
+    [
+        ("deep.json", "[" * 100_000 + "]" * 100_000, "nested"),  # 64 levels, before parsing
+        ("ints.json", "[1, 2, 3]", "task record 0 is int, not an object"),
+        ("obj.json", '{"tasks": 5}', "not a list of task records"),
+        ("field.json", '[{"db": "x", "query": "q", "gold": [1]}]', "gold must be a string"),
+        ("lines.jsonl", '{"db": "x", "query": "q", "gold": "g"}\n[[[[\n', "line 2"),
+        ("wide.csv", "db,query,gold\nx,q," + "g" * 200_000 + "\n", "not a readable CSV"),
+        ("bad.json", b"\xff\xfe".decode("latin-1"), "not utf-8 text"),
+    ],
+)
+def test_bound_a_hostile_task_file_is_one_clear_error(
+    tmp_path: Path, name: str, content: str, match: str
+) -> None:
+    from multiturn_envs.errors import UntrustedInputError
+
+    path = tmp_path / name
+    path.write_bytes(content.encode("latin-1" if name == "bad.json" else "utf-8"))
+    with pytest.raises(UntrustedInputError, match=match):
+        load_task_file(path)
+
+
+def test_bound_a_task_file_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    from multiturn_envs.errors import UntrustedInputError
+
+    os.mkfifo(tmp_path / "tasks.json")
+    with pytest.raises(UntrustedInputError, match="FIFO"):
+        load_task_file(tmp_path / "tasks.json")

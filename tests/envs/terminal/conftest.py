@@ -13,22 +13,12 @@ from pathlib import Path
 import pytest
 
 from multiturn_envs.envs.terminal.env import TerminalEnv
-from multiturn_envs.testing import require
-
-
-def terminal_problem() -> str | None:
-    """Why MT/Terminal-v0 cannot run here, or ``None``."""
-    try:
-        from multiturn_envs.envs.terminal.image import terminal_unavailable
-    except ImportError as exc:  # the docker SDK is not installed
-        return f"the docker SDK ({exc})"
-    return terminal_unavailable()
+from multiturn_envs.testing import require, require_terminal_image
 
 
 @pytest.fixture(scope="session")
 def terminal_ready() -> None:
-    problem = terminal_problem()
-    require(problem is None, f"a docker engine with the terminal image ({problem})")
+    require_terminal_image()
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +44,16 @@ def tb1_data() -> Path:
         f"the Terminal-Bench tasks in {TB1_DATA}",
     )
     return TB1_DATA
+
+
+TB2_DATA = SHARED_DATA / "terminal-bench" / "tb2"
+"""Eight real Terminal-Bench 2.0 tasks in Harbor's format (``../shared/data``, as above)."""
+
+
+@pytest.fixture(scope="session")
+def tb2_data() -> Path:
+    require(
+        (TB2_DATA / "regex-log" / "task.toml").is_file(),
+        f"the Terminal-Bench 2.0 tasks in {TB2_DATA}",
+    )
+    return TB2_DATA

@@ -151,6 +151,9 @@ def test_a_flood_of_output_never_hangs_a_step_or_the_close(terminal_ready: None)
         start = time.monotonic()
         obs, _, _, _, info = env.step("yes flood")
         assert info["timed_out"] and "output truncated" in obs
+        # stderr is the same stream as stdout (2>&1): a flood there costs what one here does
+        obs, _, _, _, info = env.step("yes flood >&2")
+        assert info["timed_out"] and "output truncated" in obs
         # a background flood: the next command's marker gets through the flood, or the command
         # times out and the restart kills the flood; either way the step returns
         env.step("yes flood &")
