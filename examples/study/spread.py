@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 from study import CLAIM_FIGURES, _figure, paper_rows
 
+from multiturn_envs.errors import UntrustedInputError
 from multiturn_envs.harness import pooled_bootstrap_ci
+from multiturn_envs.untrusted import load_json
+
+SUMMARY_MAX_BYTES = 64 << 20
+"""A seed's summary is ~200 KB with one arm, under 1 MB with four; a file past this bound is
+not one study.py wrote."""
 
 
 class SpreadError(Exception):
@@ -64,8 +70,8 @@ def load(out: Path, seeds: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
         if not path.exists():
             raise SpreadError(f"seed {seed}: neither {full} nor {alone} exists (did it finish?)")
         try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = load_json(path, max_bytes=SUMMARY_MAX_BYTES)
+        except (OSError, UntrustedInputError) as exc:
             raise SpreadError(f"seed {seed}: {path} is not readable JSON ({exc})") from exc
         if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), dict):
             raise SpreadError(

@@ -181,6 +181,7 @@ def _spread(out: Path, *seeds: str) -> subprocess.CompletedProcess[str]:
     [
         ({}, "neither"),
         ({"summary.json": "{not json"}, "not readable JSON"),
+        ({"summary.json": "[" * 5000 + "]" * 5000}, "not readable JSON"),
         ({"summary.json": "[1, 2]"}, "no fingerprint"),
         ({"summary.json": json.dumps({"headline_pass1_tmax": {}})}, "no fingerprint"),
         ({"base_summary.json": json.dumps({"fingerprint": {"config_digest": "x"}})}, "lacks"),
@@ -197,6 +198,15 @@ def test_spread_refuses_what_it_cannot_pool_with_one_line(
     assert found.returncode == 2 and not found.stdout
     assert words in found.stderr and len(found.stderr.strip().splitlines()) == 1
     assert "Traceback" not in found.stderr
+
+
+def test_spread_never_waits_on_a_summary_that_is_not_a_file(tmp_path: Path) -> None:
+    """A FIFO where a summary should be (nothing will ever write it) is refused at once: a
+    bounded reader of regular files only, not a read that blocks."""
+    (tmp_path / "seed-0").mkdir()
+    os.mkfifo(tmp_path / "seed-0" / "summary.json")
+    found = _spread(tmp_path, "0")
+    assert found.returncode == 2 and "not readable JSON" in found.stderr
 
 
 def test_spread_without_seeds_says_how_to_call_it(tmp_path: Path) -> None:
