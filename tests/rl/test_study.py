@@ -148,7 +148,11 @@ def test_the_study_runs_every_stage_and_reports_every_analysis(tmp_path: Path) -
     (tmp_path / "seed-1" / "summary.json").write_text(json.dumps(other_path))
     pooled = _spread(tmp_path, "0", "1")
     assert pooled.returncode == 0, pooled.stderr
-    for part in ("## Conclusion", "Pooled over 2 seeds (0, 1) x 4 held-out maps", "2 float paths"):
+    for part in (
+        "## Conclusion",
+        "Pooled over 2 seeds (0, 1) and the 4 held-out maps",
+        "2 float paths",
+    ):
         assert part in pooled.stdout
     claims = pooled.stdout.split("## Conclusion")[1].split("##")[0]
     for i, claim in enumerate(config["headline"]["claims"], 1):
