@@ -63,6 +63,11 @@ from multiturn_envs.tools import (
 
 BudgetMode = Literal["hidden", "announced"]
 BUDGET_MODES: tuple[str, ...] = ("hidden", "announced")
+TURN_BUDGET = "turn_budget"
+"""``info["truncation_reason"]`` of an episode whose turn budget is spent."""
+TOKEN_LIMIT = "token_limit"
+"""The truncation reason of an episode whose token limit is reached (the harness's
+``EvalConfig.token_limit``: the env counts turns, the runner counts the policy's tokens)."""
 BUDGET_OPTIONS: tuple[str, ...] = ("max_turns", "budget_mode")
 """The ``reset`` options that name the episode's budget (every :class:`TextEnv` reads them)."""
 TOOL_TURNS_HINT = (
@@ -457,7 +462,7 @@ class TextEnv(gym.Env[str, str]):
             parse_error=outcome.parse_error,
             extra=outcome.info,
         )
-        info["truncation_reason"] = "turn_budget" if truncated else None
+        info["truncation_reason"] = TURN_BUDGET if truncated else None
         return observation, float(outcome.reward), terminated, bool(truncated), info
 
     def render(self) -> str | None:

@@ -41,7 +41,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from multiturn_envs.policies.action_extractor import ActionExtractor
-from multiturn_envs.policies.base import Reply, TurnRequest
+from multiturn_envs.policies.base import Reply, TokenUsage, TurnRequest
 from multiturn_envs.policies.conversation import build_conversation, system_prompt_for
 from multiturn_envs.policies.prompting import ChatPrompter, ChatTokenizer, Completion
 from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
@@ -145,6 +145,37 @@ def echoed_logprobs(data: Any) -> list[float | None]:
 def _finish_reason(value: Any) -> str | None:
     """The finish reason as text (a record keeps it): what is not a short string is dropped."""
     return value[:100] if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    """A token count from a server's answer (a non-negative int), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def usage_of(
+    data: Mapping[str, Any], prompt_ids: list[int] | None, token_ids: list[int] | None
+) -> TokenUsage | None:
+    """The tokens one choice of ``data`` cost, as far as the answer tells.
+
+    The prompt: the answer's ``usage.prompt_tokens`` (the prompt is shared by its choices),
+    else the length of the returned prompt ids. The completion: the choice's own ids, else
+    ``usage.completion_tokens`` when the answer holds this one choice only (with ``n`` choices
+    it is their sum). ``None`` when either is unknown: a count is never guessed.
+    """
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    prompt = _count(usage.get("prompt_tokens"))
+    if prompt is None and prompt_ids is not None:
+        prompt = len(prompt_ids)
+    completion = None if token_ids is None else len(token_ids)
+    choices = data.get("choices")
+    if completion is None and isinstance(choices, list) and len(choices) == 1:
+        completion = _count(usage.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    return TokenUsage(prompt, completion)
 
 
 def normalise_base_url(base_url: str) -> str:
@@ -566,11 +597,12 @@ class OpenAIPolicy:
             lp = choice.get("logprobs") or {}
             content = as_list(lp.get("content") or [], "logprobs.content") if lp else []
             prompt_ids = as_numbers(data.get("prompt_token_ids"), "prompt_token_ids", int)
+            token_ids = as_numbers(choice.get("token_ids"), "token_ids", int)
             entries = message.get("tool_calls")
             replies.append(
                 Reply(
                     text=action,
-                    token_ids=as_numbers(choice.get("token_ids"), "token_ids", int),
+                    token_ids=token_ids,
                     logprobs=as_numbers(
                         [as_object(c, "a logprobs entry").get("logprob") for c in content],
                         "logprobs.content[].logprob",
@@ -592,6 +624,7 @@ class OpenAIPolicy:
                         ),
                     },
                     tool_calls=calls,
+                    usage=usage_of(data, prompt_ids, token_ids),
                 )
             )
         return replies
