@@ -71,6 +71,8 @@ SAMPLE_LIST = IntList(1, 100_000)
 STEP_LIST = IntList(0, 10_000_000)
 """Training steps of checkpoints (``--checkpoint-steps``)."""
 STEP_WEIGHT = FloatRange(0.0, MAX_STEP_WEIGHT)
+TOKEN_LIMIT = IntRange(1, 10**12)
+"""Tokens one episode may use (``eval --token-limit``)."""
 
 
 class UsageError(Exception):
@@ -191,12 +193,13 @@ def env_tasks(env_id: str, env_kwargs: Mapping[str, Any], spec: str | None) -> l
         env.close()
 
 
-def load_policy(spec: str) -> Policy | AsyncPolicy:
-    """A policy spec (``--policy``), with a bad spec as a :class:`UsageError`."""
+def load_policy(spec: str, cache: str | None = None) -> Policy | AsyncPolicy:
+    """A policy spec (``--policy``; ``cache``: ``--cache``, a response cache file), with a bad
+    spec or cache as a :class:`UsageError`."""
     from multiturn_envs.policies import load_policy as load
 
     try:
-        return load(spec)
+        return load(spec, cache=cache)
     except (ValueError, ImportError, OSError) as exc:
         raise UsageError(f"policy {spec!r}: {exc}") from None
 
@@ -341,7 +344,9 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
     add_flags(p, "--policy-actors")
 
 
-def executor_of(args: argparse.Namespace, policy_spec: str) -> RayExecutor | None:
+def executor_of(
+    args: argparse.Namespace, policy_spec: str, cache: str | None = None
+) -> RayExecutor | None:
     """``--executor``: ``None`` (this process) or a ``RayExecutor`` running ``policy_spec``
     (docs/scale-out.md)."""
     if args.executor == "local":
@@ -359,5 +364,5 @@ def executor_of(args: argparse.Namespace, policy_spec: str) -> RayExecutor | Non
         num_workers=args.ray_workers,
         policy_placement=args.policy_placement or "worker",
         policy_actors=args.policy_actors or 1,
-        policy_factory=functools.partial(load, policy_spec),
+        policy_factory=functools.partial(load, policy_spec, cache=cache),
     )

@@ -246,7 +246,7 @@ def check_trajectory(obj: Mapping[str, Any], where: str) -> TrajectoryRecord:
         if isinstance(actions, list) and len(counts) != len(actions):
             raise RecordFileError(f"{where}: {len(actions)} actions but {len(counts)} {name}")
         if not all(
-            c is None or (type(c) is int and c >= 0)  # noqa: E721 (a bool is no count)
+            c is None or (type(c) is int and c >= 0)  # a bool is no count
             for c in counts
         ):
             raise RecordFileError(f"{where}: {name!r} holds a value that is no token count")

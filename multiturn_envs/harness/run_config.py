@@ -85,7 +85,9 @@ class EvalConfig:
             or not isinstance(self.token_limit, int)
             or self.token_limit < 1
         ):
-            raise ValueError(f"token_limit must be a positive int or None, got {self.token_limit!r}")
+            raise ValueError(
+                f"token_limit must be a positive int or None, got {self.token_limit!r}"
+            )
         if self.budget_mode not in BUDGET_MODES:
             raise ValueError(f"budget_mode must be one of {BUDGET_MODES}, got {self.budget_mode!r}")
         if not isinstance(self.max_turns, int) or self.max_turns < 1:

@@ -44,6 +44,7 @@ from typing import Any
 import gymnasium as gym
 
 from multiturn_envs.core import TOKEN_LIMIT, TextEnv, astep_env
+from multiturn_envs.errors import PolicyError
 from multiturn_envs.harness.config import EpisodeSeeds, RunOptions, RunSummary
 from multiturn_envs.harness.progress import Progress
 from multiturn_envs.harness.records import (
@@ -65,7 +66,6 @@ from multiturn_envs.policies.base import (
 )
 from multiturn_envs.policies.token_sequences import reply_tokens
 from multiturn_envs.policies.tool_layout import replies_stop
-from multiturn_envs.errors import PolicyError
 from multiturn_envs.tools import ToolCall
 from multiturn_envs.wrappers import text_env_of
 

@@ -114,7 +114,8 @@ class NoisyExpertPolicy:
                     )
                 )
             else:
-                replies.append(Reply(req.live_env().expert_action(), meta={"noise": 0}, usage=NO_TOKENS))
+                action = req.live_env().expert_action()
+                replies.append(Reply(action, meta={"noise": 0}, usage=NO_TOKENS))
         return replies
 
 

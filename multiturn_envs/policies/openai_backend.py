@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -44,6 +45,7 @@ from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import Reply, TokenUsage, TurnRequest
 from multiturn_envs.policies.conversation import build_conversation, system_prompt_for
 from multiturn_envs.policies.prompting import ChatPrompter, ChatTokenizer, Completion
+from multiturn_envs.policies.response_cache import ResponseCache, open_cache
 from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
 from multiturn_envs.policies.tool_layout import parse_hermes, tool_conversation
 from multiturn_envs.tools import ToolCall, call_from_openai, within_bounds
@@ -358,6 +360,10 @@ class OpenAIPolicy:
             ``None``: not sent (the server's default).
         tool_prompt: ``"native"`` (send ``tools=``) or ``"hermes"`` (tools in the system
             message, calls read from the text), chat mode only.
+        cache: a :class:`~.response_cache.ResponseCache` (or its file): a request body sent
+            before is answered with the server's answer then (default: none).
+        revision: what the served model is, beyond its id, in the cache's keys (a server may
+            serve another checkpoint under the same id: name it, e.g. a commit or a date).
     """
 
     def __init__(
@@ -384,7 +390,11 @@ class OpenAIPolicy:
         tools: bool = False,
         tool_choice: str | Mapping[str, Any] | None = None,
         tool_prompt: Literal["native", "hermes"] = "native",
+        cache: ResponseCache | str | os.PathLike[str] | None = None,
+        revision: str | None = None,
     ) -> None:
+        self.cache = open_cache(cache)
+        self.revision = revision
         if mode not in ("chat", "completions"):
             raise ValueError(f"mode must be 'chat' or 'completions', got {mode!r}")
         if server not in ("vllm", "generic"):
@@ -478,14 +488,29 @@ class OpenAIPolicy:
             raise ValueError("top_k is not a standard OpenAI field: use server='vllm'")
         return body
 
+    def cache_identity(self) -> dict[str, Any]:
+        """What a response cache keys this server's model by (the request body holds the
+        rest: model id, messages, tools, sampling, seed, ``n``)."""
+        return {"engine": "openai", "model": self.client.model, "revision": self.revision}
+
+    async def _post(self, path: str, body: Mapping[str, Any]) -> Any:
+        """POST ``body``, answered from the cache when it was sent before (then stored)."""
+        if self.cache is None:
+            return await self.client.post(path, body)
+        key = self.cache.key(self.cache_identity(), {"path": path, "body": dict(body)})
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        data = await self.client.post(path, body)
+        self.cache.put(key, data)
+        return data
+
     async def _fan_out(
         self, path: str, body: dict[str, Any], base_seed: int, n: int
     ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
         """``n`` choices for ``body``: one request with ``n`` or ``n`` requests with seed + i."""
         if self.native_n:
-            data = as_object(
-                await self.client.post(path, {**body, "n": n, "seed": base_seed}), "it"
-            )
+            data = as_object(await self._post(path, {**body, "n": n, "seed": base_seed}), "it")
             choices = [
                 as_object(c, f"choices[{i}]")
                 for i, c in enumerate(as_list(data.get("choices"), "choices"))
@@ -497,7 +522,7 @@ class OpenAIPolicy:
                 choices = [c for _, c in sorted(zip(index, choices), key=lambda p: p[0])]
             return [(data, c) for c in choices]
         datas = await asyncio.gather(
-            *(self.client.post(path, {**body, "seed": base_seed + i}) for i in range(n))
+            *(self._post(path, {**body, "seed": base_seed + i}) for i in range(n))
         )
         out = []
         for data in datas:
