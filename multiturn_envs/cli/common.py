@@ -269,6 +269,14 @@ FLAGS: dict[str, Flag] = {
             dict(default=None, metavar="FILE.json", help="also write the numbers as JSON here"),
         ),
         Flag(
+            ("--overwrite",),
+            dict(
+                action="store_true",
+                help="replace an output file this project wrote (a file it did not write is "
+                "never replaced: name another)",
+            ),
+        ),
+        Flag(
             ("--system-prompt",),
             dict(default=None, help="score with this system prompt instead of the env's"),
         ),

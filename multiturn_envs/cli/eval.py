@@ -77,7 +77,7 @@ multiturn-envs eval MT/FrozenLake-v0 --policy noisy-expert:0.3 --tasks 10 --samp
         default=True,
         help="continue an existing --out of the same run (default on)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_flags(p, "--overwrite")
     p.add_argument(
         "--in-flight",
         type=IN_FLIGHT,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from multiturn_envs.cli.common import UsageError, add_ci_args, user_errors
+from multiturn_envs.cli.common import UsageError, add_ci_args, add_flags, user_errors
 
 
 def add_parser(sub: Any) -> None:
@@ -32,17 +32,13 @@ inspect view start --log-dir runs""",
         help="inspect: inspect_ai's eval log (the only format so far)",
     )
     p.add_argument(
-        "--out",
+        "--log",
         default=None,
         metavar="FILE.eval",
         help="the log to write: .eval (inspect's default) or .json (default: the record file's "
         "name with .eval)",
     )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace --out when it is a log this command wrote (any other file is refused)",
-    )
+    add_flags(p, "--overwrite")
     p.add_argument(
         "--no-replay",
         action="store_true",
@@ -61,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             path = export_inspect(
                 args.file,
-                args.out,
+                args.log,
                 overwrite=args.overwrite,
                 replay=not args.no_replay,
                 n_boot=args.bootstrap,

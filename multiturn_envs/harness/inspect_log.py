@@ -596,7 +596,7 @@ def export_inspect(
     if os.path.lexists(target):
         if not overwrite:
             raise RecordFileError(
-                f"{target} exists: name another file, or --overwrite a log this command wrote"
+                f"{target} exists: name another file, or overwrite a log this export wrote"
             )
         if not _ours(target, log):
             raise RecordFileError(

@@ -176,7 +176,7 @@ def test_a_file_the_export_did_not_write_is_never_replaced(
     for overwrite in (False, True):
         with pytest.raises(RecordFileError, match="exists"):
             inspect_log.export_inspect(noisy_run, out, overwrite=overwrite, n_boot=0)
-        args = ["export", str(noisy_run), "--out", str(out), "--bootstrap", "0"]
+        args = ["export", str(noisy_run), "--log", str(out), "--bootstrap", "0"]
         assert main([*args, "--overwrite"] if overwrite else args) == 2
     if before is not None:
         assert out.read_bytes() == before
@@ -204,7 +204,7 @@ def test_an_output_that_is_no_log_name_is_refused(
     _inspect()
     with pytest.raises(ValueError, match=r"\.eval or a \.json"):
         inspect_log.export_inspect(noisy_run, tmp_path / f"out{suffix}", n_boot=0)
-    assert main(["export", str(noisy_run), "--out", str(tmp_path / f"o{suffix}")]) == 2
+    assert main(["export", str(noisy_run), "--log", str(tmp_path / f"o{suffix}")]) == 2
 
 
 @pytest.mark.parametrize(
@@ -351,7 +351,7 @@ def test_inspect_view_shows_a_sample_with_its_per_turn_scores(
     noisy_run: Path, inspect_view: tuple[str, Path], tmp_path: Path
 ) -> None:
     url, logs = inspect_view
-    assert main(["export", str(noisy_run), "--out", str(logs / "noisy.eval")]) == 0
+    assert main(["export", str(noisy_run), "--log", str(logs / "noisy.eval")]) == 0
     record = read_run(noisy_run).records[0]
     browser = Browser(tmp_path / "profile")
     try:
