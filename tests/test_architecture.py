@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "safejson": 0,
     "step_gate": 0,
     "untrusted": 0,
+    "output_files": 0,
     "spaces": 1,
     "core": 1,
     "tools": 1,

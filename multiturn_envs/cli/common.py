@@ -14,12 +14,10 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
-import json
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import gymnasium as gym
@@ -112,11 +110,21 @@ def user_errors(*extra: type[Exception], missing: str = "no such file") -> Itera
         raise UsageError(str(exc).strip("'\"")) from None
 
 
-def write_json(out: str | None, payload: Mapping[str, Any]) -> str:
-    """Write ``payload`` to ``out`` (if given); the line that says so, or ``""``."""
+def write_json(out: str | None, payload: Mapping[str, Any], overwrite: bool = False) -> str:
+    """Write ``payload`` to ``out`` (if given) under the output rule (a new file, or one this
+    project wrote with ``overwrite``: :mod:`multiturn_envs.output_files`); the line that says
+    so, or ``""``."""
     if out is None:
         return ""
-    Path(out).write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    from multiturn_envs.errors import OutputFileError
+    from multiturn_envs.output_files import write_json_output
+
+    try:
+        write_json_output(out, payload, overwrite=overwrite)
+    except OutputFileError as exc:
+        raise UsageError(
+            f"--json-out: {exc} (--overwrite replaces one this project wrote)"
+        ) from None
     return f"\nwritten: {out}"
 
 

@@ -27,9 +27,10 @@ hand. The mapping:
   ``results.metadata["pass_surface"]``.
 
 Files: the export reads the record file through :func:`~.records.read_run` (bounded), and
-writes a new file, or replaces one only when it is an inspect log this export wrote (its
-``metadata["multiturn_envs"]`` marker) and ``overwrite`` is given; anything else at the path
-is refused, byte for byte untouched. ``.eval`` (inspect's zipped format, the default) or
+writes under the output rule (:mod:`multiturn_envs.output_files`): a new file, or one it
+replaces only when it is an inspect log this export wrote (its ``metadata["multiturn_envs"]``
+marker) and ``overwrite`` is given; anything else at the path is refused, byte for byte
+untouched. ``.eval`` (inspect's zipped format, the default) or
 ``.json``, by the file's suffix.
 """
 
@@ -38,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -46,9 +46,10 @@ from typing import Any
 
 import gymnasium as gym
 
-from multiturn_envs.errors import RecordFileError, ReplayError
+from multiturn_envs.errors import ReplayError
 from multiturn_envs.harness.records import RunFile, TrajectoryRecord, in_task_order, read_run
 from multiturn_envs.harness.replay import EnvFactory, Replay
+from multiturn_envs.output_files import check_output, write_output
 from multiturn_envs.tools import ToolCallError, is_tool_call_text, read_tool_calls
 from multiturn_envs.version import __version__
 
@@ -593,34 +594,17 @@ def export_inspect(
     target = Path(out) if out is not None else Path(run_path).with_suffix(".eval")
     if target.suffix not in (".eval", ".json"):
         raise ValueError(f"{target}: an inspect log is a .eval or a .json file")
-    if os.path.lexists(target):
-        if not overwrite:
-            raise RecordFileError(
-                f"{target} exists: name another file, or overwrite a log this export wrote"
-            )
-        if not _ours(target, log):
-            raise RecordFileError(
-                f"{target} exists and is not an inspect log this command wrote; it is left as "
-                "it is (name another file)"
-            )
+    check_output(target, overwrite=overwrite, is_ours=lambda p: _ours(p, log))
     run = read_run(run_path)
     eval_log = inspect_eval_log(
         run, make_env=make_env, replay=replay, n_boot=n_boot, alpha=alpha, seed=seed
     )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}-", suffix=target.suffix, dir=target.parent)
-    os.close(fd)
-    try:
-        log.write_eval_log(eval_log, tmp, format=target.suffix[1:])
-        if overwrite and os.path.lexists(target):
-            os.replace(tmp, target)  # ours (checked above): replaced whole
-        else:
-            os.link(tmp, target)  # fails if someone made the file meanwhile: never clobbered
-    except FileExistsError:
-        raise RecordFileError(f"{target} appeared while exporting; it is left as it is") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    write_output(
+        target,
+        lambda tmp: log.write_eval_log(eval_log, tmp, format=target.suffix[1:]),
+        overwrite=overwrite,
+        is_ours=lambda p: _ours(p, log),
+    )
     if progress is not None:
         progress(f"{target}: {len(eval_log.samples or [])} samples")
     return target
