@@ -166,6 +166,10 @@ class InterCodeSQLEnv(TextEnv):
     """
 
     max_tool_calls = 2  # execute_sql then submit
+    not_picklable = not_copyable = (
+        "it holds SQLite connections (the episode's private copy of the database and the "
+        "pristine one)"
+    )
 
     def __init__(
         self,

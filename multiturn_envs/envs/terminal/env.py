@@ -219,6 +219,7 @@ class TerminalEnv(TextEnv):
 
     blocking_io = True  # commands and checks wait on containers: astep runs in a thread
     max_tool_calls = 2  # run_command then submit
+    not_picklable = not_copyable = "it holds a Docker container and the connection to it"
 
     def __init__(
         self,
