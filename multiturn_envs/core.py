@@ -494,7 +494,8 @@ class TextEnv(gym.Env[str, str]):
         cls = type(self)
         new = cls.__new__(cls)
         memo[id(self)] = new
-        state = copy.deepcopy(self.__getstate__(), memo)  # what the default copy copies
+        getstate = getattr(self, "__getstate__", None)  # object's (3.11+): the __dict__
+        state = copy.deepcopy(getstate() if getstate is not None else self.__dict__, memo)
         if hasattr(new, "__setstate__"):
             new.__setstate__(state)
         elif state:
