@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "step_gate": 0,
     "untrusted": 0,
     "output_files": 0,
+    "extras": 0,
     "spaces": 1,
     "core": 1,
     "tools": 1,

@@ -74,6 +74,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    except ImportError as exc:  # an optional extra missing: one line naming it
+        from multiturn_envs.extras import missing_extra
+
+        line = missing_extra(exc)
+        if line is None:
+            raise
+        print(f"multiturn-envs: error: {line}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print(
             "multiturn-envs: interrupted; rerun the same command to resume where it stopped",

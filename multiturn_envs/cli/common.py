@@ -107,7 +107,10 @@ def user_errors(*extra: type[Exception], missing: str = "no such file") -> Itera
     except FileNotFoundError as exc:
         raise UsageError(f"{missing}: {exc.filename}") from None
     except (*_USER_MISTAKES, *extra) as exc:
-        raise UsageError(str(exc).strip("'\"")) from None
+        text = str(exc)
+        if isinstance(exc, KeyError):  # a KeyError's text is the repr of its key
+            text = text.strip("'\"")
+        raise UsageError(text) from None
 
 
 def write_json(out: str | None, payload: Mapping[str, Any], overwrite: bool = False) -> str:

@@ -47,6 +47,8 @@ from multiturn_envs.envs.intercode_sql.scoring import (
     score_result,
 )
 from multiturn_envs.envs.intercode_sql.tasks import DatabaseCatalog, SQLTask, load_tasks
+from multiturn_envs.extras import ENV_EXTRAS
+from multiturn_envs.extras import require as require_extra
 from multiturn_envs.tools import Tool, ToolCall
 
 MAX_QUERY_CHARS = 20_000
@@ -197,6 +199,7 @@ class InterCodeSQLEnv(TextEnv):
         spider_dev_file: str | Path | None = None,
         clock: dt.datetime = DEFAULT_CLOCK,
     ) -> None:
+        require_extra("MT/InterCode-SQL-v0", *ENV_EXTRAS["MT/InterCode-SQL-v0"])
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         if scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}")

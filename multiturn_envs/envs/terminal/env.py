@@ -35,6 +35,8 @@ from multiturn_envs.envs.terminal.parsing import (
 )
 from multiturn_envs.envs.terminal.prepare import Prepared, Preparer
 from multiturn_envs.envs.terminal.tasks import TerminalTask, select_tasks
+from multiturn_envs.extras import ENV_EXTRAS
+from multiturn_envs.extras import require as require_extra
 from multiturn_envs.sandbox.shell_session import CommandResult, ShellSession
 from multiturn_envs.sandbox.warm_containers import WarmContainers
 from multiturn_envs.spaces import UnicodeText
@@ -241,6 +243,7 @@ class TerminalEnv(TextEnv):
         check_timeout_s: float = 30.0,
         image: str | None = None,
     ) -> None:
+        require_extra("MT/Terminal-v0", *ENV_EXTRAS["MT/Terminal-v0"])
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         self.action_space = ShellText()
         if isinstance(tasks, str):
