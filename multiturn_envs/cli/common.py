@@ -167,8 +167,16 @@ def env_factory(env_id: str, env_kwargs: Mapping[str, Any]) -> Callable[[], gym.
     return make
 
 
-def resolve_tasks(available: Sequence[str], spec: str | None) -> list[str]:
-    """``None`` -> all tasks; ``"N"`` -> the first N; ``"a,b"`` -> those ids (checked)."""
+def resolve_tasks(
+    available: Sequence[str],
+    spec: str | None,
+    refusal: Callable[[str], str | None] | None = None,
+) -> list[str]:
+    """``None`` -> all tasks; ``"N"`` -> the first N; ``"a,b"`` -> those ids (checked).
+
+    An id the env does not list is taken when ``refusal(id)`` is ``None`` (the env's ``reset``
+    accepts it: FrozenLake's ``4x4`` or ``map:...``, which no list can hold), else refused
+    with the env's reason."""
     ids = [str(t) for t in available]
     if spec is None:
         return ids
@@ -182,10 +190,21 @@ def resolve_tasks(available: Sequence[str], spec: str | None) -> list[str]:
         return ids[:n]
     wanted = [t.strip() for t in spec.split(",") if t.strip()]
     known = set(ids)
-    unknown = [t for t in wanted if t not in known]
-    if unknown:
+    reasons = {t: "not listed" for t in wanted if t not in known}
+    if refusal is not None:
+        for task in list(reasons)[:100]:  # each check resets an env: a bounded number
+            why = refusal(task)
+            if why is None:
+                del reasons[task]
+            else:
+                reasons[task] = why
+    if reasons:
         example = ", ".join(ids[:3])
-        raise UsageError(f"unknown task id(s) {unknown[:3]}; the env's ids look like: {example}")
+        first = next(iter(reasons.items()))
+        raise UsageError(
+            f"unknown task id(s) {list(reasons)[:3]} ({first[0]}: {first[1][:200]}); the env's "
+            f"ids look like: {example}"
+        )
     if len(set(wanted)) != len(wanted):
         raise UsageError("--tasks lists a task id twice")
     return wanted
@@ -197,11 +216,26 @@ def env_tasks(env_id: str, env_kwargs: Mapping[str, Any], spec: str | None) -> l
 
     env = make_env(env_id, env_kwargs)
     try:
-        return resolve_tasks(text_env_of(env).task_ids(), spec)
+        return resolve_tasks(text_env_of(env).task_ids(), spec, reset_refusal(env))
     except TypeError as exc:
         raise UsageError(str(exc)) from None
     finally:
         env.close()
+
+
+def reset_refusal(env: gym.Env[str, str]) -> Callable[[str], str | None]:
+    """Whether ``env`` accepts a task id: ``None`` when its ``reset`` takes it, else why not."""
+
+    def refusal(task_id: str) -> str | None:
+        try:
+            env.reset(seed=0, options={"task_id": task_id})
+        except KeyError as exc:  # its text is the repr of the key
+            return str(exc).strip("'\"") or "KeyError"
+        except (ValueError, LookupError) as exc:
+            return str(exc) or type(exc).__name__
+        return None
+
+    return refusal
 
 
 def load_policy(spec: str, cache: str | None = None) -> Policy | AsyncPolicy:

@@ -23,6 +23,7 @@ from multiturn_envs.cli.common import (
     executor_of,
     load_policy,
     parse_env_args,
+    reset_refusal,
     resolve_tasks,
     user_errors,
 )
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         make_env = served_env_factory(args.env_url, args.env_id)
         probe = make_env()
         try:
-            tasks = resolve_tasks(probe.task_ids(), args.tasks)
+            tasks = resolve_tasks(probe.task_ids(), args.tasks, reset_refusal(probe))
         finally:
             probe.close()
     else:
