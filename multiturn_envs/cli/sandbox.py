@@ -56,7 +56,8 @@ def add_parser(sub: Any) -> None:
     tb.add_argument(
         "--extras",
         action="store_true",
-        help="also compilers, numpy, pandas (images/terminal/packages-extra.txt)",
+        help="also compilers, numpy, pandas, node, vim, ... (images/terminal/packages-extra.txt);"
+        " never under the default image's tag (without --tag: multiturn-envs-terminal:extras)",
     )
     tb.set_defaults(func=run_terminal_build)
     ts = tcmds.add_parser("status", help="say whether MT/Terminal-v0 can run (exit 0/1)")
@@ -66,10 +67,11 @@ def add_parser(sub: Any) -> None:
         help="check that tasks run here (reference passes, empty submission fails)",
         description="Load a folder of Terminal-Bench 1 (task.yaml) or Harbor (task.toml) task "
         "folders, or one task folder, and run each task in MT/Terminal-v0: its reference "
-        "solution must pass and an empty submission fail. One line per task. Exit 0 when "
-        "every task does, 1 when one does not or cannot run here, 2 when a task folder is "
-        "refused (malformed, or hostile: a link out of it, a file over its cap, a field out "
-        "of range).",
+        "solution (under the task's agent timeout) must pass and an empty submission fail. One "
+        "line per task: its verdicts, or why it cannot run here, with the cause in one word. "
+        "Exit 0 when every task does, 1 when one does not or cannot run here, 2 when a task "
+        "folder is refused (malformed, or hostile: a link out of it, a file over its cap, a "
+        "field out of range).",
     )
     tv.add_argument("folder", type=Path, help="a task folder or a folder of them")
     tv.add_argument(
@@ -146,10 +148,12 @@ def run_terminal_verify(args: argparse.Namespace) -> int:
             print(json.dumps({**asdict(row), "as_expected": row.as_expected}))
             continue
         if not row.loaded:
-            what = "REFUSED" if row.cause == "refused" else "NOT RUNNABLE HERE"
+            what = (
+                "REFUSED" if row.cause == "refused" else f"NOT RUNNABLE HERE ({row.cause or '?'})"
+            )
             print(f"{row.task_id}: {what}: {_one_line(row.reason)}")
             continue
-        verdict = "as expected" if row.as_expected else "NOT as expected"
+        verdict = "as expected" if row.as_expected else f"NOT as expected: {row.cause}"
         print(
             f"{row.task_id}: reference {'passes' if row.reference_passes else 'FAILS'}, "
             f"empty {'fails' if row.empty_fails else 'PASSES'} ({verdict}; {row.seconds:.0f} s)"

@@ -25,6 +25,10 @@ FILES = (
     "terminal/packages-extra.txt",
     "terminal/offline/lib.sh",
     "terminal/offline/mte_ctrf.py",
+    "terminal/offline/provides.txt",
+    "terminal/offline/pytest_json_ctrf-0.0.0+mte.dist-info/METADATA",
+    "terminal/offline/pytest_json_ctrf-0.0.0+mte.dist-info/RECORD",
+    "terminal/offline/pytest_json_ctrf-0.0.0+mte.dist-info/entry_points.txt",
     *(f"terminal/offline/bin/{n}" for n in ("apt", "apt-get", "curl", "pip", "pip3", "pytest")),
     *(f"terminal/offline/bin/{n}" for n in ("uv", "uvx")),
 )

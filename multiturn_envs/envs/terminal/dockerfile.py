@@ -82,20 +82,72 @@ def from_image(instruction: Instruction) -> str:
     return words[0] if words else ""
 
 
-def base_images(text: str) -> list[str]:
-    """Every image the Dockerfile's ``FROM`` lines name."""
-    return [from_image(i) for i in parse_dockerfile(text) if i.keyword == "FROM"]
+def stage_name(instruction: Instruction) -> str:
+    """The name a ``FROM ... AS name`` gives its stage (lower case; ``""`` without one)."""
+    words = [w for w in instruction.args.split() if not w.startswith("--")]
+    if len(words) >= 3 and words[1].lower() == "as":
+        return words[2].lower()
+    return ""
+
+
+def global_args(steps: list[Instruction], build_args: Mapping[str, str]) -> dict[str, str]:
+    """The ``ARG`` values declared before the first ``FROM`` (their defaults, or
+    ``build_args``): the only variables a ``FROM`` line can use."""
+    args: dict[str, str] = {}
+    for step in steps:
+        if step.keyword == "FROM":
+            break
+        if step.keyword == "ARG":
+            name, _, default = step.args.partition("=")
+            name = name.strip()
+            args[name] = build_args.get(name, default.strip().strip('"'))
+    return args
+
+
+def base_images(text: str, build_args: Mapping[str, str] | None = None) -> list[str]:
+    """Every image the Dockerfile builds on, in order, without repeats: each ``FROM`` that
+    names no earlier stage (``FROM build`` after ``FROM x AS build`` is not an image) and
+    each image a ``COPY --from=`` names. ``build_args`` fill the ``ARG`` defaults in."""
+    steps = parse_dockerfile(text)
+    args = global_args(steps, build_args or {})
+    stages: set[str] = set()
+    images: list[str] = []
+    for step in steps:
+        if step.keyword == "FROM":
+            image = substitute(from_image(step), args)
+            if image.lower() not in stages and image not in images:
+                images.append(image)
+            if stage_name(step):
+                stages.add(stage_name(step))
+        elif step.keyword in ("COPY", "ADD"):
+            source = copy_from(step)
+            stage = source.isdigit() or source.lower() in stages
+            if source and not stage and source not in images:
+                images.append(source)
+    return images
+
+
+def copy_from(instruction: Instruction) -> str:
+    """The stage or image a ``COPY --from=X`` copies from (``""`` for a plain ``COPY``)."""
+    match = re.search(r"(?:^|\s)--from=(\S+)", instruction.args)
+    return match.group(1) if match else ""
 
 
 def map_base(text: str, base: str) -> tuple[str, list[str]]:
-    """The Dockerfile with every ``FROM`` replaced by ``base``; also the images replaced."""
+    """The Dockerfile with every ``FROM`` of an image replaced by ``base`` (a ``FROM`` of an
+    earlier stage stays); also the images replaced."""
     replaced: list[str] = []
+    stages: set[str] = set()
     out = []
     for line in text.splitlines():
         match = re.match(r"(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", line, re.IGNORECASE)
         if match:
-            replaced.append(match.group(3))
-            line = f"{match.group(1)}{match.group(2)}{base}{match.group(4)}"
+            alias = re.match(r"\s+AS\s+(\S+)", match.group(4), re.IGNORECASE)
+            if match.group(3).lower() not in stages:
+                replaced.append(match.group(3))
+                line = f"{match.group(1)}{match.group(2)}{base}{match.group(4)}"
+            if alias:
+                stages.add(alias.group(1).lower())
         out.append(line)
     return "\n".join(out) + "\n", replaced
 
@@ -162,15 +214,8 @@ def copy_args(args: str) -> tuple[dict[str, str], list[str], str]:
 def resolve_base(steps: list[Instruction], build_args: Mapping[str, str]) -> str:
     """The image the first ``FROM`` names, with the ``ARG`` defaults (or ``build_args``)
     declared before it substituted."""
-    args: dict[str, str] = {}
-    for step in steps:
-        if step.keyword == "ARG":
-            name, _, default = step.args.partition("=")
-            name = name.strip()
-            args[name] = build_args.get(name, default.strip().strip('"'))
-        elif step.keyword == "FROM":
-            return substitute(from_image(step), args)
-    return ""
+    froms = [s for s in steps if s.keyword == "FROM"]
+    return substitute(from_image(froms[0]), global_args(steps, build_args)) if froms else ""
 
 
 def light_plan(

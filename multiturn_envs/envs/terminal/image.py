@@ -10,7 +10,9 @@ local base first with the sandbox's offline bootstrap (``images/bootstrap.sh`` o
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -38,8 +40,6 @@ def recipe_version(
     package's image definitions, or of ``sandboxes_dir``; with ``base_only`` the base's part:
     the package lists and the bootstrap scripts; ``extras``: the variant with
     ``packages-extra.txt``), or ``None`` when the definitions are incomplete."""
-    import hashlib
-
     if sandboxes_dir is None:
         from multiturn_envs.sandbox.image import image_recipes
 
@@ -103,6 +103,41 @@ def terminal_image() -> str:
     return os.environ.get(IMAGE_VARIABLE, "").strip() or TERMINAL_IMAGE
 
 
+EXTRAS_IMAGE = "multiturn-envs-terminal:extras"
+"""The tag ``build --extras`` gives when none is named: the default image stays lean."""
+
+
+def build_tag(tag: str | None, extras: bool) -> str:
+    """The tag ``build`` gives: ``tag``, else :func:`terminal_image` (with ``extras``,
+    :data:`EXTRAS_IMAGE` when that is the default image); the extras under the default
+    image's tag are refused (``RuntimeError``: the default image stays lean)."""
+    if tag is None:
+        tag = terminal_image()
+        if extras and tag == TERMINAL_IMAGE:
+            tag = EXTRAS_IMAGE
+    if extras and tag == TERMINAL_IMAGE:
+        raise RuntimeError(
+            f"{TERMINAL_IMAGE} is the lean default image and is never built with the extras: "
+            f"give the variant another tag ({EXTRAS_IMAGE}, say) and make it the default "
+            f"with ${IMAGE_VARIABLE}"
+        )
+    return tag
+
+
+def base_tag(tag: str) -> str:
+    """The local base a terminal image ``tag`` is built on: :data:`BASE_IMAGE` for the default
+    image, else a base of its own named after the whole tag (``name:v`` and ``name`` get
+    different ones from the default's), so building a variant never replaces the base the
+    default image and other processes use."""
+    if tag == TERMINAL_IMAGE:
+        return BASE_IMAGE
+    last = tag.rsplit("/", 1)[-1]
+    name, version = tag.rsplit(":", 1) if ":" in last else (tag, "latest")
+    slug = re.sub(r"[^a-z0-9_.-]+", "-", f"{name}-{version}".lower()).strip("-._") or "variant"
+    digest = hashlib.sha256(tag.encode()).hexdigest()[:8]  # two tags, one slug: two bases
+    return f"{BASE_IMAGE.split(':')[0]}:{slug[:100]}-{digest}"
+
+
 def build(
     force: bool = False,
     sandboxes_dir: Path | None = None,
@@ -112,9 +147,11 @@ def build(
     """Build the base (when missing, from another recipe, or ``force``) and the terminal image;
     say what was done.
 
-    ``tag``: the terminal image's tag (default :func:`terminal_image`); a tag other than
-    :data:`TERMINAL_IMAGE` gets a base of the same tag, so a variant never replaces the images
-    other processes use. ``extras``: also the packages of ``packages-extra.txt``.
+    ``tag``: the terminal image's tag (default :func:`terminal_image`; with ``extras``,
+    :data:`EXTRAS_IMAGE` when that is the default image). Every tag but
+    :data:`TERMINAL_IMAGE` gets a base of its own (:func:`base_tag`), so a variant never
+    replaces the images other processes use; the default image is never built with the
+    extras (refused: it stays lean). ``extras``: also the packages of ``packages-extra.txt``.
     ``sandboxes_dir``: a folder of image definitions to use instead of the package's."""
     if sandboxes_dir is None:
         from multiturn_envs.sandbox.image import image_recipes
@@ -123,8 +160,8 @@ def build(
             return build(force, folder, tag, extras)
     if not (sandboxes_dir / "terminal" / "Dockerfile").is_file():
         raise FileNotFoundError(f"{sandboxes_dir} holds no terminal image definition")
-    tag = tag or terminal_image()
-    base = BASE_IMAGE if tag == TERMINAL_IMAGE else f"{BASE_IMAGE.split(':')[0]}:{_suffix(tag)}"
+    tag = build_tag(tag, extras)
+    base = base_tag(tag)
     did = []
     base_version = recipe_version(sandboxes_dir, base_only=True, extras=extras) or "unknown"
     if force or not image_exists(base) or image_label(base) != base_version:
@@ -160,11 +197,6 @@ def build(
         raise RuntimeError(f"docker build of {tag} failed: {done2.stderr[-800:]}")
     did.append(f"built {tag} from {sandboxes_dir / 'terminal' / 'Dockerfile'}")
     return "; ".join(did)
-
-
-def _suffix(tag: str) -> str:
-    name, _, version = tag.rpartition(":")
-    return version if name else "latest"
 
 
 def terminal_unavailable(image: str | None = None) -> str | None:

@@ -6,9 +6,12 @@ reason), and reading a reference solution into turns.
 
 from __future__ import annotations
 
+import base64
 import re
+import shlex
+import textwrap
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from multiturn_envs.envs.terminal.tasks import TerminalTask
@@ -39,8 +42,6 @@ MAX_TASKS = 100_000
 """Task folders under one root."""
 MAX_TIMEOUT_S = 86_400.0
 """A task's timeouts (``max_test_timeout_sec``, ``timeout_sec``): more than 0, at most a day."""
-MAX_MEMORY_MB = 1 << 20
-"""A task's ``memory_mb`` (1 TiB; it only goes into the task's notes)."""
 MAX_CPUS = 1024.0
 MAX_FIELD_CHARS = 10_000
 """A short text field (a category, a user, a working directory, an image name)."""
@@ -71,10 +72,20 @@ NEXT_TURN = "# --- next turn ---"
 script the turns simply run in order)."""
 
 
+DOWNLOADS = re.compile(
+    r"\b(curl|wget|pip3? install|uv (add|pip|sync)|uvx|apt(-get)? (-y )?install|git clone|"
+    r"urlretrieve|urlopen|requests\.get|npm install|go get|cargo install|opam install)\b"
+)
+"""What in a reference solution may need the network (a note, not a verdict: the image may
+have what it installs)."""
+
+
 class TaskUnavailable(RuntimeError):
     """One task folder cannot run here; the message says why (and what to do). ``cause``: one
-    word for reports (``base``, ``network``, ``package``, ``command``, ``file``, ``step``,
-    ``timeout``, ``format``)."""
+    word for reports: ``base`` (an image that cannot be pulled), ``network`` (a build step
+    that downloads), ``package``, ``command``, ``file``, ``step`` (a build step's own
+    error), ``timeout``, ``services`` (several containers), ``gpu``, ``env`` (a host variable
+    not given), ``format`` (a format this env does not run)."""
 
     def __init__(self, message: str, cause: str = "format", log: str = "") -> None:
         super().__init__(message)
@@ -189,3 +200,22 @@ def difficulty_of(value: object) -> str:
     ``medium``)."""
     text = value.strip().lower() if isinstance(value, str) else ""
     return text if text in ("easy", "medium", "hard") else "medium"
+
+
+def solution_upload(files: Mapping[str, bytes]) -> str:
+    """A shell command (one turn) that writes ``files`` (path -> bytes, relative) into
+    :data:`~.tasks.SOLUTION_DIR` as Harbor uploads a task's ``solution/`` folder before its
+    oracle runs ``solve.sh``; a file whose name ends in ``.sh`` is made executable."""
+    from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR
+
+    lines = [f"mkdir -p {SOLUTION_DIR}"]
+    for path in sorted(files):
+        target = shlex.quote(f"{SOLUTION_DIR}/{path}")
+        data = base64.b64encode(files[path]).decode("ascii")
+        lines.append(f'mkdir -p -- "$(dirname -- {target})"')
+        lines.append(f"base64 -d > {target} <<'MTE_SOLUTION_FILE'")
+        lines += textwrap.wrap(data, 76) or [""]
+        lines.append("MTE_SOLUTION_FILE")
+        if path.endswith(".sh"):
+            lines.append(f"chmod +x {target}")
+    return "\n".join(lines)

@@ -57,7 +57,7 @@ from multiturn_envs.envs.terminal.task_images import (
     resolve_user,
     top_level_dirs,
 )
-from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR, TerminalTask
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 CHECK_ENV = {
@@ -190,6 +190,8 @@ class Preparer:
             paths = [workdir, "/tmp"]
         if _under(workdir, paths) is None:
             paths.append(workdir)
+        if task.solution_files and _under(SOLUTION_DIR, paths) is None:
+            paths.append(SOLUTION_DIR)  # empty: the reference solution's first turn fills it
         paths = sorted(set(paths))
         return Layout(image, tuple(WritableDir(p) for p in paths), self.size_mb)
 
@@ -211,6 +213,22 @@ class Preparer:
     def prepare(self, task: TerminalTask) -> Prepared:
         notes = list(task.notes)
         image, light = self._image(task, notes)
+        if light is not None and task.image:
+            try:
+                return self._prepare_on(task, image, light, notes)
+            except LightBuildFailed as exc:  # docker build is the reference: its verdict
+                build_args = {"BASE": self.default_image, **light.build_args}
+                if not image_exists(task.image):
+                    build_image(
+                        Path(light.context), light.dockerfile, task.image, build_args=build_args
+                    )
+                notes.append(f"the light build failed ({exc}); image built with docker build")
+                image, light = task.image, None
+        return self._prepare_on(task, image, light, notes)
+
+    def _prepare_on(
+        self, task: TerminalTask, image: str, light: BuildPlan | None, notes: list[str]
+    ) -> Prepared:
         stage = _config_stage(image_config(self.client, image))
         default_user = _light_last(light, "USER", stage.user) if light is not None else stage.user
         agent_user = self._user(image, task.agent_user, default_user)

@@ -40,7 +40,7 @@ OFFLINE_BIN = f"{OFFLINE_DIR}/bin"
 OFFLINE_LOG = f"{OFFLINE_DIR}/missing.log"
 BUILD_TIMEOUT_S = 1800.0
 
-_NETWORK = re.compile(
+NETWORK = re.compile(
     r"could not resolve|temporary failure (in name resolution|resolving)|network is unreachable|"
     r"failed to establish a new connection|name or service not known|couldn't resolve host|"
     r"could not connect to|no route to host|unable to access 'https?://|curl: \((6|7)\)|"
@@ -48,6 +48,8 @@ _NETWORK = re.compile(
     r"network (is )?(disabled|unavailable)|no address associated with hostname",
     re.IGNORECASE,
 )
+"""What tools print when they need the network and there is none (a build's log, a reference
+solution's output)."""
 _PULL = re.compile(
     r"pull access denied|manifest unknown|repository does not exist|no such image|"
     r"failed to resolve reference|error response from daemon: (head|get) ",
@@ -215,8 +217,14 @@ def _step_lines(log: str) -> list[tuple[str, list[str]]]:
     return steps
 
 
+_DOWNLOAD_STEP = re.compile(r"\b(wget|curl|git clone|git fetch|svn|hg clone)\b.*https?://")
+
+
 def explain_build_failure(log: str, bases_missing: Iterable[str]) -> tuple[str, str]:
-    """``(cause, sentence)`` for a failed ``docker build`` (see :class:`ImageUnavailable`)."""
+    """``(cause, sentence)`` for a failed ``docker build`` (see :class:`ImageUnavailable`):
+    the base, a network error, a package the stand-ins could not provide, a download with
+    no message of its own (``wget -q``), a missing file or command, a package the apt-get
+    stand-in skipped, else the step's own error."""
     missing = list(bases_missing)
     steps = _step_lines(log)
     last_step, lines = steps[-1] if steps else ("", log.splitlines())
@@ -228,18 +236,23 @@ def explain_build_failure(log: str, bases_missing: Iterable[str]) -> tuple[str, 
             f"its base image {', '.join(missing)} is not in the local engine and cannot be "
             "pulled here"
         )
-    offline = [ln for ln in lines if "mte-offline:" in ln]
-    if offline:
-        return "package", f"{where} needs what the offline base lacks: {offline[-1].strip()}"
-    if _NETWORK.search(text):
-        hit = next((ln.strip() for ln in lines if _NETWORK.search(ln)), "")
+    if NETWORK.search(text):
+        hit = next((ln.strip() for ln in lines if NETWORK.search(ln)), "")
         return "network", f"{where} needs the network, which builds do not have: {hit}"
+    refused = [ln for ln in lines if "mte-offline: not installed" in ln]
+    if refused:
+        return "package", f"{where} needs what the offline base lacks: {refused[-1].strip()}"
+    if _DOWNLOAD_STEP.search(last_step):
+        return "network", f"{where} downloads, and builds have no network: {' | '.join(tail)[:300]}"
     if re.search(r"COPY failed|ADD failed|no such file or directory", text, re.IGNORECASE):
         hits = [ln.strip() for ln in lines if "failed" in ln.lower()] or tail[-1:] or [""]
         return "file", f"{where}: a file is missing: {hits[0][:300]}"
     found = re.search(r"(\S+): (command )?not found", text)
     if found:
         return "command", f"{where}: the command {found.group(1)} is not in the base image"
+    skipped = [ln for ln in lines if "mte-offline:" in ln]
+    if skipped:
+        return "package", f"{where} needs what the offline base lacks: {skipped[-1].strip()}"
     return "step", f"{where} failed: {' | '.join(tail)[:400]}"
 
 
@@ -347,16 +360,31 @@ def _remove_images(ids: list[str]) -> None:
         subprocess.run(["docker", "rmi", image_id], capture_output=True, check=False)
 
 
+UV_IMAGE = re.compile(r"(?:ghcr\.io/)?astral-sh/uv(?::[\w.-]+)?(?:@sha256:[0-9a-f]+)?$")
+"""The image Dockerfiles copy uv from (``COPY --from=ghcr.io/astral-sh/uv:0.8 /uv /uvx /bin/``):
+offline, its ``uv`` and ``uvx`` are the terminal image's stand-ins."""
+
+
 def mapped_dockerfile(dockerfile_text: str, base: str = TERMINAL_IMAGE) -> tuple[str, list[str]]:
-    """The Dockerfile with its ``FROM`` mapped onto ``base`` and the offline stand-ins first on
-    ``PATH`` for its steps (the env takes them off the agent's ``PATH`` again)."""
+    """The Dockerfile with each ``FROM`` of an image mapped onto ``base`` and the offline
+    stand-ins first on ``PATH`` for each mapped stage's steps (the env takes them off the
+    agent's ``PATH`` again); a ``COPY --from=`` of the uv image copies the stand-ins
+    ``uv``/``uvx`` instead. Also the images replaced (each once)."""
     text, replaced = map_base(dockerfile_text, base)
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if re.match(r"\s*FROM\s", line, re.IGNORECASE):
-            lines.insert(i + 1, f"ENV PATH={OFFLINE_BIN}:/usr/local/bin:/usr/bin:/bin")
-            break
-    return "\n".join(lines) + "\n", replaced
+    lines: list[str] = []
+    for line in text.splitlines():
+        copy = re.match(r"(\s*COPY\s+(?:--\S+\s+)*)--from=(\S+)(\s.*)$", line, re.IGNORECASE)
+        if copy and UV_IMAGE.match(copy.group(2)):
+            words = copy.group(3).split()
+            if words and all(w.rsplit("/", 1)[-1] in ("uv", "uvx") for w in words[:-1]):
+                sources = [f"{OFFLINE_BIN}/{w.rsplit('/', 1)[-1]}" for w in words[:-1]]
+                line = f"{copy.group(1)}--from={base} {' '.join(sources)} {words[-1]}"
+                replaced.append(copy.group(2))
+        lines.append(line)
+        mapped = re.match(r"\s*FROM\s+(?:--\S+\s+)*(\S+)", line, re.IGNORECASE)
+        if mapped and mapped.group(1) == base:
+            lines.append(f"ENV PATH={OFFLINE_BIN}:/usr/local/bin:/usr/bin:/bin")
+    return "\n".join(lines) + "\n", list(dict.fromkeys(replaced))
 
 
 def image_tar_of(client: Any, image: str, paths: Iterable[str], cap_bytes: int) -> dict[str, bytes]:

@@ -26,6 +26,10 @@ from multiturn_envs.envs.terminal.dockerfile import BuildPlan
 from multiturn_envs.envs.terminal.verdicts import VERDICTS
 
 DIFFICULTIES = ("easy", "medium", "hard")
+MAX_MEMORY_MB = 64 << 10
+"""The most memory a task may ask for (64 GiB)."""
+SOLUTION_DIR = "/solution"
+"""Where a task's ``solution_files`` go (Harbor's ``/solution``)."""
 NOBODY = "65534:65534"
 ROOT = "0:0"
 
@@ -41,6 +45,10 @@ class TerminalTask:
             (``step_score`` is the share passing), otherwise one script whose outcome the
             verdict reads.
         solution: the reference solution, one shell command per turn.
+        solution_files: path -> bytes of the files the reference solution reads from
+            :data:`SOLUTION_DIR` (Harbor uploads ``solution/`` there before ``solve.sh``
+            runs); the directory is writable and empty at the start, the solution's first turn
+            puts them in (:func:`~.loading.solution_upload`): the agent never sees them.
         files: ``workdir``-relative path -> content of starting files (tasks made in Python).
         setup: bash run once in ``workdir`` as the agent to finish the starting state.
         category, difficulty: for selection and reports.
@@ -50,6 +58,13 @@ class TerminalTask:
         verdict: ``exit-status``, ``pytest-summary`` or ``reward-file`` (:mod:`.verdicts`).
         command_timeout_s: the per-command limit (``None``: the env's).
         check_timeout_s: the limit of one check (``None``: the env's).
+        memory_mb: the memory the task asks for (Harbor's ``[environment].memory``): ``verify``
+            gives it that; an env gives every task its own ``memory_mb`` (``None``: no ask).
+        agent_timeout_s: the limit of a whole agent run in the original harness (Harbor's
+            ``[agent].timeout_sec``, Terminal-Bench's ``max_agent_timeout_sec``): an episode
+            here is bounded by its turns instead; ``verify`` runs the reference solution
+            under it, as Harbor's oracle runs (``None``: the env's ``command_timeout_s`` per
+            command).
         workdir: where the shell starts and the checks run (``None``: the image's ``WORKDIR``,
             ``/`` if it has none).
         agent_user, verifier_user: the user of the agent's shell and of the checks: ``uid:gid``,
@@ -70,6 +85,7 @@ class TerminalTask:
     instruction: str
     checks: tuple[Check, ...]
     solution: tuple[str, ...]
+    solution_files: Mapping[str, bytes] = field(default_factory=dict)
     files: Mapping[str, str | bytes] = field(default_factory=dict)
     setup: str = ""
     category: str = "general"
@@ -79,6 +95,8 @@ class TerminalTask:
     verdict: str = "exit-status"
     command_timeout_s: float | None = None
     check_timeout_s: float | None = None
+    agent_timeout_s: float | None = None
+    memory_mb: int | None = None
     workdir: str | None = "/app"
     agent_user: str = NOBODY
     verifier_user: str = NOBODY
@@ -100,9 +118,15 @@ class TerminalTask:
             raise ValueError(f"task {self.task_id}: verdict must be one of {VERDICTS}")
         if self.verdict != "exit-status" and len(self.checks) != 1:
             raise ValueError(f"task {self.task_id}: a {self.verdict} verdict reads one script")
-        for path in [*self.files, *self.tests]:
+        for path in [*self.files, *self.tests, *self.solution_files]:
             if path.startswith("/") or ".." in path.split("/") or not path.strip("/"):
                 raise ValueError(f"task {self.task_id}: file path {path!r} leaves its folder")
+        for name in ("command_timeout_s", "check_timeout_s", "agent_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and 0 < value < 1e7):
+                raise ValueError(f"task {self.task_id}: {name} must be a number of seconds > 0")
+        if self.memory_mb is not None and not 16 <= self.memory_mb <= MAX_MEMORY_MB:
+            raise ValueError(f"task {self.task_id}: memory_mb must be 16 to {MAX_MEMORY_MB}")
         for user in (self.agent_user, self.verifier_user):
             if user and not re.fullmatch(r"[\w.-]+(:[\w.-]+)?", user):
                 raise ValueError(f"task {self.task_id}: user {user!r} is not user[:group]")

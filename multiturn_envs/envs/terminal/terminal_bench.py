@@ -38,6 +38,7 @@ from typing import Any
 from multiturn_envs.envs.terminal.checker import Check
 from multiturn_envs.envs.terminal.containers import TESTS_DIR
 from multiturn_envs.envs.terminal.loading import (
+    DOWNLOADS,
     MAX_FIELD_CHARS,
     MAX_INSTRUCTION_BYTES,
     MAX_META_BYTES,
@@ -58,10 +59,9 @@ from multiturn_envs.errors import UntrustedInputError
 from multiturn_envs.untrusted import Fields, Folder
 
 RUN_TESTS = "run-tests.sh"
-_DOWNLOADS = re.compile(
-    r"\b(curl|wget|pip3? install|uv (add|pip|sync)|uvx|apt(-get)? install|git clone|"
-    r"urlretrieve|urlopen|requests\.get|npm install|go get|cargo install)\b"
-)
+AGENT_TIMEOUT_S = 360.0
+TEST_TIMEOUT_S = 60.0
+"""Terminal-Bench's defaults of ``max_agent_timeout_sec`` and ``max_test_timeout_sec``."""
 _TEST_TOOLS = re.compile(r"\b(uv |uvx|pip3? install|curl|apt-get)")
 
 
@@ -100,7 +100,9 @@ def _compose_service(files: Folder, notes: list[str]) -> Fields:
     chosen = "client" if "client" in services else str(next(iter(services)))
     if len(services) > 1:
         others = ", ".join(str(s) for s in services if s != chosen)[:500]
-        raise TaskUnavailable(f"needs other compose services ({others}); this env runs one")
+        raise TaskUnavailable(
+            f"needs other compose services ({others}); this env runs one", "services"
+        )
     service = compose.table("services").table(chosen)
     for key in ("privileged", "cap_add", "devices", "network_mode", "ports"):
         if service.get(key):
@@ -174,7 +176,14 @@ def load_terminal_bench_task(
         raise TaskUnavailable(f"its tests are read by the {parser!r} parser; only pytest here")
     timeout = meta.number(
         "max_test_timeout_sec",
-        default=60.0,
+        default=TEST_TIMEOUT_S,
+        minimum=0.0,
+        maximum=MAX_TIMEOUT_S,
+        exclusive_minimum=True,
+    )
+    agent_timeout = meta.number(
+        "max_agent_timeout_sec",
+        default=AGENT_TIMEOUT_S,
         minimum=0.0,
         maximum=MAX_TIMEOUT_S,
         exclusive_minimum=True,
@@ -206,13 +215,13 @@ def load_terminal_bench_task(
             "directory by `uv init`)"
         )
     solution = _solution(files)
-    if _DOWNLOADS.search("\n".join(solution)):
+    if DOWNLOADS.search("\n".join(solution)):
         notes.append("the reference solution downloads something: offline it cannot pass")
     if meta.get("run_tests_in_same_shell"):
         notes.append("run_tests_in_same_shell: the tests run in a fresh process here")
     notes.append(
-        "max_agent_timeout_sec is not applied: an episode is bounded by its turns and each "
-        "command by command_timeout_s"
+        "max_agent_timeout_sec bounds the reference solution in verify; an episode is bounded "
+        "by its turns and each command by command_timeout_s"
     )
     workdir = service.text("working_dir", max_chars=MAX_FIELD_CHARS)
     agent_user = service.text("user", max_chars=MAX_FIELD_CHARS, scalars=True)
@@ -233,6 +242,7 @@ def load_terminal_bench_task(
         tests=tests,
         verdict="pytest-summary",
         check_timeout_s=timeout,
+        agent_timeout_s=agent_timeout,
         workdir=workdir or None,
         agent_user=agent_user,
         verifier_user="0:0",

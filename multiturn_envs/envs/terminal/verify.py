@@ -15,6 +15,7 @@ for it and exits 2 (a user's error) once every task has been reported.
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -27,19 +28,24 @@ from multiturn_envs.envs.terminal.tasks import TerminalTask
 
 @dataclass
 class Verification:
-    """What :func:`verify_task` found for one task."""
+    """What :func:`verify_task` found for one task. ``cause``: one word for why it is not as
+    expected (``""`` when it is). For a task that did not load: ``refused`` (a malformed or
+    hostile folder: the user's error), ``error`` (a failure of ours) or why it cannot run here
+    (:class:`~.loading.TaskUnavailable`'s: ``network``, ``base``...). For a task that ran:
+    ``timeout`` (the reference solution outlived the task's agent timeout), ``network``,
+    ``command`` or ``package`` (what the solution's or the tests' output shows was lacking),
+    ``tests`` (the tests fail for another reason), ``empty-passes``."""
 
     task_id: str
     loaded: bool = True
     reason: str = ""
     cause: str = ""
-    """For a task that did not load: ``refused`` (a malformed or hostile folder: the user's
-    error), ``error`` (a failure of ours) or why it cannot run here (``network``, ``base``...)."""
     notes: list[str] = field(default_factory=list)
     reference_passes: bool | None = None
     empty_fails: bool | None = None
     detail: str = ""
     seconds: float = 0.0
+    solution_seconds: float = 0.0
 
     @property
     def as_expected(self) -> bool:
@@ -57,26 +63,104 @@ def _detail(report: CheckReport) -> str:
     return f"failing: {', '.join(failed)[:200]}; output tail: {tail!r}"
 
 
+_INSTALL_FAILED = re.compile(
+    r"^E: (Unable to locate package|Package '.+' has no installation candidate|Method \w+ has "
+    r"died|Failed to fetch|Version '.+' for '.+' was not found)|Could not find a version that "
+    r"satisfies the requirement|No matching distribution found|externally-managed-environment",
+    re.MULTILINE,
+)
+_MISSING_COMMAND = re.compile(r"(?:^|\n)(?:bash: (?:line \d+: )?)?([\w.+-]+): command not found")
+_MISSING_MODULE = re.compile(r"No module named '?([\w.]+)")
+
+
+def why_reference_fails(
+    outputs: list[str], notes: list[str], tests: list[str] | None = None
+) -> tuple[str, str]:
+    """``(cause, sentence)`` for a reference solution that does not pass, from what its
+    commands printed: the network it needed (an error of a download, or an install of what the
+    image lacks by apt-get or pip), then a command or Python module the image lacks
+    (in its output or the tests'), then a package missing at build time (the notes), else
+    ``tests``."""
+    from multiturn_envs.envs.terminal.task_images import NETWORK
+
+    text = "\n".join(outputs)
+    hits = [line.strip() for line in text.splitlines() if NETWORK.search(line)]
+    if hits:  # the last one: the error a traceback ends with, not a line of its code
+        return "network", f"the reference solution needs the network: {hits[-1][:200]}"
+    installs = [line.strip() for line in text.splitlines() if _INSTALL_FAILED.search(line)]
+    if installs:  # apt-get or pip asked for what is not in the image: a download, offline
+        return "network", (
+            "the reference solution installs software that is not in the image (a download): "
+            f"{installs[-1][:200]}"
+        )
+    refused = [
+        line.strip()
+        for out in tests or []
+        for line in out.splitlines()
+        if "mte-offline: not installed" in line
+    ]
+    if refused:  # the tests' own uvx/pip asked for a package the image lacks
+        return "package", f"the tests need what the image lacks: {refused[-1][:200]}"
+    printed = "\n".join([text, *(tests or [])])
+    command = _MISSING_COMMAND.search(printed)
+    if command is not None:
+        return "command", f"{command.group(1)} is run and the image lacks it"
+    module = _MISSING_MODULE.search(printed)
+    if module is not None:
+        return "package", f"the Python module {module.group(1)} is imported and the image lacks it"
+    lacking = [n for n in notes if n.startswith("offline, the image lacks")]
+    if lacking:
+        return "package", lacking[0]
+    return "tests", ""
+
+
 def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
-    """Run ``task``'s reference solution and an empty submission in a fresh env."""
+    """Run ``task``'s reference solution and an empty submission in a fresh env.
+
+    The solution runs as Harbor's oracle runs it: all of it under the task's agent timeout
+    (``agent_timeout_s``; without one, each command under the env's ``command_timeout_s``), in
+    containers with the memory the task asks for (``memory_mb``; ``env_options`` win)."""
     from multiturn_envs.envs.terminal.env import TerminalEnv
 
     start = time.monotonic()
     result = Verification(task.task_id, notes=list(task.notes))
+    if task.memory_mb is not None:  # what Harbor gives the task (the caller's choice wins)
+        env_options = {"memory_mb": task.memory_mb, **env_options}
     env = TerminalEnv(tasks=[task], max_turns=None, end_on_success=False, **env_options)
+    outputs: list[str] = []
+    timed_out = False
     try:
         env.reset(seed=0, options={"task_id": task.task_id})
         result.notes = list(env.prepared().notes)
         empty = env.check_report()
         result.empty_fails = not empty.all_passed
         if not result.empty_fails:
-            result.detail = "the starting state already passes"
+            result.cause, result.detail = "empty-passes", "the starting state already passes"
+        began = time.monotonic()
         for command in task.solution:
-            env.step(command)
+            if task.agent_timeout_s is not None:
+                left = task.agent_timeout_s - (time.monotonic() - began)
+                if left <= 0:
+                    timed_out = True
+                    break
+                env.command_timeout_s = left
+            observation, _, _, _, info = env.step(command)
+            outputs.append(_ends(observation, SOLUTION_KEEP))
+            if info.get("timed_out"):
+                timed_out = True
+                break
+        result.solution_seconds = time.monotonic() - began
         report = env.check_report()
         result.reference_passes = report.all_passed
         if not report.all_passed:
-            result.detail = _detail(report)
+            if timed_out:
+                limit = task.agent_timeout_s or env.command_timeout_s
+                cause, why = "timeout", f"the reference solution did not finish within {limit:g} s"
+            else:
+                tests = [_ends(out, SOLUTION_KEEP) for out in report.outputs]
+                cause, why = why_reference_fails(outputs, result.notes, tests)
+            result.cause = cause
+            result.detail = "; ".join(part for part in (why, _detail(report)) if part)
     except Exception as exc:  # a task that cannot start: its reason is the result
         from multiturn_envs.envs.terminal.loading import refusal_cause
 
@@ -87,6 +171,15 @@ def verify_task(task: TerminalTask, **env_options: Any) -> Verification:
         env.close()
     result.seconds = time.monotonic() - start
     return result
+
+
+SOLUTION_KEEP = 3000
+"""The characters kept of each end of a solution command's output (and of the tests'), to
+explain a failure: an installer's network error comes first, a traceback's last line last."""
+
+
+def _ends(text: str, keep: int) -> str:
+    return text if len(text) <= 2 * keep else f"{text[:keep]}\n...\n{text[-keep:]}"
 
 
 def load_folder(

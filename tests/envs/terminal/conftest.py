@@ -54,3 +54,16 @@ def tb1_data() -> Path:
         f"the Terminal-Bench tasks in {TB1_DATA}",
     )
     return TB1_DATA
+
+
+TB2_DATA = SHARED_DATA / "terminal-bench" / "tb2"
+"""Eight real Terminal-Bench 2.0 tasks in Harbor's format (``../shared/data``, as above)."""
+
+
+@pytest.fixture(scope="session")
+def tb2_data() -> Path:
+    require(
+        (TB2_DATA / "regex-log" / "task.toml").is_file(),
+        f"the Terminal-Bench 2.0 tasks in {TB2_DATA}",
+    )
+    return TB2_DATA

@@ -5,14 +5,19 @@ the uv installer, uvx with pytest and pytest-json-ctrf) served offline."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from multiturn_envs.envs.terminal.env import TerminalEnv
-from multiturn_envs.envs.terminal.harbor import load_harbor, load_harbor_task
+from multiturn_envs.envs.terminal.harbor import load_harbor, load_harbor_task, task_variables
+from multiturn_envs.envs.terminal.image import terminal_image
 from multiturn_envs.envs.terminal.loading import NoTasksLoaded, TaskUnavailable
+from multiturn_envs.envs.terminal.task_images import ImageUnavailable
+from multiturn_envs.envs.terminal.verify import verify_folder, verify_task
+from multiturn_envs.untrusted import Fields
 
 pytestmark = pytest.mark.docker
 
@@ -153,6 +158,7 @@ def test_a_heavy_dockerfile_is_built_and_unrunnable_tasks_say_why(
         assert "multi-step" in loaded.problems["b-steps"]
         assert "docker-compose" in loaded.problems["c-compose"]
         assert "GPU" in loaded.problems["d-gpu"]
+        assert loaded.causes == {"b-steps": "format", "c-compose": "services", "d-gpu": "gpu"}
         with pytest.raises(TaskUnavailable, match="base image"):
             load_harbor_task(heavy, map_base=False)
     finally:
@@ -176,3 +182,174 @@ def test_malformed_harbor_folders_are_refused(tmp_path: Path) -> None:
     (tmp_path / "instruction.md").write_text("Do it.\n")
     with pytest.raises(ValueError, match=r"tests/test\.sh"):
         load_harbor_task(tmp_path, image="x")
+
+
+def test_a_task_whose_prebuilt_image_is_absent_builds_its_dockerfile_as_harbor_does(
+    terminal_ready: None, tmp_path: Path
+) -> None:
+    """Terminal-Bench 2.0's shape: a prebuilt ``docker_image`` this engine lacks and a
+    one-stage Dockerfile on a base it cannot pull (the single-stage Dockerfile used to be
+    planned as a light build before its base was mapped, and docker build then pulled it)."""
+    toml = (
+        'docker_image = "mte-no-such-registry.invalid/report:20251031"\n'
+        '[environment.env]\nGREETING = "hello"\nTOKEN = "${MTE_TEST_TOKEN:-unset}"\n'
+        '[verifier.env]\nGREETING = "from the verifier"\n'
+    )
+    folder = harbor_task(
+        tmp_path,
+        "prebuilt",
+        "FROM python:3.13-slim-bookworm\nWORKDIR /srv/report\nCOPY n.txt /srv/report/n.txt\n",
+        toml,
+    )
+    # what the tests see of the variables, kept beside the reward
+    (folder / "tests" / "test.sh").write_text(
+        'echo "$GREETING/$TOKEN" > /srv/report/seen 2>/dev/null; env | grep -q "^TOKEN=token-1$"'
+        ' && [ "$GREETING" = "from the verifier" ] && echo 1 > /logs/verifier/reward.txt'
+        " || echo 0 > /logs/verifier/reward.txt\n"
+    )
+    # a file of solution/ the reference solution reads from /solution, where Harbor puts it
+    (folder / "solution" / "total.txt").write_text("7")
+    (folder / "solution" / "solve.sh").write_text(
+        '#!/bin/bash\nprintf \'{"total": %s}\' "$(cat /solution/total.txt)" > out.json\n'
+    )
+    task = load_harbor_task(folder, host_env={"MTE_TEST_TOKEN": "token-1"})
+    try:
+        assert task.solution_files == {"total.txt": b"7"} and len(task.solution) == 2
+        assert task.build is None and task.image and task.image.startswith("mte-harbor-prebuilt:")
+        notes = " | ".join(task.notes)
+        prebuilt = "prebuilt image mte-no-such-registry.invalid/report:20251031 is not in the"
+        assert f"{prebuilt} local engine" in notes
+        assert f"FROM python:3.13-slim-bookworm mapped onto {terminal_image()}" in notes
+        assert task.environment == {"GREETING": "hello", "TOKEN": "token-1"}
+        assert task.verifier_environment == {"GREETING": "from the verifier", "TOKEN": "token-1"}
+        assert task.agent_timeout_s == 300.0
+        env = TerminalEnv(tasks=[task], max_turns=None, end_on_success=False)
+        try:
+            env.reset(seed=0, options={"task_id": task.task_id})
+            obs, _, _, _, _ = env.step('echo "[$GREETING/$TOKEN]"; pwd; ls -A /solution | wc -l')
+            assert "[hello/token-1]" in obs and "/srv/report" in obs
+            assert "\n0\n" in obs  # /solution is there, empty: the agent never sees its files
+            assert env.check_report().reward == 1.0  # the tests got [verifier].env over it
+            for command in task.solution:  # the upload, then solve.sh
+                env.step(command)
+            assert json.loads(env.step("cat out.json")[0].split("\n")[0]) == {"total": 7}
+        finally:
+            env.close()
+        # the host's variables reach a task only through host_env
+        with pytest.raises(TaskUnavailable, match=r"\$\{MTE_NEEDED\}") as caught:
+            task_variables(_section({"KEY": "${MTE_NEEDED}"}), None)
+        assert caught.value.cause == "env"
+        assert task_variables(_section({"K": "${MTE_TEST_TOKEN:-d}"}), None) == {"K": "d"}
+    finally:
+        subprocess.run(["docker", "rmi", "-f", str(task.image)], capture_output=True)
+    # a prebuilt image the engine has is used as it is, with no build
+    (folder / "task.toml").write_text(
+        (folder / "task.toml")
+        .read_text()
+        .replace("mte-no-such-registry.invalid/report:20251031", terminal_image())
+    )
+    same = load_harbor_task(folder, host_env={"MTE_TEST_TOKEN": "x"})
+    assert same.image == terminal_image() and same.build is None
+    assert not any("prebuilt" in note for note in same.notes)
+    # with neither the prebuilt image nor a Dockerfile, the task says what to bring
+    (folder / "task.toml").write_text(
+        (folder / "task.toml").read_text().replace(terminal_image(), "mte-absent.invalid/x:1")
+    )
+    (folder / "environment" / "Dockerfile").unlink()
+    with pytest.raises(ImageUnavailable, match=r"docker save \| docker load") as refused:
+        load_harbor_task(folder, host_env={"MTE_TEST_TOKEN": "x"})
+    assert refused.value.cause == "base"
+
+
+def test_verify_runs_the_reference_solution_under_the_task_agent_timeout(
+    terminal_ready: None, tmp_path: Path
+) -> None:
+    """Harbor's oracle gets ``[agent].timeout_sec`` for the whole solution, not the env's
+    per-command limit (here 2 s: the solution's 4 s command passes under a 30 s agent
+    timeout and times out under a 3 s one, with the cause)."""
+    folder = harbor_task(
+        tmp_path, "slow", "ARG BASE=x\nFROM ${BASE}\nCOPY n.txt /srv/report/n.txt\n"
+    )
+    (folder / "solution" / "solve.sh").write_text(
+        '#!/bin/bash\nsleep 4\ncd /srv/report\nprintf \'{"total": %s}\' "$(cat n.txt)" > out.json\n'
+    )
+    task = load_harbor_task(folder)
+    row = verify_task(task, command_timeout_s=2)
+    assert row.as_expected and row.cause == "" and row.solution_seconds >= 4, row
+    short = folder / "task.toml"
+    short.write_text(short.read_text().replace("timeout_sec = 300.0", "timeout_sec = 3.0"))
+    row = verify_task(load_harbor_task(folder), command_timeout_s=2)
+    assert not row.as_expected and row.reference_passes is False and row.cause == "timeout"
+    assert "did not finish within 3 s" in row.detail
+
+
+TB2_IN_CI = ("regex-log", "sqlite-db-truncate")
+"""The real Terminal-Bench 2.0 tasks CI runs (the fastest that run offline on the lean image;
+docs/envs/terminal.md has every task's verdict)."""
+
+
+@pytest.mark.parametrize("name", TB2_IN_CI)
+def test_real_terminal_bench_2_tasks_give_harbor_verdicts(
+    terminal_ready: None, tb2_data: Path, name: str
+) -> None:
+    task = load_harbor_task(tb2_data / name)
+    try:
+        assert any("prebuilt image alexgshaw/" in note for note in task.notes)
+        row = verify_task(task)
+        assert row.as_expected, row
+    finally:
+        subprocess.run(["docker", "rmi", "-f", str(task.image)], capture_output=True)
+
+
+def test_a_real_task_whose_build_needs_the_network_is_refused_with_its_cause(
+    terminal_ready: None, tb2_data: Path
+) -> None:
+    with pytest.raises(ImageUnavailable) as caught:
+        load_harbor_task(tb2_data / "fix-git")  # its setup.sh clones from GitHub
+    assert caught.value.cause == "network"
+    assert "RUN bash /app/setup.sh needs the network" in str(caught.value)
+    rows = verify_folder(tb2_data / "fix-git")
+    assert [(r.task_id, r.loaded, r.cause) for r in rows] == [("harbor/fix-git", False, "network")]
+
+
+def _section(env: object) -> Fields:
+    """``[environment]`` of a task.toml holding ``env``, as the loader reads it."""
+    return Fields({"environment": {"env": env}}, where="task.toml").table("environment")
+
+
+def test_hostile_variables_and_timeouts_are_refused_with_the_field(tmp_path: Path) -> None:
+    for table, match in [
+        (["A=1"], r"environment\.env must be a table"),
+        ({"1A": "x"}, "not a variable name"),
+        ({"A B": "x"}, "not a variable name"),
+        ({"A": {"deep": "x"}}, r"environment\.env\.A must be a string"),
+        ({"A": "x\0y"}, "NUL"),
+        ({f"V{i}": "x" * 1000 for i in range(70)}, "more than"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            task_variables(_section(table), None)
+    # only a whole value is a template; text around one is taken as it is
+    plain = task_variables(_section({"A": "a${B}", "N": 3, "F": True}), {"B": "x"})
+    assert plain == {"A": "a${B}", "N": "3", "F": "true"}  # scalars as their TOML text
+    folder = harbor_task(tmp_path, "t", "FROM x\n")
+    toml = folder / "task.toml"
+    good = toml.read_text()
+    for bad in ("nan", "inf", "-1.0", "0.0", '"600"', "true"):
+        agent = f"[agent]\ntimeout_sec = {bad}"
+        toml.write_text(good.replace("[agent]\ntimeout_sec = 300.0", agent))
+        with pytest.raises(ValueError, match=r"agent\.timeout_sec must be a number"):
+            load_harbor_task(folder, image="x")
+    toml.write_text(good)
+    assert load_harbor_task(folder, image="x").agent_timeout_s == 300.0
+    for memory, match in [
+        ('memory_mb = "8G"', "whole number"),
+        ("memory_mb = [1]", "whole number"),
+        ("memory_mb = 1_000_000_000", "whole number from 16 to 65,536"),
+        ('memory = "999999999999G"', "asks for"),
+        ("memory_mb = 0", "whole number from 16"),
+    ]:
+        toml.write_text(good.replace("allow_internet = false", f"allow_internet = false\n{memory}"))
+        with pytest.raises(ValueError, match=match):
+            load_harbor_task(folder, image="x")
+    toml.write_text(good.replace("allow_internet = false", 'allow_internet = false\nmemory = "4G"'))
+    assert load_harbor_task(folder, image="x").memory_mb == 4096

@@ -296,8 +296,8 @@ def test_fields_in_range_still_load(tmp_path: Path) -> None:
         'version = "1.0"\n[verifier]\ntimeout_sec = 900.0\nenv = {A = "1", B = 2}\n'
         '[environment]\nmemory = "2G"\ncpus = 1\ngpus = 0\ndocker_image = "alexgshaw/x:2025"\n'
     )
-    task = load_harbor_task(harbor(tmp_path, toml=toml))
-    assert task.check_timeout_s == 900.0 and task.image == "alexgshaw/x:2025"
+    task = load_harbor_task(harbor(tmp_path, toml=toml), image="x")
+    assert task.check_timeout_s == 900.0 and task.image == "x" and task.memory_mb == 2048
     assert dict(task.verifier_environment) == {"A": "1", "B": "2"}
     assert any("2048 MB" in n for n in task.notes)
     longest = harbor(tmp_path, "slow", toml=f"[verifier]\ntimeout_sec = {MAX_TIMEOUT_S}\n")

@@ -252,3 +252,12 @@ def test_malformed_folders_are_refused(tmp_path: Path) -> None:
     (tmp_path / "task.yaml").write_text("instruction: x\n")
     with pytest.raises(ValueError, match=r"run-tests\.sh"):
         load_terminal_bench_task(tmp_path, image="x")
+    (tmp_path / "run-tests.sh").write_text("true\n")
+    (tmp_path / "solution.sh").write_text("true\n")
+    for bad in (".nan", ".inf", "-5", "0", "'360'"):
+        (tmp_path / "task.yaml").write_text(f"instruction: x\nmax_agent_timeout_sec: {bad}\n")
+        with pytest.raises(ValueError, match="max_agent_timeout_sec must be a number over 0"):
+            load_terminal_bench_task(tmp_path, image="x")
+    (tmp_path / "task.yaml").write_text("instruction: x\nmax_test_timeout_sec: 12\n")
+    task = load_terminal_bench_task(tmp_path, image="x")
+    assert (task.agent_timeout_s, task.check_timeout_s) == (360.0, 12.0)  # TB's default, its own

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from multiturn_envs.envs.terminal.checker import Check, CheckJob, report_from_answer
 from multiturn_envs.envs.terminal.dockerfile import (
+    base_images,
     copy_args,
     light_plan,
     map_base,
@@ -19,9 +20,14 @@ from multiturn_envs.envs.terminal.dockerfile import (
     resolve_base,
     substitute,
 )
-from multiturn_envs.envs.terminal.loading import solution_turns
-from multiturn_envs.envs.terminal.task_images import explain_build_failure
+from multiturn_envs.envs.terminal.loading import solution_turns, solution_upload
+from multiturn_envs.envs.terminal.task_images import (
+    OFFLINE_BIN,
+    explain_build_failure,
+    mapped_dockerfile,
+)
 from multiturn_envs.envs.terminal.verdicts import parse_pytest_summary, parse_reward
+from multiturn_envs.envs.terminal.verify import why_reference_fails
 
 SUMMARY = """\
 ============================= test session starts ==============================
@@ -165,6 +171,106 @@ def test_dockerfiles_are_parsed_and_their_base_mapped() -> None:
     assert substitute("$HOME/${X:-d}/${Y}", {"HOME": "/r", "Y": "y"}) == "/r/d/y"
 
 
+# Terminal-Bench 2.0's financial-document-processor (two stages, uv copied from its image)
+TWO_STAGES = """\
+# a comment
+FROM ubuntu:24.04 as build
+COPY --from=ghcr.io/astral-sh/uv:0.8.14 /uv /uvx /bin/
+COPY randomize_filenames.py /root
+RUN uv run /root/randomize_filenames.py
+
+FROM ubuntu:24.04 AS target
+COPY --from=ghcr.io/astral-sh/uv:0.8.14 /uv /uvx /bin/
+COPY --from=build /app/documents /app/documents
+WORKDIR /app
+"""
+
+
+def test_every_dockerfile_shape_has_its_images_found_and_mapped() -> None:
+    assert base_images(TWO_STAGES) == ["ubuntu:24.04", "ghcr.io/astral-sh/uv:0.8.14"]
+    assert base_images("FROM python:3.13-slim-bookworm\nWORKDIR /app\n") == [
+        "python:3.13-slim-bookworm"
+    ]
+    # a FROM of an earlier stage is no image; ARG defaults and build arguments fill FROM in
+    chained = (
+        "ARG B=img:1\nFROM ${B} AS one\nFROM one\nCOPY --from=0 /a /a\nCOPY --from=x:2 /b /b\n"
+    )
+    assert base_images(chained) == ["img:1", "x:2"]
+    assert base_images(chained, {"B": "mine:3"}) == ["mine:3", "x:2"]
+    mapped, replaced = mapped_dockerfile(TWO_STAGES, "base:9")
+    assert replaced == ["ubuntu:24.04", "ghcr.io/astral-sh/uv:0.8.14"]
+    lines = mapped.splitlines()
+    assert "FROM base:9 as build" in lines and "FROM base:9 AS target" in lines
+    # each mapped stage gets the stand-ins first on PATH for its steps
+    assert lines.count(f"ENV PATH={OFFLINE_BIN}:/usr/local/bin:/usr/bin:/bin") == 2
+    # uv comes from the stand-ins of the base; a stage's own COPY --from stays
+    stand_ins = f"COPY --from=base:9 {OFFLINE_BIN}/uv {OFFLINE_BIN}/uvx /bin/"
+    assert lines.count(stand_ins) == 2
+    assert "COPY --from=build /app/documents /app/documents" in lines
+    # what cannot be mapped is left for the build to refuse (its base cannot be pulled)
+    other, _ = mapped_dockerfile("FROM a:1\nCOPY --from=b:2 /tool /bin/\n", "base:9")
+    assert "COPY --from=b:2 /tool /bin/" in other.splitlines()
+    # mapping a mapped file changes nothing more; a single stage maps its one FROM
+    single, replaced = map_base("FROM python:3.13-slim-bookworm\nWORKDIR /app\n", "base:9")
+    assert single == "FROM base:9\nWORKDIR /app\n" and replaced == ["python:3.13-slim-bookworm"]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a:1", "b", "reg.io/x/y:2"]), st.booleans()),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_mapping_never_maps_a_stage_and_maps_every_image(froms: list[tuple[str, bool]]) -> None:
+    lines = []
+    for i, (image, named) in enumerate(froms):
+        lines.append(f"FROM {image}" + (f" AS s{i}" if named else ""))
+        lines.append(f"RUN echo {i}")
+        if i and froms[i - 1][1]:
+            lines.append(f"FROM s{i - 1}")  # a stage built on the previous one
+    text = "\n".join(lines) + "\n"
+    mapped, replaced = map_base(text, "base:9")
+    assert len(replaced) == len(froms)
+    assert base_images(mapped) == ["base:9"]
+    assert [ln for ln in mapped.splitlines() if ln.startswith("FROM s")] == [
+        ln for ln in lines if ln.startswith("FROM s")
+    ]
+
+
+def test_a_reference_solution_that_fails_is_blamed_on_what_it_printed() -> None:
+    cause, why = why_reference_fails(
+        [
+            "Cloning into 'x'...\nfatal: unable to access 'https://github.com/a/b/': Could not "
+            "resolve host: github.com"
+        ],
+        [],
+    )
+    assert cause == "network" and "Could not resolve host: github.com" in why
+    for line in (
+        "E: Unable to locate package stockfish",
+        "ERROR: No matching distribution found for eigenpy==3.10.3",
+        "E: Method http has died unexpectedly!",
+    ):
+        cause, why = why_reference_fails([f"Reading package lists...\n{line}\nDone"], [])
+        assert cause == "network" and line in why, line
+    assert why_reference_fails(["bash: line 3: stockfish: command not found"], [])[0] == "command"
+    assert why_reference_fails(["ModuleNotFoundError: No module named 'torch'"], [])[0] == "package"
+    torch = "mte-offline: not installed in the offline image: torch==2.7.0"
+    assert why_reference_fails(["ok"], [], [f"mte-offline: x\n{torch}\n"]) == (
+        "package",
+        f"the tests need what the image lacks: {torch}",
+    )
+    # what the tests print counts too (a module the solution did not manage to install)
+    assert why_reference_fails(["done"], [], ["E   No module named 'eigenpy'"]) == (
+        "package",
+        "the Python module eigenpy is imported and the image lacks it",
+    )
+    lacking = ["offline, the image lacks: apt package not installed: gnucobol3"]
+    assert why_reference_fails(["ok"], lacking) == ("package", lacking[0])
+    assert why_reference_fails(["all done"], []) == ("tests", "")
+
+
 def test_light_plans_and_the_reason_a_dockerfile_needs_docker_build(tmp_path: Path) -> None:
     (tmp_path / "app").mkdir()
     (tmp_path / "setup.sh").write_text("true\n")
@@ -183,6 +289,31 @@ def test_light_plans_and_the_reason_a_dockerfile_needs_docker_build(tmp_path: Pa
     ]:
         plan = light_plan(tmp_path, text)
         assert not plan.light and why in plan.why_not_light, (text, plan.why_not_light)
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Za-z0-9_.' -]{1,12}(/[A-Za-z0-9_.-]{1,8})?", fullmatch=True).filter(
+            lambda p: not any(part in (".", "..") for part in p.split("/"))
+        ),
+        st.binary(max_size=300),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_solution_files_are_put_where_harbor_puts_them(files: dict[str, bytes]) -> None:
+    """The turn that stands for Harbor's upload of ``solution/`` writes every file byte for
+    byte (any name a folder may hold, any content), run by bash as the agent's shell runs it."""
+    import subprocess
+    import tempfile
+
+    command = solution_upload(files)
+    assert command.startswith("mkdir -p /solution")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = command.replace("/solution", f"{tmp}/solution")
+        subprocess.run(["bash", "-c", script], check=True, capture_output=True)
+        for name, data in files.items():
+            assert Path(tmp, "solution", name).read_bytes() == data
 
 
 def test_solution_scripts_become_turns() -> None:
@@ -206,6 +337,25 @@ def test_a_failed_build_is_blamed_on_its_cause() -> None:
         (log("Step 2/3 : COPY a /a", "COPY failed: file not found in build context"), "file"),
         (log("Step 2/3 : RUN false", "The command '/bin/sh -c false' returned 1"), "step"),
         (log("Step 2/3 : RUN x", "mte-offline: not installed in the offline image: q"), "package"),
+        # a quiet download (wget -q) says nothing: the step's own URL tells
+        (log("Step 2/3 : RUN cd /b && wget -q https://x/y.tgz && tar xzf y.tgz", "x"), "network"),
+        # a package the apt-get stand-in skipped, then a network error: the network
+        (
+            log(
+                "Step 2/3 : RUN apt-get install -y gcc && git clone https://x/y",
+                "mte-offline: apt-get install: not in the offline image, skipped: gcc",
+                "fatal: unable to access 'https://x/y/': Could not resolve host: x",
+            ),
+            "network",
+        ),
+        (
+            log(
+                "Step 2/3 : RUN apt-get install -y gcc && gcc a.c",
+                "mte-offline: apt-get install: not in the offline image, skipped: gcc",
+                "The command '/bin/sh -c apt-get install -y gcc && gcc a.c' returned 127",
+            ),
+            "package",
+        ),
     ]
     for text, cause in cases:
         assert explain_build_failure(text, [])[0] == cause, text
