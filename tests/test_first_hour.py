@@ -4,12 +4,14 @@ outside the repository."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
 import pytest
 
 from multiturn_envs.cli import main
+from multiturn_envs.cli.app import build_parser
 from multiturn_envs.harness import EvalConfig, eval_records, read_run, run_eval
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,3 +66,59 @@ def test_no_doc_link_leaves_the_repository_or_points_nowhere(page: Path) -> None
         resolved = (page.parent / path).resolve()
         assert resolved.is_relative_to(ROOT), f"{page.name} links {target}, outside the repo"
         assert resolved.exists(), f"{page.name} links {target}, which does not exist"
+
+
+def _commands(
+    parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()
+) -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    found: dict[tuple[str, ...], argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found[(*prefix, name)] = sub
+                found.update(_commands(sub, (*prefix, name)))
+    return found
+
+
+def _command_lines(page: Path) -> list[str]:
+    """The code of a page (fenced blocks, inline spans; a shell script whole), continuation
+    lines joined: where the docs show commands."""
+    raw = re.sub(r"\\\n\s*", " ", page.read_text(encoding="utf-8"))
+    if page.suffix == ".sh":
+        return raw.splitlines()
+    blocks = re.findall(r"```.*?```", raw, flags=re.S)
+    prose = re.sub(r"```.*?```", "", raw, flags=re.S)
+    spans = [s.replace("\n", " ") for s in re.findall(r"`([^`]+)`", prose)]
+    return [line for block in blocks for line in block.splitlines()] + spans
+
+
+SCRIPTS = sorted((ROOT / "scripts").glob("*.sh"))
+
+
+@pytest.mark.parametrize("page", PAGES + SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_flag_a_page_gives_a_command_is_one_it_takes(page: Path) -> None:
+    """``dynamics --steps`` was documented while the flag is ``--checkpoint-steps``: every
+    ``multiturn-envs <command> ... --flag`` shown in the docs must name a flag of that command."""
+    commands = _commands(build_parser())
+    wrong = []
+    for line in _command_lines(page):
+        for match in re.finditer(r"multiturn-envs((?: [a-z][a-z-]*){1,3})([^|#`]*)", line):
+            words = match[1].split()
+            command = next(
+                (
+                    tuple(words[:n])
+                    for n in range(len(words), 0, -1)
+                    if tuple(words[:n]) in commands
+                ),
+                None,
+            )
+            if command is None:
+                continue
+            known = {s for a in commands[command]._actions for s in a.option_strings}
+            tail = " ".join(words[len(command) :]) + match[2]
+            wrong += [
+                f"{' '.join(command)} {flag}"
+                for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", tail)
+                if flag not in known
+            ]
+    assert wrong == [], f"{page.name} shows flags its commands do not take: {wrong}"
