@@ -65,9 +65,6 @@ BudgetMode = Literal["hidden", "announced"]
 BUDGET_MODES: tuple[str, ...] = ("hidden", "announced")
 TURN_BUDGET = "turn_budget"
 """``info["truncation_reason"]`` of an episode whose turn budget is spent."""
-TOKEN_LIMIT = "token_limit"
-"""The truncation reason of an episode whose token limit is reached (the harness's
-``EvalConfig.token_limit``: the env counts turns, the runner counts the policy's tokens)."""
 BUDGET_OPTIONS: tuple[str, ...] = ("max_turns", "budget_mode")
 """The ``reset`` options that name the episode's budget (every :class:`TextEnv` reads them)."""
 TOOL_TURNS_HINT = (

@@ -26,8 +26,9 @@ run or a broken one, a missing file, a missing optional extra, which the line na
 `pip install`) prints ONE line `multiturn-envs: error: ...` on stderr and exits with status 2,
 never a traceback. No command writes over a file it did not write: an existing output is
 replaced only with `--overwrite`, and only when the project wrote it
-([harness.md](harness.md#files-the-project-writes)). Numeric flags are range-checked while parsing (each
-flag's range is in its row below: `--in-flight 1000000000` or `--bootstrap 66000000` stop there,
+([harness.md](harness.md#files-the-project-writes)). Numeric flags are range-checked while
+parsing (each flag's range is in its row below: `--in-flight 1000000000` or
+`--bootstrap 66000000` stop there,
 before anything is allocated); record files are read within bounds (a line over 64 MiB or nested
 deeper than 64 is refused, naming the file and line; [security.md](security.md#the-command-line)).
 A failure inside a run (a bug in an env or a policy) keeps its traceback. `Ctrl-C` exits with

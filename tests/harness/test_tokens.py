@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from multiturn_envs.core import TOKEN_LIMIT, TURN_BUDGET
+from multiturn_envs.core import TURN_BUDGET
+from multiturn_envs.episode import ENDS
 from multiturn_envs.errors import PolicyError, RecordFileError
 from multiturn_envs.harness import EvalConfig, read_run, run_eval
 from multiturn_envs.harness.records import check_trajectory
@@ -61,7 +62,7 @@ def test_the_token_limit_ends_an_episode_like_the_turn_budget(tmp_path: Path) ->
     for record in read_run(tmp_path / "r.jsonl").records:
         assert record["turns"] == 3
         assert record["truncated"] and not record["terminated"] and not record["success"]
-        assert record["truncation_reason"] == TOKEN_LIMIT
+        assert record["truncation_reason"] == ENDS["token_limit"].name == "token_limit"
         assert record["prompt_tokens"] == [10, 10, 10]
         assert record["completion_tokens"] == [5, 5, 5]
     # a generous limit changes nothing: the expert succeeds, the turn budget is untouched

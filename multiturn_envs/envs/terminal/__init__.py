@@ -1,29 +1,21 @@
 """MT/Terminal-v0: shell tasks in a fresh hardened container, one command per turn.
 
-Names are imported on first use (PEP 562 ``__getattr__``), so ``python -m
-multiturn_envs.envs.terminal.image`` (or ``.verify``) runs its module once, not after the env
-that imports it.
+Its names are imported on first use (the one style of an env package,
+:mod:`multiturn_envs.envs.lazy`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from multiturn_envs.envs.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from multiturn_envs.envs.terminal.checker import Check as Check
     from multiturn_envs.envs.terminal.env import TerminalEnv as TerminalEnv
     from multiturn_envs.envs.terminal.tasks import TerminalTask as TerminalTask
 
-_HOMES = {"Check": "checker", "TerminalEnv": "env", "TerminalTask": "tasks"}
+HOMES: dict[str, str] = {"Check": "checker", "TerminalEnv": "env", "TerminalTask": "tasks"}
+"""Each public name -> the module it lives in."""
 __all__ = ["Check", "TerminalEnv", "TerminalTask"]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, HOMES)

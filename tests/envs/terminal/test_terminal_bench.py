@@ -21,7 +21,10 @@ from multiturn_envs.envs.terminal.terminal_bench import (
 )
 from multiturn_envs.envs.terminal.verify import verify_task
 
-pytestmark = pytest.mark.docker
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.timeout(1800),
+]  # builds images, trains or runs a server: long
 
 # Terminal-Bench's own test scaffolding (tests/setup-uv-pytest.sh, tests/run-uv-pytest.sh)
 SETUP_UV = """\
