@@ -587,8 +587,9 @@ def export_inspect(
 
     ``out`` defaults to the record file with the suffix ``.eval``; a ``.json`` suffix writes
     inspect's JSON format. An existing ``out`` is replaced only with ``overwrite`` and only
-    when it is a log this export wrote; anything else is a :class:`RecordFileError` and stays
-    as it was. The file appears whole (written beside it, then moved in place).
+    when it is a log this export wrote; anything else is an
+    :class:`~multiturn_envs.errors.OutputFileError` and stays as it was. The file appears whole
+    (written beside it, then moved in place).
     """
     log = _inspect()
     target = Path(out) if out is not None else Path(run_path).with_suffix(".eval")

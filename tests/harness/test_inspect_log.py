@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from multiturn_envs.cli import main
-from multiturn_envs.errors import RecordFileError
+from multiturn_envs.errors import OutputFileError
 from multiturn_envs.harness import EvalConfig, read_run, run_eval
 from multiturn_envs.harness.report import summarise
 from multiturn_envs.policies import CallablePolicy
@@ -174,7 +174,7 @@ def test_a_file_the_export_did_not_write_is_never_replaced(
         _foreign(out, kind)
     before = out.read_bytes() if out.is_file() else None
     for overwrite in (False, True):
-        with pytest.raises(RecordFileError, match="exists"):
+        with pytest.raises(OutputFileError, match="exists"):
             inspect_log.export_inspect(noisy_run, out, overwrite=overwrite, n_boot=0)
         args = ["export", str(noisy_run), "--log", str(out), "--bootstrap", "0"]
         assert main([*args, "--overwrite"] if overwrite else args) == 2
@@ -190,7 +190,7 @@ def test_a_log_the_export_wrote_is_replaced_only_with_overwrite(
     out = tmp_path / "noisy.eval"
     inspect_log.export_inspect(noisy_run, out, n_boot=0)
     first = out.read_bytes()
-    with pytest.raises(RecordFileError, match="exists"):
+    with pytest.raises(OutputFileError, match="exists"):
         inspect_log.export_inspect(noisy_run, out, n_boot=0)
     assert out.read_bytes() == first
     inspect_log.export_inspect(noisy_run, out, n_boot=10, overwrite=True)
