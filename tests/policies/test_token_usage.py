@@ -1,6 +1,7 @@
 """Every LLM backend reports the tokens of each reply: transformers (its prompt and its ids),
-an OpenAI-compatible server (the server's own count), vLLM offline (tests/policies/
-test_vllm_offline.py runs the same prompter)."""
+an OpenAI-compatible server (the server's own count; the session's vLLM server, which
+test_openai_backend.py starts first), vLLM offline (benchmarks/gpu_vllm_check.py, run by
+tests/policies/test_vllm_offline.py, checks each record's tokens against the engine's ids)."""
 
 from __future__ import annotations
 
