@@ -46,6 +46,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from multiturn_envs.episode import ENDS, env_end
 from multiturn_envs.errors import ReplayError
 from multiturn_envs.harness.records import RunFile, TrajectoryRecord, in_task_order, read_run
 from multiturn_envs.harness.replay import EnvFactory, Replay
@@ -87,14 +88,19 @@ def _sample_id(record: Mapping[str, Any], announced: bool) -> str:
 
 
 def _end_of(record: Mapping[str, Any]) -> str:
-    """How the episode ended, in the record's words."""
+    """How the episode ended, a name of the episode kit's :data:`~multiturn_envs.episode.ENDS`
+    (``-`` for a record that says it did not end: a hand-made one)."""
     if record.get("success"):
-        return "success"
+        return ENDS["success"].name
     if record.get("agent_stopped"):
-        return "agent_stopped"
-    if record.get("terminated"):
-        return "terminal"
-    return str(record.get("truncation_reason") or ("truncated" if record.get("truncated") else "-"))
+        return ENDS["agent_stopped"].name
+    reason = record.get("truncation_reason")
+    end = env_end(
+        bool(record.get("terminated")),
+        bool(record.get("truncated")),
+        {"truncation_reason": reason} if isinstance(reason, str) else {},
+    )
+    return "-" if end is None else end.name
 
 
 def _timings(record: Mapping[str, Any]) -> Mapping[str, Any]:

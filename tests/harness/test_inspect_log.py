@@ -18,17 +18,18 @@ import tempfile
 import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from multiturn_envs.cli import main
+from multiturn_envs.episode import ENDS
 from multiturn_envs.errors import OutputFileError
 from multiturn_envs.harness import EvalConfig, read_run, run_eval
 from multiturn_envs.harness.report import summarise
-from multiturn_envs.policies import CallablePolicy
+from multiturn_envs.policies import CallablePolicy, Reply, TokenUsage, TurnRequest
 from multiturn_envs.policies.baselines import NoisyExpertPolicy
 from multiturn_envs.testing import require
 
@@ -78,6 +79,9 @@ def test_every_number_reads_back_equal_to_the_records_and_the_report(
         assert meta["step_scores"] == record["step_scores"]
         assert meta["rewards"] == record["rewards"]
         assert meta["prompt_tokens"] == record["prompt_tokens"] == [0] * record["turns"]
+        ended = "success" if record["success"] else None
+        ended = ended or ("terminal" if record["terminated"] else record["truncation_reason"])
+        assert meta["end"] == sample.scores["success"].metadata["end"] == ended
         turns = [e for e in sample.events if e.event == "score" and e.intermediate]
         assert [e.score.value for e in turns] == record["step_scores"]
         assert [e.score.metadata["turn"] for e in turns] == list(range(1, record["turns"] + 1))
@@ -123,6 +127,36 @@ def test_announced_budgets_tool_calls_tokens_and_json(tmp_path: Path) -> None:
     assert after.role == "tool" and after.tool_call_id == assistant[0].tool_calls[0].id
     assert sample.metadata["prompt_tokens"] is None and sample.model_usage == {}
     assert log.results.metadata["pass_surface"]["ts"] == [1, 3]
+
+
+class MeteredExpert:
+    """The expert, each reply costing 10 prompt and 5 completion tokens."""
+
+    name = "metered"
+
+    def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
+        return [Reply(r.live_env().expert_action(), usage=TokenUsage(10, 5)) for r in requests]
+
+
+def test_an_episode_ended_by_the_token_limit_says_so(tmp_path: Path) -> None:
+    log_module = _inspect()
+    config = EvalConfig(
+        "MT/FrozenLake-v0",
+        "metered",
+        ["4x4"],
+        1,
+        8,
+        token_limit=40,
+        env_kwargs={"is_slippery": False},
+    )
+    run = tmp_path / "limited.jsonl"
+    run_eval(config, MeteredExpert(), str(run), progress=False)
+    log = log_module.read_eval_log(str(inspect_log.export_inspect(run, n_boot=0)))
+    (sample,) = log.samples
+    assert sample.metadata["end"] == ENDS["token_limit"].name and sample.metadata["turns"] == 3
+    assert "ended by token_limit" in sample.scores["success"].explanation
+    assert log.eval.config.token_limit == 40
+    assert sample.model_usage["metered"].total_tokens == 45
 
 
 def test_an_old_file_and_an_unreplayable_one_export(tmp_path: Path) -> None:
