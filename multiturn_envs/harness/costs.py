@@ -150,19 +150,32 @@ def _counts(values: Any, turns: int) -> list[int] | None:
     return [int(v) for v in values]
 
 
+def episode_tokens(record: Mapping[str, Any]) -> tuple[int, int] | None:
+    """An episode's prompt and completion tokens: its turns' and those of the reply that
+    stopped it without a tool call (``stop_tokens``: paid for, but no turn); ``None`` when a
+    turn lacks its counts (records of schema 1, a backend that cannot tell)."""
+    turns = len(record.get("actions") or [])
+    stop = _counts(record.get("stop_tokens"), 2) or [0, 0]
+    if turns == 0:  # stopped at its first reply: only that reply was paid for
+        return (stop[0], stop[1]) if record.get("stop_tokens") is not None else None
+    p = _counts(record.get("prompt_tokens"), turns)
+    c = _counts(record.get("completion_tokens"), turns)
+    if p is None or c is None:
+        return None
+    return sum(p) + stop[0], sum(c) + stop[1]
+
+
 def run_tokens(policy: str, records: Sequence[Mapping[str, Any]]) -> RunTokens:
     """The token sums of ``records`` (an episode counts when every turn has its counts)."""
     counted = successes = prompt = completion = 0
     for record in records:
-        turns = len(record.get("actions") or [])
-        p = _counts(record.get("prompt_tokens"), turns)
-        c = _counts(record.get("completion_tokens"), turns)
-        if p is None or c is None:
+        tokens = episode_tokens(record)
+        if tokens is None:
             continue
         counted += 1
         successes += bool(record.get("success"))
-        prompt += sum(p)
-        completion += sum(c)
+        prompt += tokens[0]
+        completion += tokens[1]
     return RunTokens(policy, len(records), counted, successes, prompt, completion)
 
 

@@ -48,6 +48,7 @@ import gymnasium as gym
 
 from multiturn_envs.episode import ENDS, env_end
 from multiturn_envs.errors import ReplayError
+from multiturn_envs.harness.costs import episode_tokens
 from multiturn_envs.harness.records import RunFile, TrajectoryRecord, in_task_order, read_run
 from multiturn_envs.harness.replay import EnvFactory, Replay
 from multiturn_envs.output_files import check_output, write_output
@@ -281,14 +282,8 @@ def _sample(
     first = record.get("first_success_turn")
     mode = str(record.get("budget_mode", "hidden"))
     end = _end_of(record)
-    prompt = record.get("prompt_tokens")
-    completion = record.get("completion_tokens")
-    known = (
-        isinstance(prompt, list)
-        and isinstance(completion, list)
-        and all(isinstance(x, int) for x in [*prompt, *completion])
-    )
-    usage = _usage(model, sum(prompt), sum(completion)) if known else None  # type: ignore[arg-type]
+    tokens = episode_tokens(record)  # the turns' and the stopping reply's, as `report` sums
+    usage = None if tokens is None else _usage(model, *tokens)
     step_scores = [s for s in (record.get("step_scores") or []) if s is not None]
     success = scorer.Score(
         value=1.0 if record.get("success") else 0.0,
@@ -340,6 +335,7 @@ def _sample(
             "parse_errors",
             "prompt_tokens",
             "completion_tokens",
+            "stop_tokens",
             "error_injection",
             "env_spec",
         )

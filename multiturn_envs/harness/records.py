@@ -154,6 +154,10 @@ class TrajectoryRecord(_TrajectoryFields, total=False):
     the whole list ``None``: no turn said). Schema 2; files of schema 1 lack it."""
     completion_tokens: list[int | None] | None
     """Per turn, the tokens the policy wrote (as ``prompt_tokens``)."""
+    stop_tokens: list[int] | None
+    """``[prompt, completion]`` tokens of the reply that stopped the episode without a tool
+    call (``agent_stopped``: paid for, but no turn, so in no list above); ``None`` otherwise or
+    when the backend did not say. Schema 2."""
 
 
 # What every trajectory line must hold: its key (files of schema 1, from any version of this
@@ -175,6 +179,7 @@ _OPTIONAL: dict[str, tuple[tuple[type, ...], str]] = {
     "turn_tokens": ((list, type(None)), "a list or null"),
     "prompt_tokens": ((list, type(None)), "a list or null"),
     "completion_tokens": ((list, type(None)), "a list or null"),
+    "stop_tokens": ((list, type(None)), "a list or null"),
 }
 # What a JSON value of each Python type is called in an error message (a config field of
 # another type fails here, at import: add how JSON spells it; a float field must also take ints).
@@ -250,6 +255,9 @@ def check_trajectory(obj: Mapping[str, Any], where: str) -> TrajectoryRecord:
             for c in counts
         ):
             raise RecordFileError(f"{where}: {name!r} holds a value that is no token count")
+    stop = obj.get("stop_tokens")
+    if stop is not None and (len(stop) != 2 or not all(type(c) is int and c >= 0 for c in stop)):
+        raise RecordFileError(f"{where}: 'stop_tokens' is not [prompt, completion] token counts")
     return cast(TrajectoryRecord, obj)
 
 

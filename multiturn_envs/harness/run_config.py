@@ -31,8 +31,8 @@ __all__ = [
 
 SCHEMA_VERSION = 2
 """The version of the record file schema (the header and every trajectory line carry it).
-2 added the tokens of each turn (``prompt_tokens``, ``completion_tokens``) and the run's
-``token_limit``."""
+2 added the tokens of each turn (``prompt_tokens``, ``completion_tokens``), those of a reply
+that stopped the episode (``stop_tokens``) and the run's ``token_limit``."""
 
 READABLE_SCHEMAS = (1, 2)
 """The schemas this version reads: a file of schema 1 lacks what 2 added (read as absent)."""

@@ -160,6 +160,8 @@ class _Episode:
     truncation_reason: str | None = None
     success: bool = False
     agent_stopped: bool = False
+    stop_tokens: list[int] | None = None
+    """The tokens of the reply that stopped the episode (paid for, but no turn)."""
 
     def request(self) -> TurnRequest:
         base = self.base
@@ -305,6 +307,8 @@ class _LocalRun:
         if replies_stop(turn.tool_calls, turn.text, ep.base.reply_without_call):
             ep.done = ep.agent_stopped = True
             ep.success = ep.first_success is not None
+            if turn.usage is not None:
+                ep.stop_tokens = [turn.usage.prompt_tokens, turn.usage.completion_tokens]
             return True
         return False
 
@@ -410,6 +414,7 @@ class _LocalRun:
             "completion_tokens": ep.completion_tokens
             if any(x is not None for x in ep.completion_tokens)
             else None,
+            "stop_tokens": ep.stop_tokens,
             "error_injection": ep.injection,
             "agent_stopped": ep.agent_stopped,
             "timings": {  # microsecond resolution: smaller lines, cheaper to encode

@@ -522,7 +522,9 @@ def _schema_1(record: dict[str, Any]) -> dict[str, Any]:
     baselines of :func:`records` spend none, and each turn says so."""
     assert record["schema"] == 2
     assert all(record[field] == [0] * record["turns"] for field in TOKEN_FIELDS), record
-    return {**{k: v for k, v in record.items() if k not in TOKEN_FIELDS}, "schema": 1}
+    assert record["stop_tokens"] is None and not record["agent_stopped"]  # none stops
+    dropped = (*TOKEN_FIELDS, "stop_tokens")
+    return {**{k: v for k, v in record.items() if k not in dropped}, "schema": 1}
 
 
 def test_an_old_saved_config_is_the_same_run_as_its_old_file() -> None:

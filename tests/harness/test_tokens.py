@@ -16,9 +16,11 @@ from multiturn_envs.core import TURN_BUDGET
 from multiturn_envs.episode import ENDS
 from multiturn_envs.errors import PolicyError, RecordFileError
 from multiturn_envs.harness import EvalConfig, read_run, run_eval
+from multiturn_envs.harness.costs import episode_tokens, run_tokens
 from multiturn_envs.harness.records import check_trajectory
 from multiturn_envs.policies import CallablePolicy, Reply, TokenUsage, TurnRequest
 from multiturn_envs.policies.baselines import RandomPolicy
+from multiturn_envs.tools import ToolCall
 
 DATA = Path(__file__).parent / "data"
 ICE = {"is_slippery": False}
@@ -116,9 +118,58 @@ def test_a_token_limit_is_a_positive_int(limit: Any) -> None:
         EvalConfig("MT/FrozenLake-v0", "p", ["4x4"], 1, 3, token_limit=limit)
 
 
+class MeteredMover:
+    """A tool-calling policy: ``calls`` moves, then an answer without a call (which ends the
+    episode); its calls cost 10 + 5 tokens, the stopping answer 12 + 1 (``calls`` 0: its
+    first reply already stops)."""
+
+    name = "metered-mover"
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+
+    def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
+        replies = []
+        for request in requests:
+            turn = sum(m["role"] == "assistant" for m in request.messages)
+            if turn >= self.calls:
+                replies.append(Reply("Done.", tool_calls=[], usage=TokenUsage(12, 1)))
+                continue
+            call = ToolCall("move", {"direction": "Right"})
+            replies.append(Reply(call.text(), tool_calls=[call], usage=TokenUsage(10, 5)))
+        return replies
+
+
+@pytest.mark.parametrize("calls", [0, 2])
+def test_the_reply_that_stops_an_episode_is_counted_apart(tmp_path: Path, calls: int) -> None:
+    """A reply without a tool call ends the episode and is no turn, but it was paid for: the
+    record keeps its tokens in ``stop_tokens``, and the report's sums include them (the inspect
+    export's usage is the same ``episode_tokens``)."""
+    config = EvalConfig("MT/FrozenLake-v0", "metered-mover", ["4x4"], 2, 8, env_kwargs=ICE)
+    path = tmp_path / "r.jsonl"
+    run_eval(config, MeteredMover(calls), str(path), progress=False)
+    records = read_run(path).records
+    for record in records:
+        check_trajectory(record, "here")
+        assert record["agent_stopped"] and record["turns"] == calls
+        assert record["stop_tokens"] == [12, 1]
+        assert record["prompt_tokens"] == ([10] * calls or None)
+        assert episode_tokens(record) == (10 * calls + 12, 5 * calls + 1)
+    tokens = run_tokens("metered-mover", records)
+    assert (tokens.counted, tokens.prompt, tokens.completion) == (
+        2,
+        2 * (10 * calls + 12),
+        2 * (5 * calls + 1),
+    )
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
+        ("stop_tokens", [1], "not \\[prompt, completion\\]"),
+        ("stop_tokens", [1, -1], "not \\[prompt, completion\\]"),
+        ("stop_tokens", [1, True], "not \\[prompt, completion\\]"),
+        ("stop_tokens", {"prompt": 1}, "a list or null"),
         ("prompt_tokens", [1], "2 actions but 1 prompt_tokens"),
         ("completion_tokens", [1, -2], "no token count"),
         ("prompt_tokens", [1, True], "no token count"),
