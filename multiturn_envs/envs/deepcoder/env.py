@@ -219,6 +219,10 @@ class DeepCoderEnv(TextEnv):
     """
 
     blocking_io = True  # submissions wait on a sandbox: astep runs them in a worker thread
+    not_picklable = (
+        "its sandbox backend belongs to this process (the Docker pool and its factory); "
+        "a deep copy in this process shares it"
+    )
 
     def __init__(
         self,
