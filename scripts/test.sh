@@ -23,7 +23,7 @@ apt_install() {  # root only: the offline image bootstrap and the local backend'
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null 2>&1 || {
     apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null; }
 }
-apt_install debootstrap bwrap
+apt_install debootstrap bwrap chromium  # chromium: `inspect view` in a headless browser
 if bash scripts/ensure_docker.sh; then
   if ! .venv/bin/multiturn-envs sandbox status >/dev/null 2>&1; then
     .venv/bin/multiturn-envs sandbox build

@@ -501,7 +501,11 @@ def run_study(
     surfaces, gaps = surfaces_and_gaps(files, list(config["arms"]), n_boot, seed)
     per_map = per_map_surfaces(files, eval_tasks)
     rl_vs_base = main_report(
-        [str(files[rl]), str(files["base"])], out_dir=str(out), n_boot=n_boot, seed=seed
+        [str(files[rl]), str(files["base"])],
+        out_dir=str(out),
+        n_boot=n_boot,
+        seed=seed,
+        overwrite=True,  # this seed's own folder: a rerun replaces the plots it wrote
     )
     timed("report_s", t)
 
@@ -617,7 +621,7 @@ def run_study(
         n_boot=n_boot,
         seed=seed,
     )
-    dyn_png = plot_dynamics(dyn, out / "dynamics.png")
+    dyn_png = plot_dynamics(dyn, out / "dynamics.png", overwrite=True)
     timed("dynamics_s", t)
     timed("total_s", t0)
 

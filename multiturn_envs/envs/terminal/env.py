@@ -35,6 +35,8 @@ from multiturn_envs.envs.terminal.parsing import (
 )
 from multiturn_envs.envs.terminal.prepare import Prepared, Preparer
 from multiturn_envs.envs.terminal.tasks import TerminalTask, select_tasks
+from multiturn_envs.extras import ENV_EXTRAS
+from multiturn_envs.extras import require as require_extra
 from multiturn_envs.sandbox.shell_session import CommandResult, ShellSession
 from multiturn_envs.sandbox.warm_containers import WarmContainers
 from multiturn_envs.spaces import UnicodeText
@@ -219,6 +221,7 @@ class TerminalEnv(TextEnv):
 
     blocking_io = True  # commands and checks wait on containers: astep runs in a thread
     max_tool_calls = 2  # run_command then submit
+    not_picklable = not_copyable = "it holds a Docker container and the connection to it"
 
     def __init__(
         self,
@@ -240,6 +243,7 @@ class TerminalEnv(TextEnv):
         check_timeout_s: float = 30.0,
         image: str | None = None,
     ) -> None:
+        require_extra("MT/Terminal-v0", *ENV_EXTRAS["MT/Terminal-v0"])
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         self.action_space = ShellText()
         if isinstance(tasks, str):
