@@ -1,17 +1,24 @@
 """The study in miniature: SFT base, GRPO arms, held-out evaluation and the analysis battery.
 
-    OMP_NUM_THREADS=1 python examples/study/study.py --out runs/study [--seed 0] [--jobs 2]
+    OMP_NUM_THREADS=1 python examples/study/study.py --out runs/study/seed-0 [--seed 0]
+        [--arms outcome-T6 | all | outcome-T6,gigpo] [--threads 1] [--jobs 2]
 
-FrozenLake maps are split by *layout* (not by id: two ids can draw one map) into training and
-held-out maps. The base is a tiny model warm-started by expert SFT (``warm_start="sft"``); each
-arm of ``config.json`` trains from that base with ``multiturn_envs.rl.training`` (TRL's
-``GRPOTrainer``): outcome reward at fixed T, outcome + process reward, GiGPO, BudgetMix. The
-base and every arm are then evaluated by the harness on the held-out maps with a hidden budget
-T_max, in the tool layout they were trained in, and the report (``<out>/report.md``, PNGs beside
-it) holds: Pass@(K,T) surfaces and the gap with paired CIs (``multiturn-envs report``'s code),
-the headline Pass@(1,T_max) difference best arm - base with its paired 95% CI over maps,
-same-state comparison on normal and injected-error states, error-state continuation, action
-NLL and cumulative LLR split by success, and training dynamics over the best arm's checkpoints.
+One seed's run. FrozenLake maps are split by *layout* (not by id: two ids can draw one map) into
+training and held-out maps. The base is a tiny model warm-started by expert SFT
+(``warm_start="sft"``); each arm of ``config.json`` that runs (``default_arms``, or ``--arms``)
+trains from that base with ``multiturn_envs.rl.training`` (TRL's ``GRPOTrainer``): outcome reward
+at fixed T (the paper's GRPO, the pre-registered RL arm ``headline.arm``), and optionally
+outcome + process reward, GiGPO, BudgetMix. The base and every arm are then evaluated by the
+harness on the held-out maps with a hidden budget T_max, in the tool layout they were trained
+in, and the report (``<out>/report.md``, PNGs beside it) holds: the run's fingerprint (what must
+match for two runs to give the same digits), Pass@(K,T) surfaces and the gap with paired CIs
+(``multiturn-envs report``'s code), Pass@(1,T_max) of every arm - base with its paired 95% CI
+over maps, same-state comparison on normal and injected-error states, error-state continuation,
+action NLL and cumulative LLR split by success, and training dynamics over the RL arm's
+checkpoints. ``summary.json`` keeps every figure and the per-map and per-state values that
+``spread.py`` pools over seeds: one seed is one draw of a chaotic training run (another
+machine's floating-point path moves it by several points), so the study's conclusion is the
+pooled one (``spread.py``), never one seed's.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ import argparse
 import copy
 import json
 import os
+import resource
 import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +45,7 @@ import multiturn_envs  # noqa: F401
 from multiturn_envs.envs.frozenlake.maps import random_map, random_task_id
 from multiturn_envs.episode import EnvMaker
 from multiturn_envs.rl.config import TrainConfig
+from multiturn_envs.rl.fingerprint import run_fingerprint
 from multiturn_envs.rl.run_view import RunView
 
 # the TrainConfig fields the SFT base depends on (the rest only shape the GRPO arms)
@@ -52,6 +62,85 @@ def _same_config(saved: Path, want: dict[str, Any]) -> bool:
     if not saved.exists():
         return False
     return bool(json.loads(saved.read_text()) == json.loads(json.dumps(want)))
+
+
+def choose_arms(config: dict[str, Any], arms: str | None = None) -> dict[str, Any]:
+    """The config of one run: ``arms`` is ``None`` (the config's ``default_arms``), ``"all"``
+    or a comma-separated list of arm names; the result's ``arms`` holds only those that run
+    (the pre-registered RL arm always among them) and has no ``default_arms``."""
+    known = list(config["arms"])
+    if arms is None:
+        names = list(config.get("default_arms", known))
+    elif arms == "all":
+        names = known
+    else:
+        names = [a.strip() for a in arms.split(",") if a.strip()]
+    unknown = [a for a in names if a not in known]
+    if unknown or not names:
+        raise ValueError(f"arms {unknown or names!r}: the config's arms are {known}")
+    rl = config["headline"]["arm"]
+    if rl not in names:
+        raise ValueError(f"the pre-registered RL arm {rl!r} must run (arms: {names})")
+    chosen = {k: v for k, v in config.items() if k != "default_arms"}
+    chosen["arms"] = {a: config["arms"][a] for a in known if a in names}
+    return chosen
+
+
+def pooling_config(config: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal for two seeds' runs to be pooled: the run's config without its seed
+    and thread count (threads change the float path, not the design; the fingerprint shows
+    them). Its digest is the fingerprint's ``config_digest``."""
+    out = {k: v for k, v in copy.deepcopy(config).items() if k != "seed"}
+    out["base"].pop("threads", None)
+    return out
+
+
+# the fingerprint fields that decide whether a folder's stages can be reused digit for digit
+FLOAT_PATH_FIELDS = ("packages", "python", "cpu_capability", "threads", "float_path_env", "cpu")
+
+
+def study_fingerprint(config: dict[str, Any]) -> dict[str, Any]:
+    """:func:`~multiturn_envs.rl.fingerprint.run_fingerprint` of this run plus the commit of the
+    study's code (``unknown`` outside a git checkout)."""
+    fingerprint = run_fingerprint(pooling_config(config), seed=int(config["seed"]))
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        commit = found.stdout.strip() if found.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    fingerprint["commit"] = commit or "unknown"
+    return fingerprint
+
+
+def check_float_path(out: Path, fingerprint: dict[str, Any], log: Callable[[str], None]) -> None:
+    """Stages a folder holds were made under one float path and package set: when this run's
+    differ from those recorded in ``out/float_path.json`` (or none is recorded), the folder's
+    base and everything built on it are removed, so that no record mixes two paths."""
+    want = {k: fingerprint[k] for k in FLOAT_PATH_FIELDS}
+    saved = out / "float_path.json"
+    if saved.exists():
+        had = json.loads(saved.read_text())
+        if {k: had.get(k) for k in FLOAT_PATH_FIELDS} == want:
+            return
+        changed = [k for k in FLOAT_PATH_FIELDS if had.get(k) != want[k]]
+        log(f"{out}: made under another float path or package set ({', '.join(changed)}): rebuilt")
+    if (out / "base").exists():
+        shutil.rmtree(out / "base")
+    out.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(want, indent=2))
+
+
+def _clock() -> tuple[float, float]:
+    """Wall seconds and CPU seconds so far (this process, plus finished child processes:
+    the arms' workers), so a report can say what a stage costs on a quiet machine."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter(), time.process_time() + children.ru_utime + children.ru_stime
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
@@ -150,6 +239,34 @@ def pass1_per_task(path: Path) -> dict[str, float]:
     return {t: float(np.mean(v)) for t, v in per.items()}
 
 
+CLAIM_FIGURES = {
+    "gap": "RL - base at Pass@(k,T_max), pooled over seeds and held-out maps",
+    "gap_k_contrast": "(RL - base at Pass@(k,T_max)) - (RL - base at Pass@(wide_k,T_max))",
+    "same_state_better_normal": "share of normal states where RL's move beats the base's",
+    "same_state_better_error": "share of injected-error states where RL's move beats the base's",
+    "continuation_gain": "RL's success after an injected error - the base's",
+}
+"""The figures a pre-registered claim (config ``headline.claims``) can be about; ``spread.py``
+computes each, pooled over seeds, and says whether its interval lies above ``above`` or below
+``below``."""
+
+
+def check_claim(claim: dict[str, Any], samples: int) -> None:
+    """A clear error for a claim ``spread.py`` could not judge."""
+    figure = claim.get("figure")
+    if figure not in CLAIM_FIGURES:
+        raise ValueError(f"claim figure {figure!r}: one of {sorted(CLAIM_FIGURES)}")
+    if not isinstance(claim.get("statement"), str) or not claim["statement"]:
+        raise ValueError(f"claim {figure!r} needs its statement (text)")
+    if ("above" in claim) == ("below" in claim):
+        raise ValueError(f"claim {claim['statement']!r}: give exactly one of above, below")
+    ks = [int(claim.get("k", 1))] + ([int(claim["wide_k"])] if "wide_k" in claim else [])
+    if figure == "gap_k_contrast" and "wide_k" not in claim:
+        raise ValueError(f"claim {claim['statement']!r} compares k with wide_k: give wide_k")
+    if figure.startswith("gap") and not all(1 <= k <= samples for k in ks):
+        raise ValueError(f"claim {claim['statement']!r}: K {ks} must lie in 1..eval.samples")
+
+
 def study_setup(config: dict[str, Any]) -> tuple[TrainConfig, list[str], list[str]]:
     """The base's TrainConfig (every arm starts from it) and the training and held-out maps."""
     train_tasks, eval_tasks = split_maps(config)
@@ -167,6 +284,11 @@ def study_setup(config: dict[str, Any]) -> tuple[TrainConfig, list[str], list[st
             f"base.max_turn_tokens {base.max_turn_tokens} != eval.max_tokens {ev['max_tokens']}:"
             " a model must be evaluated with the reply cap it trained under"
         )
+    head = config["headline"]
+    if head["arm"] not in config["arms"]:
+        raise ValueError(f"headline.arm {head['arm']!r} is not an arm of the run")
+    for claim in head["claims"]:
+        check_claim(claim, int(ev["samples"]))
     return base, train_tasks, eval_tasks
 
 
@@ -229,8 +351,9 @@ def run_base(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> d
     write ``base_summary.json``. A full run reuses all of it."""
     from multiturn_envs.harness import bootstrap_ci
 
-    out.mkdir(parents=True, exist_ok=True)
     base, train_tasks, eval_tasks = study_setup(config)
+    fingerprint = study_fingerprint(config)
+    check_float_path(out, fingerprint, log)
     t = time.perf_counter()
     tasks = {"training": train_tasks, "held_out": eval_tasks}
     view = RunView.of(base)
@@ -245,6 +368,7 @@ def run_base(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> d
     pass1 = bootstrap_ci(per_task, n_boot=int(config["n_boot"]), seed=base.seed)
     summary = {
         "seed": base.seed,
+        "fingerprint": fingerprint,
         "agreement": agreement,
         "pass1_tmax": pass1.to_dict(),
         "base_seconds": seconds,
@@ -261,7 +385,12 @@ def _complete(path: Path, want: int) -> bool:
 def run_study(
     config: dict[str, Any], out: Path, log: Callable[[str], None], *, jobs: int = 1
 ) -> dict[str, Any]:
-    """Run every stage not already in ``out``; ``jobs`` arms train side by side."""
+    """Run every stage not already in ``out``; ``jobs`` arms train side by side.
+
+    ``config`` is one run's (:func:`choose_arms`): every arm in it trains. The RL model of every
+    analysis is the pre-registered ``headline.arm``, never the arm that did best on this seed
+    (picking after the fact would bias the comparison).
+    """
     from multiturn_envs.harness import (
         action_nll,
         continuation_difference,
@@ -282,22 +411,30 @@ def run_study(
     from multiturn_envs.rl.evaluate import tool_layout_scorer
     from multiturn_envs.rl.training import TrainResult, train_many
 
-    out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
-    t0 = time.perf_counter()
+    cpu: dict[str, float] = {}
+    t0 = _clock()
+
+    def timed(name: str, since: tuple[float, float]) -> None:
+        now = _clock()
+        times[name], cpu[name] = now[0] - since[0], now[1] - since[1]
+
     base, train_tasks, eval_tasks = study_setup(config)
     seed = base.seed
     ev = config["eval"]
+    rl = str(config["headline"]["arm"])
+    fingerprint = study_fingerprint(config)
+    check_float_path(out, fingerprint, log)
 
     make_env = EnvMaker(base.env_id, {**base.env_kwargs, "max_turns": config["t_max"]})
     view = RunView.of(base)  # the layout every model of the study is evaluated in
 
     # a rerun reuses a stage whose folder was made under the same config, and redoes the rest
-    t = time.perf_counter()
+    t = _clock()
     tasks = {"training": train_tasks, "held_out": eval_tasks}
     base_dir, base_fresh, agreement = prepare_base(config, base, out, tasks, log, view)
     fresh: set[str] = {"base"} if base_fresh else set()  # (re)made: old evaluations are stale
-    times["sft_base_s"] = time.perf_counter() - t
+    timed("sft_base_s", t)
     held = agreement["held_out"]
     log(
         f"base ready in {times['sft_base_s']:.0f} s; held-out p(expert move) greedy "
@@ -326,21 +463,21 @@ def run_study(
         times[f"train_{name}_s"] = result.seconds
         log(f"arm {name}: {result.seconds:.0f} s, last reward {result.log[-1]['reward']:.3f}")
 
-    t = time.perf_counter()
+    t = _clock()
     train_many({n: arms[n] for n in arms if n in fresh}, base_dir, jobs=jobs, done=trained)
-    times["train_arms_wall_s"] = time.perf_counter() - t
+    timed("train_arms_wall_s", t)
     models = {"base": base_dir, **{n: models[n] for n in arms}}
     train_logs = {n: train_logs[n] for n in arms}
     files: dict[str, Path] = {}
     for name, folder in models.items():
-        t = time.perf_counter()
+        t = _clock()
         path = out / f"eval-{name}.jsonl"
         if name not in fresh and _complete(path, len(eval_tasks) * ev["samples"]):
             files[name] = path
         else:
             policy = tool_policy(folder, view, name, ev)
             files[name] = evaluate(policy, eval_tasks, config, base, path)
-        times[f"eval_{name}_s"] = time.perf_counter() - t
+        timed(f"eval_{name}_s", t)
     log(
         "evaluated: "
         + ", ".join(
@@ -348,7 +485,7 @@ def run_study(
         )
     )
 
-    # the headline: Pass@(1,T_max) of each arm vs the base, paired over held-out maps
+    # every arm's Pass@(1,T_max) vs the base's, paired over held-out maps
     n_boot = int(config["n_boot"])
     base_p1 = pass1_per_task(files["base"])
     headline: dict[str, Any] = {}
@@ -359,29 +496,29 @@ def run_study(
             [arm_p1[k] for k in common], [base_p1[k] for k in common], n_boot=n_boot, seed=seed
         )
         headline[name] = {"arm": ci.a.to_dict(), "base": ci.b.to_dict(), "diff": ci.diff.to_dict()}
-    best = max(config["arms"], key=lambda n: headline[n]["diff"]["estimate"])
 
-    t = time.perf_counter()
+    t = _clock()
     surfaces, gaps = surfaces_and_gaps(files, list(config["arms"]), n_boot, seed)
-    best_vs_base = main_report(
-        [str(files[best]), str(files["base"])],
+    per_map = per_map_surfaces(files, eval_tasks)
+    rl_vs_base = main_report(
+        [str(files[rl]), str(files["base"])],
         out_dir=str(out),
         n_boot=n_boot,
         seed=seed,
         overwrite=True,  # this seed's own folder: a rerun replaces the plots it wrote
     )
-    times["report_s"] = time.perf_counter() - t
+    timed("report_s", t)
 
     # same-state comparison, normal states (visited by the base) and injected-error states
-    t = time.perf_counter()
-    pol_best = tool_policy(models[best], view, best, ev)
+    t = _clock()
+    pol_rl = tool_policy(models[rl], view, rl, ev)
     pol_base = tool_policy(base_dir, view, "base", ev)
     cap = int(config["same_state_max_states"])
     normal_states = states_from_records(make_env, read_run(files["base"]).records)[:cap]
     same_normal = same_state_comparison(
         make_env,
         normal_states,
-        pol_best,
+        pol_rl,
         pol_base,
         n_actions=config["same_state_actions"],
         seed=seed,
@@ -401,15 +538,15 @@ def run_study(
     same_error = same_state_comparison(
         make_env,
         error_states,
-        pol_best,
+        pol_rl,
         pol_base,
         n_actions=config["same_state_actions"],
         seed=seed,
         n_boot=n_boot,
     )
-    times["same_state_s"] = time.perf_counter() - t
+    timed("same_state_s", t)
 
-    t = time.perf_counter()
+    t = _clock()
     conts = [
         error_state_continuation(
             make_env,
@@ -421,54 +558,59 @@ def run_study(
             seed=seed,
             n_boot=n_boot,
         )
-        for p in (pol_best, pol_base)
+        for p in (pol_rl, pol_base)
     ]
     cont_diff = continuation_difference(conts[0], conts[1], seed=seed)
-    times["continuation_s"] = time.perf_counter() - t
+    timed("continuation_s", t)
 
-    t = time.perf_counter()
+    t = _clock()
     likelihood: list[str] = []
     likelihood_figures: dict[str, Any] = {}
     try:
-        scorer_best = tool_layout_scorer(models[best], base, best, view)
+        scorer_rl = tool_layout_scorer(models[rl], base, rl, view)
         scorer_base = tool_layout_scorer(base_dir, base, "base", view)
-        for who, path in ((best, files[best]), ("base", files["base"])):
+        for who, path in ((rl, files[rl]), ("base", files["base"])):
             label = f"trajectories of {who}"
             run = read_run(path)
-            s_best, s_base = (
-                score_run(scorer_best, run, make_env),
+            s_rl, s_base = (
+                score_run(scorer_rl, run, make_env),
                 score_run(scorer_base, run, make_env),
             )
-            nll_best = action_nll(s_best, label, best, n_boot=n_boot)
+            nll_rl = action_nll(s_rl, label, rl, n_boot=n_boot)
             nll_base = action_nll(s_base, label, "base", n_boot=n_boot)
-            llr = trajectory_llr(pair_llr(s_best, s_base), label, best, "base", n_boot=n_boot)
-            likelihood_figures["best" if who == best else "base"] = {
-                "nll_under_best": {g: v.to_dict() for g, v in nll_best.items()},
+            llr = trajectory_llr(pair_llr(s_rl, s_base), label, rl, "base", n_boot=n_boot)
+            likelihood_figures["rl" if who == rl else "base"] = {
+                "nll_under_rl": {g: v.to_dict() for g, v in nll_rl.items()},
                 "nll_under_base": {g: v.to_dict() for g, v in nll_base.items()},
-                "llr_best_minus_base": {g: v.to_dict() for g, v in llr.items()},
+                "llr_rl_minus_base": {g: v.to_dict() for g, v in llr.items()},
             }
             likelihood += [
-                format_nll([nll_best], scorer_best, 0.05, n_boot),
+                format_nll([nll_rl], scorer_rl, 0.05, n_boot),
                 format_nll([nll_base], scorer_base, 0.05, n_boot),
-                format_llr([llr], scorer_best, scorer_base, 0.05, n_boot),
+                format_llr([llr], scorer_rl, scorer_base, 0.05, n_boot),
             ]
     except ValueError as exc:  # the scorer cannot render this layout: say so in the report
         likelihood = [f"not computed: {exc}"]
-    times["likelihood_s"] = time.perf_counter() - t
+    timed("likelihood_s", t)
 
-    # training dynamics of the best arm: its checkpoints evaluated on the held-out maps
-    t = time.perf_counter()
-    arm_dir = out / "arms" / best
+    # training dynamics of the RL arm: its checkpoints evaluated on the held-out maps
+    t = _clock()
+    arm_dir = out / "arms" / rl
     points = [("step 0", 0, files["base"])]
     for ckpt in sorted(arm_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])):
         step = int(ckpt.name.split("-")[-1])
-        pol = tool_policy(ckpt, view, f"{best}@{step}", ev)
+        pol = tool_policy(ckpt, view, f"{rl}@{step}", ev)
         points.append(
             (
                 f"step {step}",
                 step,
                 evaluate(
-                    pol, eval_tasks, config, base, out / f"dyn-{best}-{step}.jsonl", samples=4
+                    pol,
+                    eval_tasks,
+                    config,
+                    base,
+                    out / f"dyn-{rl}-{step}.jsonl",
+                    samples=config["dynamics_samples"],
                 ),
             )
         )
@@ -480,21 +622,27 @@ def run_study(
         seed=seed,
     )
     dyn_png = plot_dynamics(dyn, out / "dynamics.png", overwrite=True)
-    times["dynamics_s"] = time.perf_counter() - t
-    times["total_s"] = time.perf_counter() - t0
+    timed("dynamics_s", t)
+    timed("total_s", t0)
 
     summary = {
         "config": copy.deepcopy(config),
+        "fingerprint": fingerprint,
         "train_tasks": train_tasks,
         "eval_tasks": eval_tasks,
         "headline_pass1_tmax": headline,
-        "best_arm": best,
+        "rl_arm": rl,
         "base_agreement": agreement,
         "gap_surfaces": gaps,
+        "per_map": per_map,
         "same_state_normal": same_normal.to_dict(include_states=False),
         "same_state_error": same_error.to_dict(include_states=False),
+        "same_state_outcomes": {
+            "normal": [state.outcome for state in same_normal.states],
+            "error": [state.outcome for state in same_error.states],
+        },
         "continuation": {
-            "best": conts[0].to_dict(False),
+            "rl": conts[0].to_dict(False),
             "base": conts[1].to_dict(False),
             "diff": cont_diff.to_dict(),
         },
@@ -502,22 +650,39 @@ def run_study(
         "dynamics": dyn.to_dict(),
         "train_logs": train_logs,
         "timings_s": times,
+        "cpu_s": cpu,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     write_report(
         out,
         summary,
         surfaces,
-        best_vs_base,
+        rl_vs_base,
         same_normal.format(),
         same_error.format(),
         [c.format() for c in conts]
-        + [f"success {best} - base (paired over maps)  {cont_diff.format()}"],
+        + [f"success {rl} - base (paired over maps)  {cont_diff.format()}"],
         likelihood,
         dyn.format(),
         dyn_png,
     )
     return summary
+
+
+def per_map_surfaces(files: dict[str, Path], tasks: list[str]) -> dict[str, Any]:
+    """Every model's per-map Pass@(K,T) on the held-out maps, in ``tasks`` order: what
+    ``spread.py`` pools over seeds (the maps are the same under every seed)."""
+    from multiturn_envs.harness import read_run
+    from multiturn_envs.harness.report import surface_of_run
+
+    out: dict[str, Any] = {"tasks": list(tasks), "surfaces": {}}
+    for name, path in files.items():
+        surface = surface_of_run(read_run(path), tasks=tasks)
+        if list(surface.task_ids) != list(tasks):
+            raise ValueError(f"{path}: the held-out maps are not all evaluated")
+        out["ks"], out["ts"] = surface.ks.tolist(), surface.ts.tolist()
+        out["surfaces"][name] = surface.per_task.tolist()
+    return out
 
 
 def surfaces_and_gaps(
@@ -560,11 +725,11 @@ def _gap_at(gap: dict[str, Any], k: int, t: int) -> float:
 
 def paper_rows(s: dict[str, Any]) -> list[tuple[str, str, list[Figure]]]:
     """The review's findings (the project's ``shared/PAPER.md``: FrozenLake, Qwen3-4B base vs GRPO,
-    unless noted) next to this run's figures, as ``(finding, paper, figures)``; best arm vs
-    base wherever the paper compares RL with the base."""
-    best, t_max = s["best_arm"], int(s["config"]["t_max"])
+    unless noted) next to this run's figures, as ``(finding, paper, figures)``; the
+    pre-registered RL arm vs base wherever the paper compares RL with the base."""
+    rl, t_max = s["rl_arm"], int(s["config"]["t_max"])
     head = s["headline_pass1_tmax"]
-    gap = s["gap_surfaces"][best]
+    gap = s["gap_surfaces"][rl]
     ks = [k for k in (1, 2, 4, 8, 16) if k in gap["ks"]]
     k8 = 8 if 8 in gap["ks"] else max(gap["ks"])
     ts = [t for t in gap["ts"] if t >= max(1, t_max - 2)]
@@ -576,13 +741,13 @@ def paper_rows(s: dict[str, Any]) -> list[tuple[str, str, list[Figure]]]:
             [("greedy", held["greedy"], "num"), ("sampled", held["sampled"], "num")],
         ),
         (
-            f"Pass@(1,{t_max}) on held-out tasks, base and best RL arm",
+            f"Pass@(1,{t_max}) on held-out tasks, base and RL ({rl})",
             "RL above base (trajectory success)",
             [
-                ("base", head[best]["base"]["estimate"], "num"),
-                (best, head[best]["arm"]["estimate"], "num"),
-                ("gain", head[best]["diff"]["estimate"], "gap"),
-                ("CI low", head[best]["diff"]["low"], "gap"),
+                ("base", head[rl]["base"]["estimate"], "num"),
+                (rl, head[rl]["arm"]["estimate"], "num"),
+                ("gain", head[rl]["diff"]["estimate"], "gap"),
+                ("CI low", head[rl]["diff"]["low"], "gap"),
             ],
         ),
     ]
@@ -609,7 +774,7 @@ def paper_rows(s: dict[str, Any]) -> list[tuple[str, str, list[Figure]]]:
             "Success continuing from an injected error state, RL vs base",
             "51.3 % vs 38.6 %",
             [
-                ("RL", cont["best"]["success_rate"]["estimate"], "pct"),
+                ("RL", cont["rl"]["success_rate"]["estimate"], "pct"),
                 ("base", cont["base"]["success_rate"]["estimate"], "pct"),
             ],
         )
@@ -648,12 +813,12 @@ def paper_rows(s: dict[str, Any]) -> list[tuple[str, str, list[Figure]]]:
                 [
                     (
                         "RL's",
-                        lik["best"]["llr_best_minus_base"]["success"]["mean"]["estimate"],
+                        lik["rl"]["llr_rl_minus_base"]["success"]["mean"]["estimate"],
                         "num",
                     ),
                     (
                         "base's",
-                        lik["base"]["llr_best_minus_base"]["success"]["mean"]["estimate"],
+                        lik["base"]["llr_rl_minus_base"]["success"]["mean"]["estimate"],
                         "num",
                     ),
                 ],
@@ -666,7 +831,7 @@ def paper_rows(s: dict[str, Any]) -> list[tuple[str, str, list[Figure]]]:
                 [
                     (
                         "RL's actions",
-                        lik["best"]["nll_under_base"]["all"]["per_action"]["estimate"],
+                        lik["rl"]["nll_under_base"]["all"]["per_action"]["estimate"],
                         "num",
                     ),
                     (
@@ -686,7 +851,7 @@ def paper_rows(s: dict[str, Any]) -> list[tuple[str, str, list[Figure]]]:
     )
     if "budgetmix" in s["gap_surfaces"]:
         mix = s["gap_surfaces"]["budgetmix"]
-        fixed = next((a for a in head if a.startswith("outcome")), best)
+        fixed = next((a for a in head if a.startswith("outcome")), rl)
         rows.append(
             (
                 f"BudgetMix vs fixed T: Pass@(1,T) - base at T = {ts[0]} / {t_max}",
@@ -726,11 +891,30 @@ def _pct(d: dict[str, Any]) -> str:
     return f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
 
 
+def fingerprint_table(fingerprint: dict[str, Any]) -> str:
+    """The fingerprint as a markdown table (one row per field, packages on one line)."""
+    rows = [
+        ("config digest", f"`{fingerprint['config_digest']}`"),
+        ("seed", str(fingerprint["seed"])),
+        ("torch CPU capability", str(fingerprint["cpu_capability"])),
+        ("threads", str(fingerprint["threads"])),
+        (
+            "float-path variables",
+            ", ".join(f"{k}={v}" for k, v in fingerprint["float_path_env"].items()) or "none set",
+        ),
+        ("packages", ", ".join(f"{k} {v}" for k, v in fingerprint["packages"].items())),
+        ("python", str(fingerprint["python"])),
+        ("code (commit)", str(fingerprint.get("commit", "unknown"))),
+        ("CPU", f"{fingerprint['cpu']} ({fingerprint['machine']})"),
+    ]
+    return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
 def write_report(
     out: Path,
     s: dict[str, Any],
     surfaces: str,
-    best_vs_base: str,
+    rl_vs_base: str,
     same_normal: str,
     same_error: str,
     continuation: list[str],
@@ -738,7 +922,7 @@ def write_report(
     dynamics: str,
     dyn_png: Path,
 ) -> None:
-    best = s["best_arm"]
+    rl = s["rl_arm"]
     rows = "\n".join(
         f"| {name} | {h['arm']['estimate']:.3f} | {h['base']['estimate']:.3f} | {_pct(h['diff'])} |"
         for name, h in s["headline_pass1_tmax"].items()
@@ -751,7 +935,10 @@ def write_report(
         f"| {a['malformed']:.3f} |"
         for group, a in s["base_agreement"].items()
     )
-    times = "\n".join(f"| {k} | {v:.1f} |" for k, v in s["timings_s"].items())
+    times = "\n".join(
+        f"| {k} | {v:.1f} | {s['cpu_s'][k]:.1f} |" if k in s["cpu_s"] else f"| {k} | {v:.1f} | |"
+        for k, v in s["timings_s"].items()
+    )
     logs = "\n".join(
         f"| {name} | "
         + " ".join(f"{e['reward']:.2f}" for e in log)
@@ -762,22 +949,28 @@ def write_report(
     )
     text = f"""# The study in miniature (FrozenLake, seed {s["config"]["seed"]})
 
+One seed is one draw of a chaotic training run: on another machine (another floating-point
+path) its figures move by several points. The study's conclusion is the one pooled over seeds
+(`spread.py`, `spread.md` beside the seed folders); compare this seed's digits with another
+run's only when the fingerprints below match.
+
+{fingerprint_table(s["fingerprint"])}
+
 Training maps: {len(s["train_tasks"])}; held-out maps: {len(s["eval_tasks"])} (layouts disjoint).
 Hidden budget T_max = {s["config"]["t_max"]}; {s["config"]["eval"]["samples"]} samples per map.
-Observation: {observation}. RL = the best arm, **{best}**, wherever the paper compares RL with
-the base; every difference is RL - base (arm - base), as in the heatmaps.
+Observation: {observation}. RL = the pre-registered arm **{rl}** (outcome reward, the paper's
+GRPO) wherever the paper compares RL with the base; every difference is RL - base (arm - base),
+as in the heatmaps.
 
-## Paper vs miniature
+## Paper vs miniature (this seed)
 
 {paper_table(s)}
 
-## Headline: Pass@(1,T_max) on held-out maps, arm - base (paired 95% CI over maps)
+## Pass@(1,T_max) on held-out maps, arm - base (paired 95% CI over maps, this seed)
 
 | arm | arm | base | difference [95% CI] |
 |---|---|---|---|
 {rows}
-
-Best arm: **{best}**.
 
 ## The base: does it read the map?
 
@@ -795,13 +988,13 @@ sampled = the probability of the expert's call (what a temperature-1 sample matc
 {surfaces}
 ```
 
-## Best arm vs base
+## RL ({rl}) vs base
 
 ```
-{best_vs_base}
+{rl_vs_base}
 ```
 
-## Same-state comparison ({best} = A vs base = B), states the base visits
+## Same-state comparison ({rl} = A vs base = B), states the base visits
 
 ```
 {same_normal}
@@ -819,13 +1012,13 @@ sampled = the probability of the expert's call (what a temperature-1 sample matc
 {chr(10).join(continuation)}
 ```
 
-## Action NLL and cumulative LLR ({best} vs base), split by success
+## Action NLL and cumulative LLR ({rl} vs base), split by success
 
 ```
 {chr(10).join(likelihood)}
 ```
 
-## Training dynamics ({best}, held-out maps, checkpoints)
+## Training dynamics ({rl}, held-out maps, checkpoints)
 
 ```
 {dynamics}
@@ -843,10 +1036,13 @@ sampled = the probability of the expert's call (what a temperature-1 sample matc
 
 {chr(10).join(f"![{p}]({p})" for p in pngs if p != dyn_png.name)}
 
-## Timings (s)
+## Timings
 
-| stage | seconds |
-|---|---|
+Wall seconds on this machine under its load, and CPU seconds (this process and the arms'
+worker processes): on a quiet machine a stage takes about its CPU seconds.
+
+| stage | wall s | CPU s |
+|---|---|---|
 {times}
 """
     (out / "report.md").write_text(text)
@@ -855,8 +1051,21 @@ sampled = the probability of the expert's call (what a temperature-1 sample matc
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(Path(__file__).with_name("config.json")))
-    parser.add_argument("--out", default="runs/study")
+    parser.add_argument("--out", default=None, help="the seed's folder (runs/study/seed-<seed>)")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--arms",
+        default=None,
+        help="arms to train: 'all', or names joined by commas (default: the config's "
+        "default_arms; the pre-registered RL arm always runs)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads for every stage (default: the config's base.threads); another "
+        "count is another float path",
+    )
     parser.add_argument(
         "--jobs", type=int, default=min(2, os.cpu_count() or 1), help="arms trained side by side"
     )
@@ -866,17 +1075,29 @@ def main() -> None:
         help="build and check the base alone (expert agreement, held-out Pass@(1,T_max))",
     )
     args = parser.parse_args()
-    config = read_config(args.config)
-    if args.seed is not None:
-        config["seed"] = args.seed
     import sys
 
+    try:
+        config = choose_arms(read_config(args.config), args.arms)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"study: {args.config}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+    if args.seed is not None:
+        config["seed"] = args.seed
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error("--threads must be >= 1")
+        config["base"]["threads"] = args.threads
     import torch
 
+    # one thread count for every stage of the run (SFT, arms, evaluation): it is part of the
+    # float path, so the fingerprint records it
+    torch.set_num_threads(int(config["base"].get("threads") or 1))
     torch.manual_seed(int(config["seed"]))
+    out = Path(args.out or f"runs/study/seed-{config['seed']}")
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     if args.base_only:
-        found = run_base(config, Path(args.out), say)
+        found = run_base(config, out, say)
         for group, a in found["agreement"].items():
             print(
                 f"{group:>9} states: {a['states']}, p(expert move) greedy {a['greedy']:.3f}, "
@@ -888,12 +1109,12 @@ def main() -> None:
             f"base built in {found['base_seconds']:.0f} s"
         )
         return
-    summary = run_study(config, Path(args.out), say, jobs=args.jobs)
+    summary = run_study(config, out, say, jobs=args.jobs)
     for name, h in summary["headline_pass1_tmax"].items():
-        print(f"{name:>12}: Pass@(1,T_max) arm - base = {_pct(h['diff'])}")
+        print(f"{name:>12}: Pass@(1,T_max) arm - base = {_pct(h['diff'])} (this seed)")
     print(
-        f"best arm: {summary['best_arm']}; total {summary['timings_s']['total_s']:.0f} s; "
-        f"report: {Path(args.out) / 'report.md'}"
+        f"RL arm: {summary['rl_arm']}; total {summary['timings_s']['total_s']:.0f} s "
+        f"({summary['cpu_s']['total_s']:.0f} CPU s); report: {out / 'report.md'}"
     )
 
 

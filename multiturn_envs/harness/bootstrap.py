@@ -11,6 +11,11 @@ every cell of a surface and by both policies of a comparison, so that
 
 Per-unit values may be ``NaN`` (a task excluded from a cell because ``K > n``); a replicate's
 mean then ignores them, weighted by how often each remaining unit was drawn.
+
+:func:`pooled_bootstrap_ci` adds a second level for figures pooled over several *runs* (training
+seeds, or the same seed on machines whose floating-point paths differ): it resamples the runs as
+well as the units, so the interval counts how much a run's result moves, not only which tasks
+were drawn.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ __all__ = [
     "bootstrap_ci",
     "paired_bootstrap_ci",
     "paired_surface_ci",
+    "pooled_bootstrap_ci",
     "ratio_interval",
     "surface_ci",
 ]
@@ -267,6 +273,97 @@ def paired_surface_ci(
     order = {task: i for i, task in enumerate(surface_b.task_ids)}
     b_rows = surface_b.per_task[[order[task] for task in surface_a.task_ids]]
     return paired_bootstrap_ci(surface_a.per_task, b_rows, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+def pooled_bootstrap_ci(
+    per_run: Any,
+    *,
+    crossed: bool,
+    n_boot: int = DEFAULT_N_BOOT,
+    alpha: float = 0.05,
+    seed: int | None = 0,
+) -> BootstrapCI:
+    """Interval of a mean over runs of each run's mean over its units, resampling both levels.
+
+    Why two levels: a training run is one draw of a chaotic process (its seed, and on another
+    machine the floating-point path of every kernel, move it), so a conclusion pooled over runs
+    must carry the variation between runs as well as the variation between tasks. Each
+    replicate draws the runs with replacement, then the units:
+
+    * ``crossed=True``: every run has the same units in the same order (the held-out maps of a
+      study, each evaluated under every seed); one unit draw per replicate is shared by all the
+      drawn runs (the two-way "pigeonhole" bootstrap, Owen 2007, which counts the run, the unit
+      and their interaction, and errs on the wide side);
+    * ``crossed=False``: each run has its own units (the states a run's base visited); every
+      drawn run gets its own unit draw (the two-stage bootstrap).
+
+    The estimate is the mean over runs of each run's mean over its units (runs weigh equally).
+    With one run this is the ordinary bootstrap over units. A paired comparison passes the
+    per-unit differences (``a - b`` of one run). Few runs make the run level coarse (four runs
+    have 35 distinct resamples): read the interval with that in mind.
+
+    Args:
+        per_run: one array ``(n_units, ...)`` per run, finite values; the same shape for every
+            run when ``crossed``, the same trailing cells otherwise.
+        crossed: whether the runs share their units (see above).
+        n_boot: replicates.
+        alpha: ``0.05`` for a 95 % interval.
+        seed: seed of the resampled runs and units.
+    """
+    alpha = _check_alpha(alpha)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive int, got {n_boot!r}")
+    runs = [_as_units(f"per_run[{i}]", values) for i, values in enumerate(per_run)]
+    if not runs:
+        raise ValueError("a pooled interval needs at least one run")
+    cells = runs[0].shape[1:]
+    for i, values in enumerate(runs):
+        if values.shape[1:] != cells or (crossed and values.shape != runs[0].shape):
+            want = runs[0].shape if crossed else ("n", *cells)
+            raise ValueError(
+                f"per_run[{i}] has shape {values.shape}, per_run[0] {runs[0].shape}: "
+                f"{'crossed runs share their units' if crossed else 'runs share their cells'} "
+                f"(want {want})"
+            )
+        if not np.isfinite(values).all():
+            raise ValueError(f"per_run[{i}] holds a non-finite value: pooled units must be finite")
+    n_runs, n_boot = len(runs), int(n_boot)
+    drawn = n_boot * n_runs * (runs[0].shape[0] if crossed else sum(v.shape[0] for v in runs))
+    if drawn > MAX_INDEX_CELLS:
+        raise ValueError(
+            f"{n_boot} resamples of {n_runs} runs and their units is over {MAX_INDEX_CELLS:,} "
+            "drawn indices: use fewer resamples"
+        )
+    rng = np.random.default_rng(seed)
+    run_idx = rng.integers(0, n_runs, size=(n_boot, n_runs))
+    run_weights = np.zeros((n_boot, n_runs))
+    np.add.at(run_weights, (np.arange(n_boot)[:, None], run_idx), 1.0 / n_runs)
+    flat = [v.reshape(v.shape[0], -1) for v in runs]
+    if crossed:
+        stacked = np.stack(flat)  # (runs, units, cells)
+        unit_idx = rng.integers(0, stacked.shape[1], size=(n_boot, stacked.shape[1]))
+        unit_weights = np.zeros((n_boot, stacked.shape[1]))
+        np.add.at(unit_weights, (np.arange(n_boot)[:, None], unit_idx), 1.0 / stacked.shape[1])
+        reps = np.einsum("br,ruc,bu->bc", run_weights, stacked, unit_weights, optimize=True)
+    else:
+        # each run's unit-resampled means, one per (replicate, slot); a slot drawing run r reads
+        # run r's mean for that slot, so a run drawn twice gets two independent unit draws
+        slot_means = np.empty((n_runs, n_boot, n_runs, flat[0].shape[1]))
+        for r, values in enumerate(flat):
+            idx = rng.integers(0, values.shape[0], size=(n_boot * n_runs, values.shape[0]))
+            slot_means[r] = _replicate_means(values, idx).reshape(n_boot, n_runs, -1)
+        picked = slot_means[run_idx, np.arange(n_boot)[:, None], np.arange(n_runs)[None, :]]
+        reps = picked.mean(axis=1)
+    low, high = np.quantile(reps, [alpha / 2, 1 - alpha / 2], axis=0)
+    estimate = np.mean([v.mean(axis=0) for v in flat], axis=0)
+    return BootstrapCI(
+        estimate=estimate.reshape(cells),
+        low=low.reshape(cells),
+        high=high.reshape(cells),
+        alpha=alpha,
+        n_boot=n_boot,
+        seed=seed,
+    )
 
 
 # ------------------------------------------------------------------------- scalar intervals

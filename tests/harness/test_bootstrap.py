@@ -14,6 +14,7 @@ from multiturn_envs.harness.bootstrap import (
     bootstrap_indices,
     paired_bootstrap_ci,
     paired_surface_ci,
+    pooled_bootstrap_ci,
     surface_ci,
 )
 from multiturn_envs.harness.passk import pass_surface_from_first_success
@@ -146,3 +147,87 @@ def test_bad_arguments_give_clear_errors(kwargs: dict, words: str) -> None:
 def test_paired_needs_equal_shapes() -> None:
     with pytest.raises(ValueError, match="same shape"):
         paired_bootstrap_ci(np.zeros(3), np.zeros(4))
+
+
+# ------------------------------------------------------------- pooled over runs and units
+def test_pooled_interval_counts_the_variation_between_runs() -> None:
+    """Two runs that disagree completely: a bootstrap over units alone (of the mean over runs)
+    sees no uncertainty; the pooled one spans both runs, crossed or not."""
+    runs = [np.zeros(24), np.ones(24)]
+    units_only = bootstrap_ci(np.mean(runs, axis=0), n_boot=500, seed=0)
+    assert units_only.low == units_only.high == 0.5
+    for crossed in (True, False):
+        ci = pooled_bootstrap_ci(runs, crossed=crossed, n_boot=500, seed=0)
+        assert float(ci.estimate) == 0.5
+        assert float(ci.low) == 0.0 and float(ci.high) == 1.0
+
+
+def test_one_run_is_the_ordinary_bootstrap_over_units() -> None:
+    per_unit = np.random.default_rng(5).random((30, 2))
+    pooled = pooled_bootstrap_ci([per_unit], crossed=True, n_boot=2000, seed=1)
+    plain = bootstrap_ci(per_unit, n_boot=2000, seed=1)
+    np.testing.assert_allclose(pooled.estimate, plain.estimate)
+    np.testing.assert_allclose(pooled.low, plain.low, atol=0.02)
+    np.testing.assert_allclose(pooled.high, plain.high, atol=0.02)
+
+
+def test_pooled_coverage_of_a_known_mean_over_runs_and_units() -> None:
+    """Runs whose own means scatter around a true gain, maps shared by the runs (crossed): the
+    95 % two-way interval covers the true gain at least nominally (it errs on the wide side)."""
+    rng = np.random.default_rng(7)
+    true_gain, covered, trials = 0.07, 0, 150
+    for trial in range(trials):
+        map_effect = rng.normal(0, 0.08, 24)  # the same maps under every run
+        runs = [
+            true_gain + map_effect + rng.normal(0, 0.03) + rng.normal(0, 0.1, 24) for _ in range(6)
+        ]
+        ci = pooled_bootstrap_ci(runs, crossed=True, n_boot=400, seed=trial)
+        covered += bool(ci.low <= true_gain <= ci.high)
+    assert covered / trials >= 0.88, covered / trials
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(hnp.arrays(np.float64, 6, elements=st.floats(-1, 1)), min_size=1, max_size=4),
+    st.floats(-0.5, 0.5),
+    st.booleans(),
+)
+def test_pooled_interval_is_bounded_by_the_data_and_shifts_with_it(
+    runs: list[np.ndarray], shift: float, crossed: bool
+) -> None:
+    ci = pooled_bootstrap_ci(runs, crossed=crossed, n_boot=200, seed=2)
+    low, high = float(np.min(runs)), float(np.max(runs))
+    assert low - 1e-9 <= float(ci.low) <= float(ci.high) <= high + 1e-9
+    assert float(ci.estimate) == pytest.approx(np.mean([r.mean() for r in runs]))
+    moved = pooled_bootstrap_ci([r + shift for r in runs], crossed=crossed, n_boot=200, seed=2)
+    assert float(moved.low) == pytest.approx(float(ci.low) + shift, abs=1e-9)
+    assert float(moved.high) == pytest.approx(float(ci.high) + shift, abs=1e-9)
+
+
+def test_nested_runs_may_have_different_units_and_keep_cells() -> None:
+    rng = np.random.default_rng(3)
+    runs = [rng.random((n, 3, 2)) for n in (5, 9, 14)]
+    ci = pooled_bootstrap_ci(runs, crossed=False, n_boot=300, seed=0)
+    assert ci.estimate.shape == ci.low.shape == ci.high.shape == (3, 2)
+    np.testing.assert_allclose(ci.estimate, np.mean([r.mean(axis=0) for r in runs], axis=0))
+    assert np.all(ci.low <= ci.high)
+
+
+@pytest.mark.parametrize(
+    ("runs", "crossed", "words"),
+    [
+        ([], True, "at least one run"),
+        ([np.zeros(3), np.zeros(4)], True, "crossed runs share their units"),
+        ([np.zeros((3, 2)), np.zeros((3, 3))], False, "runs share their cells"),
+        ([np.array([0.0, np.nan])], False, "non-finite"),
+        ([np.zeros(0)], False, "at least one unit"),
+    ],
+)
+def test_pooled_bad_input_is_named(runs: list[np.ndarray], crossed: bool, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        pooled_bootstrap_ci(runs, crossed=crossed, n_boot=10)
+
+
+def test_pooled_refuses_a_resample_too_large_to_draw() -> None:
+    with pytest.raises(ValueError, match="fewer resamples"):
+        pooled_bootstrap_ci([np.zeros(1000)] * 3, crossed=False, n_boot=10**6)

@@ -620,6 +620,74 @@ def test_runs_side_by_side_give_the_models_they_give_alone(start: Path, tmp_path
     assert _moved(_weights(together["outcome"].model_dir), _weights(alone.model_dir))
 
 
+def _trajectories(path: Path) -> list[dict[str, Any]]:
+    """A record file's trajectories without what differs from run to run by design: the
+    wall-clock timings and the run id (drawn per run)."""
+    from multiturn_envs.harness import read_run
+
+    keep = []
+    for record in read_run(path).records:
+        row = dict(record)
+        row.pop("timings", None)
+        row.pop("run_id", None)
+        keep.append(row)
+    return keep
+
+
+def test_one_machine_gives_the_same_base_run_and_records_to_the_last_digit(
+    start: Path, tmp_path: Path
+) -> None:
+    """What the study's fingerprint promises: the same machine, code, seed, thread count and
+    package versions give the same SFT base, the same GRPO run and the same evaluation records,
+    bit for bit (so a difference between two runs with equal fingerprints is a bug, and one
+    between runs on other float paths is the chaos of training, not noise to explain). Short
+    runs (8 SFT steps, one GRPO step, 2 maps x 3 samples) keep it cheap; the study's own runs
+    are these stages at full length."""
+    from multiturn_envs.harness import EvalConfig, run_eval
+    from multiturn_envs.rl.evaluate import tool_layout_policy
+    from multiturn_envs.rl.fingerprint import run_fingerprint
+    from multiturn_envs.rl.models import start_model
+    from multiturn_envs.rl.training import train
+
+    bases = [
+        start_model(_config(tmp_path / f"sft-{i}", sft_steps=8), tmp_path / f"sft-{i}")
+        for i in range(2)
+    ]
+    assert not _moved(_weights(bases[0]), _weights(bases[1]))
+    results, records = [], []
+    for name in ("first", "second"):
+        config = _config(tmp_path / name, reward={"name": "process", "weight": 0.5}, seed=5)
+        result = train(config, start=start, progress=False)
+        results.append(result)
+        policy = tool_layout_policy(result.model_dir, config, name="rl", temperature=1.0)
+        run = EvalConfig(
+            env_id=config.env_id,
+            policy="rl",
+            tasks=TASKS,
+            samples=3,
+            max_turns=4,
+            seed=0,
+            env_kwargs=config.env_kwargs,
+        )
+        path = tmp_path / f"{name}.jsonl"
+        run_eval(run, policy, str(path), progress=False)
+        records.append(_trajectories(path))
+    assert not _moved(_weights(results[0].model_dir), _weights(results[1].model_dir))
+    untimed = [[{k: v for k, v in e.items() if k != "step_time"} for e in r.log] for r in results]
+    assert untimed[0] == untimed[1] and len(untimed[0]) == 1
+    assert records[0] == records[1] and len(records[0]) == len(TASKS) * 3
+    assert _moved(_weights(start), _weights(results[0].model_dir))  # the run did train
+    # the fingerprint that says when this holds: equal for equal settings, and it names them
+    a = run_fingerprint({"x": 1, "y": [1, 2]}, seed=5)
+    b = run_fingerprint({"y": [1, 2], "x": 1}, seed=5)
+    assert a == b and a["config_digest"] != run_fingerprint({"x": 2}, seed=5)["config_digest"]
+    import torch
+
+    assert a["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert a["threads"] == torch.get_num_threads()
+    assert {"torch", "transformers", "trl", "multiturn-envs"} <= set(a["packages"])
+
+
 def test_a_failed_run_side_by_side_is_named(start: Path, tmp_path: Path) -> None:
     from multiturn_envs.rl.training import train_many
 
