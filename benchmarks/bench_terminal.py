@@ -22,9 +22,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from multiturn_envs.envs.terminal.containers import agent_container, put_trees
 from multiturn_envs.envs.terminal.env import TerminalEnv
 from multiturn_envs.sandbox.shell_session import ShellSession
+from multiturn_envs.sandbox.trees import agent_container, put_trees
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:

@@ -44,13 +44,13 @@ cli="$tmp/venv/bin/multiturn-envs"
 "$tmp/venv/bin/python" - "$repo" <<'EOF'
 import os, sys
 import multiturn_envs
-from multiturn_envs.sandbox.image import recipes_folder
+from multiturn_envs.sandbox.recipes import recipes_folder
 repo = os.path.realpath(sys.argv[1])
 where = os.path.realpath(multiturn_envs.__file__)
 assert not where.startswith(repo + os.sep), f"imported from the checkout: {where}"
 recipes = recipes_folder()
 for name in ("Dockerfile", "bootstrap.sh", "finalize.sh", "terminal/Dockerfile", "terminal/packages.txt"):
-    assert (recipes / name).is_file(), f"the wheel lacks sandbox/images/{name}"
+    assert (recipes / name).is_file(), f"the wheel lacks sandboxes/{name} (as multiturn_envs/sandbox/images/)"
 print(f"check_wheel: multiturn_envs from {where}; image definitions in {recipes}")
 EOF
 "$cli" sandbox status

@@ -65,8 +65,8 @@ RUNNABLE = [p for p in PAGES if p.exists() and any(b.mark != "skip" for b in blo
 
 
 def _docker_ready() -> None:
-    from multiturn_envs.envs.terminal.image import terminal_unavailable
     from multiturn_envs.sandbox.engine import docker_unavailable
+    from multiturn_envs.sandbox.terminal_image import terminal_unavailable
 
     problem = docker_unavailable() or terminal_unavailable()
     require(problem is None, f"the Docker sandbox images ({problem})")

@@ -2,7 +2,7 @@
 
 ``sandbox build|status|reap`` is the DeepCoder code sandbox (:mod:`multiturn_envs.sandbox.image`);
 ``sandbox terminal build|status`` is MT/Terminal-v0's shell image
-(:mod:`multiturn_envs.envs.terminal.image`). Both build offline when no registry answers.
+(:mod:`multiturn_envs.sandbox.terminal_image`). Both build offline when no registry answers.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def add_parser(sub: Any) -> None:
     tb.add_argument(
         "--extras",
         action="store_true",
-        help="also compilers, numpy, pandas, node, vim, ... (images/terminal/packages-extra.txt);"
+        help="also compilers, numpy, pandas, node, vim, ... (sandboxes/terminal/packages-extra.txt);"
         " never under the default image's tag (without --tag: multiturn-envs-terminal:extras)",
     )
     tb.set_defaults(func=run_terminal_build)
@@ -96,7 +96,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_path(args: argparse.Namespace) -> int:
-    from multiturn_envs.sandbox.image import recipes_folder
+    from multiturn_envs.sandbox.recipes import recipes_folder
 
     print(recipes_folder())
     return 0
@@ -113,7 +113,7 @@ def run_reap(args: argparse.Namespace) -> int:
 
 
 def run_terminal_build(args: argparse.Namespace) -> int:
-    from multiturn_envs.envs.terminal.image import build
+    from multiturn_envs.sandbox.terminal_image import build
 
     with user_errors(RuntimeError):
         print(f"terminal image: {build(args.force, tag=args.tag, extras=args.extras)}")
@@ -121,7 +121,7 @@ def run_terminal_build(args: argparse.Namespace) -> int:
 
 
 def run_terminal_status(args: argparse.Namespace) -> int:
-    from multiturn_envs.envs.terminal.image import terminal_unavailable
+    from multiturn_envs.sandbox.terminal_image import terminal_unavailable
 
     problem = terminal_unavailable()
     print("terminal image: ready" if problem is None else f"terminal image: {problem}")

@@ -122,9 +122,10 @@ class DockerBox:
         timeout_s: float = 60.0,
         output_cap: int = 1 << 20,
     ) -> ExecResult:
-        """Run ``command`` to its end: its status, its first ``output_cap`` bytes of output
-        (both streams), ``timed_out`` when it outlived ``timeout_s`` (the wait ends; the
-        engine cannot kill an exec, so the process is the caller's to kill)."""
+        """Run ``command`` to its end: its status, the last ``output_cap`` bytes of its output
+        (both streams: an error is at the end), ``timed_out`` when it outlived ``timeout_s``
+        (the wait ends; the engine cannot kill an exec, so the process is the caller's to
+        kill)."""
         with self.owner.calls():
             stream = ExecStream(
                 self.api,
@@ -145,10 +146,10 @@ class DockerBox:
                     return ExecResult(None, bytes(out), truncated, timed_out=True)
                 if not data:
                     break
-                room = output_cap - len(out)
-                if len(data) > room:
+                out.extend(data)
+                if len(out) > output_cap:
+                    del out[: len(out) - output_cap]
                     truncated = True
-                out.extend(data[: max(room, 0)])
         finally:
             stream.close()
         with self.owner.calls():
@@ -218,7 +219,9 @@ class DockerEngine:
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, address: EngineAddress | str = "local", timeout_s: float = 120.0) -> None:
-        self.address = address if isinstance(address, EngineAddress) else EngineAddress.parse(address)
+        self.address = (
+            address if isinstance(address, EngineAddress) else EngineAddress.parse(address)
+        )
         self.name = self.address.label
         self.timeout_s = float(timeout_s)
         self.owner = owner_tag()
@@ -317,7 +320,7 @@ class DockerEngine:
                 return False
         try:
             response = client.api._get(client.api._url("/_ping"), timeout=timeout_s)
-            ok = response.status_code == 200
+            ok = bool(response.status_code == 200)
         except Exception:
             ok = False
         self._gone_at = None if ok else time.monotonic()
@@ -382,7 +385,12 @@ class DockerEngine:
                 memswap_limit=f"{limits.memory_mb}m",
                 nano_cpus=int(limits.cpus * 1e9),
                 ulimits=ulimits,
-                labels={LABEL: "1", OWNER_LABEL: self.owner, ENGINE_LABEL: self.name, **spec.labels},
+                labels={
+                    LABEL: "1",
+                    OWNER_LABEL: self.owner,
+                    ENGINE_LABEL: self.name,
+                    **spec.labels,
+                },
                 environment={"LANG": "C.UTF-8"},
                 working_dir="/",
             )
@@ -404,7 +412,8 @@ class DockerEngine:
         (:func:`~.image_transfer.ensure_image`); checked once per image and process."""
         from multiturn_envs.sandbox.image_transfer import ensure_image
 
-        ensure_image(self, image)
+        local = None if self.address.scheme == "local" else DockerEngine.shared("local")
+        ensure_image(self, image, local)
 
     # ------------------------------------------------------------------ removal
     def remove(self, container_id: str) -> None:

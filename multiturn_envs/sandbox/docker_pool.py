@@ -78,6 +78,7 @@ from multiturn_envs.sandbox.provider import (
     Box,
     BoxSpec,
     Capability,
+    MissingCapability,
     Provider,
     require,
 )
@@ -227,7 +228,6 @@ class DockerSandbox(Sandbox):
         self._closed = False
         self._shared = False
         self._pid = os.getpid()
-        self._owner = owner_tag()
         self._runs = 0
         self._wait_s = 0.0
         self._most_waiting = 0
@@ -245,7 +245,9 @@ class DockerSandbox(Sandbox):
         Tests and benchmarks that want a pool of their own construct ``DockerSandbox(...)``.
         """
         if "provider" in options:
-            raise TypeError("a shared pool makes its own provider; pass provider= to a private pool")
+            raise TypeError(
+                "a shared pool makes its own provider; pass provider= to a private pool"
+            )
         if options.get("size") is None:
             options["size"] = default_pool_size()
         if isinstance(options.get("engines"), (list, str)):
@@ -481,6 +483,8 @@ class DockerSandbox(Sandbox):
         for _attempt in range(2):  # one retry on a fresh container when the engine misbehaves
             try:
                 worker = self._acquire()
+            except MissingCapability:
+                raise  # a refused provider is the caller's configuration, never a run's result
             except RuntimeError as exc:
                 return RunResult(results=(), backend=self.name, error=str(exc))
             except Exception as exc:

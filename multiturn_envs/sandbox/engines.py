@@ -1,4 +1,4 @@
-"""Where a Docker engine is and how to reach it: this machine's, one over TCP with TLS, one over SSH.
+"""Where a Docker engine is and how to reach it: this machine's, one over TCP+TLS, one over SSH.
 
 An engine is named by one line of text (the env option ``engines``, the CLI's ``--engine``, the
 server's ``--engine``, ``$MTE_ENGINES``), parsed by :meth:`EngineAddress.parse`:
@@ -109,8 +109,6 @@ class EngineAddress:
         """The engine's name in messages: ``name=`` or the URL without credentials."""
         if self.name:
             return self.name
-        if self.scheme == "ssh":
-            return self.url
         return self.url
 
     @property
@@ -130,7 +128,9 @@ class EngineAddress:
             )
         base, _, query = raw.partition("?")
         try:
-            pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+            pairs = urllib.parse.parse_qsl(
+                query, keep_blank_values=True, strict_parsing=bool(query)
+            )
         except ValueError:
             raise ValueError(f"engine address {raw!r}: cannot read its options {query!r}") from None
         options: dict[str, str] = {}
@@ -147,9 +147,7 @@ class EngineAddress:
             )
         name = options.get("name", "")
         if name and not _NAME.match(name):
-            raise ValueError(
-                f"engine address {raw!r}: name must be 1-64 letters, digits or _.:@/-"
-            )
+            raise ValueError(f"engine address {raw!r}: name must be 1-64 letters, digits or _.:@/-")
         capacity = (
             int(_positive(options["capacity"], "capacity", raw, True))
             if "capacity" in options
@@ -194,9 +192,7 @@ class EngineAddress:
         identity = options.get("identity")
         if identity is not None and not Path(identity).expanduser().is_file():
             raise ValueError(f"engine address {raw!r}: no identity file at {identity}")
-        ssh_options = tuple(
-            o for o in options.get("ssh_option", "").split(",") if o
-        )
+        ssh_options = tuple(o for o in options.get("ssh_option", "").split(",") if o)
         for option in ssh_options:
             if not re.match(r"^[A-Za-z]+=[A-Za-z0-9_./:@=-]*$", option):
                 raise ValueError(f"engine address {raw!r}: ssh option {option!r} is not KEY=VALUE")
@@ -220,7 +216,11 @@ class EngineAddress:
     @staticmethod
     def _host_port(raw: str, rest: str, scheme: str) -> tuple[str, int | None]:
         hostport = rest.rsplit("@", 1)[-1].rstrip("/")
-        if scheme == "ssh" and "@" in rest and not re.match(r"^[A-Za-z0-9_.-]+$", rest.split("@")[0]):
+        if (
+            scheme == "ssh"
+            and "@" in rest
+            and not re.match(r"^[A-Za-z0-9_.-]+$", rest.split("@")[0])
+        ):
             raise ValueError(f"engine address {raw!r}: the user name is not a plain name")
         match = re.match(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::(\d{1,5}))?$", hostport)
         if not match:
@@ -246,7 +246,7 @@ class EngineAddress:
         if self.capacity is not None:
             query["capacity"] = str(self.capacity)
         if self.rate is not None:
-            query["rate"] = f"{self.rate:g}"
+            query["rate"] = repr(self.rate)
         if self.registry is not None:
             query["registry"] = self.registry
         return self.url + ("?" + urllib.parse.urlencode(query, safe="/:,=@") if query else "")

@@ -111,14 +111,9 @@ def _current(target: dict[str, Any], source: dict[str, Any] | None, image: str) 
     return None
 
 
-def _local_engine(engine: DockerEngine) -> DockerEngine | None:
+def _answering(local: DockerEngine | None, engine: DockerEngine) -> DockerEngine | None:
     """This machine's engine, when it answers and is not ``engine`` itself."""
-    from multiturn_envs.sandbox.docker_engine import DockerEngine
-
-    if engine.address.scheme == "local":
-        return None
-    local = DockerEngine.shared("local")
-    if local.address == engine.address:
+    if local is None or engine.address.scheme == "local" or local.address == engine.address:
         return None
     try:
         local.client  # noqa: B018 - connects, or raises when no engine answers here
@@ -127,14 +122,15 @@ def _local_engine(engine: DockerEngine) -> DockerEngine | None:
     return local
 
 
-def ensure_image(engine: DockerEngine, image: str) -> None:
-    """Make ``image`` present and current on ``engine`` (module docstring); raises
-    ``RuntimeError`` saying what is missing and the command that makes it."""
+def ensure_image(engine: DockerEngine, image: str, local: DockerEngine | None) -> None:
+    """Make ``image`` present and current on ``engine`` (module docstring), sent from
+    ``local`` (this machine's engine) when it is not; raises ``RuntimeError`` saying what is
+    missing and the command that makes it."""
     cached = engine._images.get(image)
     if cached is not None:
         return
     target = _inspect(engine, image)
-    local = _local_engine(engine)
+    local = _answering(local, engine)
     if local is None and engine.address.scheme == "local":
         if target is None:
             raise RuntimeError(f"the image {image} is missing; build it: {build_hint(image)}")
@@ -203,4 +199,3 @@ def _through_registry(source: DockerEngine, target: DockerEngine, image: str) ->
         )
         target.api.tag(f"{pulled}:{tag}", repository, tag)
         target.api.remove_image(f"{pulled}:{tag}", noprune=True)
-

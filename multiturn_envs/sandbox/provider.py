@@ -202,7 +202,8 @@ class BoxSpec:
 @dataclass(frozen=True)
 class ExecResult:
     """A finished ``exec``: its status (``None`` when it did not end before the timeout), its
-    output (stdout and stderr interleaved, at most the cap) and whether any was cut."""
+    output (stdout and stderr interleaved; the last ``output_cap`` bytes) and whether any was
+    cut."""
 
     exit_code: int | None
     output: bytes

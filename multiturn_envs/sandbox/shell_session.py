@@ -151,7 +151,7 @@ while :; do
   for d in /proc/[0-9]*; do
     [ "${d#/proc/}" = "$$" ] && continue
     state=; uid=
-    while read -r key a b; do
+    while read -r key a b _; do
       case "$key" in State:) state=$a;; Uid:) uid=$b; break;; esac
     done < "$d/status" 2>/dev/null
     [ "$uid" = "$EUID" ] || continue

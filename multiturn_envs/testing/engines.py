@@ -64,7 +64,9 @@ def second_engine_problem(ssh: bool = False, latency: bool = False) -> str | Non
     return None
 
 
-def _run(*command: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _run(
+    *command: str, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     if check and done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip()[-500:]}")
@@ -326,7 +328,8 @@ class SecondEngine:
             "while True:\n"
             "    c,_=s.accept();u=socket.socket(socket.AF_UNIX)\n"
             f"    u.connect('{self.socket_path}')\n"
-            "    for a,b in ((c,u),(u,c)): threading.Thread(target=pipe,args=(a,b),daemon=True).start()\n"
+            "    for a,b in ((c,u),(u,c)):\n"
+            "        threading.Thread(target=pipe,args=(a,b),daemon=True).start()\n"
         )
         self._proxy = subprocess.Popen(
             [*self._nsenter(), "python3", "-I", "-c", script],
@@ -432,7 +435,7 @@ class SecondEngine:
         """The engine goes away at once: ``SIGKILL`` to its dockerd and its containerd (the
         containers' processes stay, as on a host whose engine crashed, until :meth:`restart`
         or :meth:`stop`)."""
-        for pid in [*( [self._dockerd.pid] if self._dockerd else []), *self._containerd_pids()]:
+        for pid in [*([self._dockerd.pid] if self._dockerd else []), *self._containerd_pids()]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         if self._dockerd is not None:
@@ -523,8 +526,6 @@ class SecondEngine:
             return
         prefix = str(self.folder) + "/"
         with contextlib.suppress(OSError):
-            mounts = [
-                line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-            ]
+            mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
             for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
                 _run("umount", "-l", point, check=False)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture(scope="module")
 def ready() -> None:
-    from multiturn_envs.envs.terminal.image import terminal_unavailable
+    from multiturn_envs.sandbox.terminal_image import terminal_unavailable
 
     problem = terminal_unavailable()
     require(problem is None, f"a docker engine with the terminal image ({problem})")

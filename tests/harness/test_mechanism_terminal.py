@@ -28,7 +28,7 @@ TERMINAL = "MT/Terminal-v0"
 
 
 def test_nll_and_llr_on_terminal_records(tmp_path: Path) -> None:
-    from multiturn_envs.envs.terminal.image import terminal_unavailable
+    from multiturn_envs.sandbox.terminal_image import terminal_unavailable
 
     problem = terminal_unavailable()
     require(problem is None, f"a docker engine with the terminal image ({problem})")

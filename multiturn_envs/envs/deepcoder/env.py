@@ -28,6 +28,7 @@ from multiturn_envs.sandbox.base import (
     TestResult,
     default_deadline,
 )
+from multiturn_envs.sandbox.provider import MissingCapability
 from multiturn_envs.tools import Tool, ToolCall, ToolCallError
 
 BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
@@ -399,6 +400,8 @@ class DeepCoderEnv(TextEnv):
             sandbox = self._get_sandbox()
             try:
                 result = sandbox.run(program, self.task.tests, limits)
+            except MissingCapability:
+                raise  # a provider refused for untrusted code: the run's configuration
             except Exception as exc:  # the engine went away, a container died, ...
                 result = RunResult(
                     results=(),

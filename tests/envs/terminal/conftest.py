@@ -19,7 +19,7 @@ from multiturn_envs.testing import require
 def terminal_problem() -> str | None:
     """Why MT/Terminal-v0 cannot run here, or ``None``."""
     try:
-        from multiturn_envs.envs.terminal.image import terminal_unavailable
+        from multiturn_envs.sandbox.terminal_image import terminal_unavailable
     except ImportError as exc:  # the docker SDK is not installed
         return f"the docker SDK ({exc})"
     return terminal_unavailable()

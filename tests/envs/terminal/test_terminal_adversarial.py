@@ -22,9 +22,9 @@ import time
 import docker
 import pytest
 
-from multiturn_envs.envs.terminal.checker import Check
 from multiturn_envs.envs.terminal.env import StateTooLarge, TerminalEnv
 from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.sandbox.checker import Check
 
 pytestmark = pytest.mark.docker
 
@@ -109,8 +109,8 @@ def test_every_writable_path_is_capped_and_no_volume_reaches_the_host_disk(
             )
             used = int(obs.strip().splitlines()[-2])
             assert used <= 64, (place, obs[-400:])  # stopped at its cap (32 MiB; shm 64 MiB)
-        container = env._episode.container  # type: ignore[union-attr]
-        container.reload()
+        box = env._episode.box  # type: ignore[union-attr]
+        container = docker.from_env().containers.get(box.id)
         for mount in container.attrs["Mounts"]:
             assert mount["Type"] == "volume", mount
             volume = docker.from_env().volumes.get(mount["Name"])
