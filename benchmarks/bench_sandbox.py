@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from multiturn_envs.sandbox.base import Limits, RunResult, TestCase
+from multiturn_envs.sandbox.base import RunLimits, RunResult, TestCase
 from multiturn_envs.sandbox.docker_pool import DockerSandbox
 from multiturn_envs.sandbox.engine import IMAGE, docker_unavailable
 from multiturn_envs.sandbox.exec_session import pop_frames
@@ -41,10 +41,10 @@ from multiturn_envs.sandbox.local import LocalSandbox
 
 PROGRAM = "a, b = map(int, input().split())\nprint(a + b)\n"
 TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(10)]
-LIMITS = Limits()
+LIMITS = RunLimits()
 
 
-def fresh_docker_run(program: str, tests: list[TestCase], limits: Limits) -> RunResult:
+def fresh_docker_run(program: str, tests: list[TestCase], limits: RunLimits) -> RunResult:
     """The anchor: one hardened container per submission, removed afterwards."""
     job = b"".join(
         job_bytes(
@@ -99,7 +99,7 @@ class ExecPerSubmission:
         for _ in range(n):
             self.idle.put(self.pool.hardened_container())
 
-    def run(self, program: str, tests: list[TestCase], limits: Limits) -> RunResult:
+    def run(self, program: str, tests: list[TestCase], limits: RunLimits) -> RunResult:
         job = self.pool.submission_job(program, tests, limits)  # the pool's own job, guard, wipe
         container = self.idle.get()
         try:

@@ -9,7 +9,7 @@ Measured in the same run, each for ``--seconds`` after a warm-up (every episode'
 submission, which is where containers start):
 
 * **anchor, today's design**: a private ``DockerSandbox`` per episode (so as many containers as
-  episodes), and no deadline: ``Limits(after_timeout="continue", deadline_s=None)``, so a
+  episodes), and no deadline: ``RunLimits(after_timeout="continue", deadline_s=None)``, so a
   hostile submission costs one per-test limit per test;
 * **shared pool, no deadline**: ``DockerSandbox.shared()`` (containers = CPUs), the old limits;
 * **shared pool + deadline**: the shared pool with the env's defaults (stop at the first
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase, default_deadline
+from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase, default_deadline
 from multiturn_envs.sandbox.docker_pool import DockerSandbox
 from multiturn_envs.sandbox.engine import docker_unavailable
 
@@ -72,7 +72,7 @@ def run_config(
     episodes: int,
     seconds: float,
     sandbox_of: Callable[[int], Sandbox],
-    limits: Limits,
+    limits: RunLimits,
 ) -> dict[str, float]:
     tally = Tally()
     stop = threading.Event()
@@ -149,7 +149,7 @@ def main() -> int:
     if problem:
         print(f"docker unavailable: {problem}")
         return 1
-    old = Limits(timeout_s=args.timeout, after_timeout="continue", deadline_s=None)
+    old = RunLimits(timeout_s=args.timeout, after_timeout="continue", deadline_s=None)
     new = replace(old, after_timeout="stop", deadline_s=default_deadline(args.timeout, len(TESTS)))
     print(
         f"{args.episodes} episodes in flight, {len(TESTS)} tests a submission, "

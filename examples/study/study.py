@@ -4,7 +4,7 @@
 
 FrozenLake maps are split by *layout* (not by id: two ids can draw one map) into training and
 held-out maps. The base is a tiny model warm-started by expert SFT (``warm_start="sft"``); each
-arm of ``config.json`` trains from that base with ``multiturn_envs.rl.train`` (TRL's
+arm of ``config.json`` trains from that base with ``multiturn_envs.rl.training`` (TRL's
 ``GRPOTrainer``): outcome reward at fixed T, outcome + process reward, GiGPO, BudgetMix. The
 base and every arm are then evaluated by the harness on the held-out maps with a hidden budget
 T_max, in the tool layout they were trained in, and the report (``<out>/report.md``, PNGs beside
@@ -30,12 +30,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-import gymnasium as gym
 import numpy as np
 
 import multiturn_envs  # noqa: F401
 from multiturn_envs.envs.frozenlake.maps import random_map, random_task_id
+from multiturn_envs.episode import EnvMaker
 from multiturn_envs.rl.config import TrainConfig
+from multiturn_envs.rl.run_view import RunView
 
 # the TrainConfig fields the SFT base depends on (the rest only shape the GRPO arms)
 START_FIELDS = frozenset(
@@ -107,12 +108,17 @@ def split_maps(config: dict[str, Any]) -> tuple[list[str], list[str]]:
     return order[n_eval:] + rest, order[:n_eval]
 
 
-def tool_policy(folder: Path, base: TrainConfig, name: str, ev: dict[str, Any]) -> Any:
+def tool_policy(folder: Path, view: RunView, name: str, ev: dict[str, Any]) -> Any:
     """The model at ``folder`` as a harness policy, in the tool layout it was trained in."""
     from multiturn_envs.rl.evaluate import tool_layout_policy
 
     return tool_layout_policy(
-        folder, base, name=name, temperature=ev["temperature"], max_tokens=ev["max_tokens"]
+        folder,
+        view.config,
+        name=name,
+        temperature=ev["temperature"],
+        max_tokens=ev["max_tokens"],
+        view=view,
     )
 
 
@@ -170,6 +176,7 @@ def prepare_base(
     out: Path,
     tasks: dict[str, list[str]],
     log: Callable[[str], None],
+    view: RunView,
 ) -> tuple[Path, bool, dict[str, Any]]:
     """The SFT base in ``out/base`` (rebuilt unless made there under the same config), whether
     it was (re)built, and its agreement with the expert on the states of noisy-expert episodes
@@ -177,7 +184,6 @@ def prepare_base(
     beside the model)."""
     from multiturn_envs.rl.evaluate import expert_agreement
     from multiturn_envs.rl.models import load_model, start_model
-    from multiturn_envs.rl.rollout_env import act_tool, system_prompt
     from multiturn_envs.rl.warm_start import expert_examples
 
     base_dir = out / "base" / "model"
@@ -185,7 +191,7 @@ def prepare_base(
     fresh = not _same_config(out / "base" / "start_config.json", start_config)
     if fresh:
         shutil.rmtree(out / "base", ignore_errors=True)
-        base_dir = start_model(base, out / "base", log)
+        base_dir = start_model(base, out / "base", log, view=view)
         (out / "base" / "start_config.json").write_text(json.dumps(start_config, indent=2))
     saved = out / "base" / "agreement.json"
     want = {"tasks": tasks, "episodes": config["agreement_episodes"]}
@@ -200,13 +206,17 @@ def prepare_base(
             group_tasks,
             episodes=int(config["agreement_episodes"]),
             max_turns=config["t_max"],
-            system=system_prompt(base),
+            system=view.system_prompt,
             error_share=base.sft_error_share,
             seed=10_000 + base.seed,  # other episodes than the SFT data's
             closing=False,
         )
         found = expert_agreement(
-            model, tokenizer, [act_tool(base)], examples, max_tokens=config["eval"]["max_tokens"]
+            model,
+            tokenizer,
+            view.tool_functions(),
+            examples,
+            max_tokens=config["eval"]["max_tokens"],
         )
         agreement[group] = found.to_dict()
     saved.write_text(json.dumps({"for": want, "agreement": agreement}, indent=2))
@@ -223,12 +233,13 @@ def run_base(config: dict[str, Any], out: Path, log: Callable[[str], None]) -> d
     base, train_tasks, eval_tasks = study_setup(config)
     t = time.perf_counter()
     tasks = {"training": train_tasks, "held_out": eval_tasks}
-    base_dir, fresh, agreement = prepare_base(config, base, out, tasks, log)
+    view = RunView.of(base)
+    base_dir, fresh, agreement = prepare_base(config, base, out, tasks, log, view)
     seconds = time.perf_counter() - t
     path = out / "eval-base.jsonl"
     if fresh or not _complete(path, len(eval_tasks) * config["eval"]["samples"]):
         evaluate(
-            tool_policy(base_dir, base, "base", config["eval"]), eval_tasks, config, base, path
+            tool_policy(base_dir, view, "base", config["eval"]), eval_tasks, config, base, path
         )
     per_task = list(pass1_per_task(path).values())
     pass1 = bootstrap_ci(per_task, n_boot=int(config["n_boot"]), seed=base.seed)
@@ -269,7 +280,7 @@ def run_study(
     from multiturn_envs.harness.likelihood import format_llr, format_nll
     from multiturn_envs.rl.checkpoints import ran_with
     from multiturn_envs.rl.evaluate import tool_layout_scorer
-    from multiturn_envs.rl.train import TrainResult, train_many
+    from multiturn_envs.rl.training import TrainResult, train_many
 
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
@@ -278,15 +289,13 @@ def run_study(
     seed = base.seed
     ev = config["eval"]
 
-    def make_env() -> gym.Env[str, str]:
-        return gym.make(
-            base.env_id, disable_env_checker=True, max_turns=config["t_max"], **base.env_kwargs
-        )
+    make_env = EnvMaker(base.env_id, {**base.env_kwargs, "max_turns": config["t_max"]})
+    view = RunView.of(base)  # the layout every model of the study is evaluated in
 
     # a rerun reuses a stage whose folder was made under the same config, and redoes the rest
     t = time.perf_counter()
     tasks = {"training": train_tasks, "held_out": eval_tasks}
-    base_dir, base_fresh, agreement = prepare_base(config, base, out, tasks, log)
+    base_dir, base_fresh, agreement = prepare_base(config, base, out, tasks, log, view)
     fresh: set[str] = {"base"} if base_fresh else set()  # (re)made: old evaluations are stale
     times["sft_base_s"] = time.perf_counter() - t
     held = agreement["held_out"]
@@ -329,7 +338,7 @@ def run_study(
         if name not in fresh and _complete(path, len(eval_tasks) * ev["samples"]):
             files[name] = path
         else:
-            policy = tool_policy(folder, base, name, ev)
+            policy = tool_policy(folder, view, name, ev)
             files[name] = evaluate(policy, eval_tasks, config, base, path)
         times[f"eval_{name}_s"] = time.perf_counter() - t
     log(
@@ -361,8 +370,8 @@ def run_study(
 
     # same-state comparison, normal states (visited by the base) and injected-error states
     t = time.perf_counter()
-    pol_best = tool_policy(models[best], base, best, ev)
-    pol_base = tool_policy(base_dir, base, "base", ev)
+    pol_best = tool_policy(models[best], view, best, ev)
+    pol_base = tool_policy(base_dir, view, "base", ev)
     cap = int(config["same_state_max_states"])
     normal_states = states_from_records(make_env, read_run(files["base"]).records)[:cap]
     same_normal = same_state_comparison(
@@ -417,8 +426,8 @@ def run_study(
     likelihood: list[str] = []
     likelihood_figures: dict[str, Any] = {}
     try:
-        scorer_best = tool_layout_scorer(models[best], base, best)
-        scorer_base = tool_layout_scorer(base_dir, base, "base")
+        scorer_best = tool_layout_scorer(models[best], base, best, view)
+        scorer_base = tool_layout_scorer(base_dir, base, "base", view)
         for who, path in ((best, files[best]), ("base", files["base"])):
             label = f"trajectories of {who}"
             run = read_run(path)
@@ -449,7 +458,7 @@ def run_study(
     points = [("step 0", 0, files["base"])]
     for ckpt in sorted(arm_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1])):
         step = int(ckpt.name.split("-")[-1])
-        pol = tool_policy(ckpt, base, f"{best}@{step}", ev)
+        pol = tool_policy(ckpt, view, f"{best}@{step}", ev)
         points.append(
             (
                 f"step {step}",

@@ -25,6 +25,7 @@ from pettingzoo.utils.env import AECEnv
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 from multiturn_envs.core import TextEnv
+from multiturn_envs.episode import make_env
 from multiturn_envs.spaces import UnicodeText
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
@@ -37,7 +38,7 @@ def _text_space() -> spaces.Dict:
 
 def _make(env: str | gym.Env[str, str], env_kwargs: dict[str, Any]) -> gym.Env[str, str]:
     if isinstance(env, str):
-        return gym.make(env, **env_kwargs)
+        return make_env(env, env_kwargs, checker=True)  # PettingZoo's tests check it too
     if env_kwargs:
         raise ValueError("env_kwargs only apply when env is an id")
     return env

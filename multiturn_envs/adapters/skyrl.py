@@ -5,27 +5,31 @@ row["env_class"], env_config=cfg, extras=row)``, ``prompt, _ = env.init(row["pro
 ``env.step(llm_text)`` until ``done``; every dataset column other than ``prompt`` and
 ``env_class`` arrives in ``extras``. :class:`MTSkyRLEnv` maps that onto the env contract:
 
-* ``init(prompt)`` resets the env with the row's ``task_id`` and ``seed`` and returns the
-  prompt with the first observation as the last user message (it fills an empty trailing user
-  message, else appends one; an empty prompt gets the env's system prompt first).
+* ``init(prompt)`` starts the row's episode (the episode kit's one reader,
+  :class:`~multiturn_envs.episode.EpisodeStart`: ``task_id``, ``seed``, the budget,
+  ``error_after``, ``reward``) and returns the prompt with the first observation as the last
+  user message (it fills an empty trailing user message, else appends one; an empty prompt
+  gets the env's system prompt first).
 * ``step(text)`` is one env turn: ``reward`` is that turn's credit under a registered reward
   (:mod:`multiturn_envs.rewards`, kept as a running tally from the reset on, so the step
-  rewards of an episode sum to the reward's score of it): ``reward="process"`` for the study's
-  process reward, any other name or object; by default the registry's ``shaped`` reward with
-  ``weight=step_score_weight`` (the env's reward plus ``step_score_weight`` x the oracle's raw
-  step score: what this adapter always paid, which is *not* the process reward), ``done`` is
-  ``terminated or truncated``
+  rewards of an episode sum to the reward's score of it): the row's ``reward`` or the env's
+  (``reward="process"`` for the study's process reward, any other name, spec or object); by
+  default the registry's ``shaped`` reward of weight 0 (the env's reward plus ``weight`` x the
+  oracle's raw step score: what this adapter always paid, which is *not* the process reward;
+  ``step_score_weight`` is its old spelling), ``done`` is ``terminated or truncated``
   (SkyRL has no other turn cap, so the env's budget ends episodes), ``observations`` is the next
   observation as a user message (empty once done, as SkyRL's own envs do), ``metadata`` the
   env's ``info`` (which SkyRL does not read; :meth:`get_metrics` carries what it logs).
 * SkyRL overwrites ``extras["max_turns"]`` with its generator's ``max_turns``, so the row's turn
-  budget goes in ``mt_max_turns`` (with ``budget_mode``, passed as reset options: the row's
-  budget wins over the env's wrappers and defaults, for that episode only); SkyRL also
+  budget goes in the namespaced spelling ``mt_max_turns`` (any field may be written so; with
+  ``budget_mode``, passed as reset options: the row's budget wins over the env's wrappers and
+  defaults, for that episode only); SkyRL also
   replaces registered ``env_config`` with its own, so the env id and ``gym.make`` kwargs are
   separate keyword arguments (``env_id``, ``env_kwargs``) that survive ``make``.
-* ``get_metrics()``: ``success`` (what a pass means: SkyRL's ``pass_at_n`` counts any positive
-  last reward, which shaped rewards inflate), ``turns``, ``return`` (the step rewards' sum),
-  ``mean_step_score`` (the registry's) and ``agent_stopped``.
+* ``get_metrics()``, read from the episode's :class:`~multiturn_envs.episode.EpisodeLog`
+  (:attr:`MTSkyRLEnv.log`): ``success`` (what a pass means: SkyRL's ``pass_at_n`` counts any
+  positive last reward, which shaped rewards inflate), ``turns``, ``return`` (the step
+  rewards' sum), ``mean_step_score`` (the registry's) and ``agent_stopped``.
 * Tools (``tools=True``, or a row's ``tools`` column): SkyRL's generator does no function
   calling (it applies the chat template without ``tools``), so the env's typed tools go into
   the system message in the Hermes/Qwen wording (a system message of the row gets them
@@ -41,18 +45,34 @@ process that builds envs (SkyRL: inside the Ray entrypoint, before training star
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import gymnasium as gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 
 import multiturn_envs
+from multiturn_envs.episode import EpisodeLog, EpisodeStart, make_env
 from multiturn_envs.policies.tool_layout import hermes_system, parse_hermes, replies_stop
-from multiturn_envs.rewards import Episode, MeanStepScore, Reward, Shaped, Tally, Turn, make_reward
-from multiturn_envs.rewards.registry import RewardSpec
+from multiturn_envs.rewards import Episode, Reward, RewardSpec, Shaped, make_reward
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
 ENTRY_POINT = "multiturn_envs.adapters.skyrl:MTSkyRLEnv"
+OWNED = frozenset({"max_turns"})
+"""Row fields SkyRL uses for its own purpose: ours are read from ``mt_<field>`` only."""
+
+
+def _shaped(step_score_weight: float | None) -> Reward:
+    """The default reward: ``shaped`` of weight ``step_score_weight`` (its old spelling)."""
+    if step_score_weight is None:
+        return Shaped(weight=0.0)
+    warnings.warn(
+        "step_score_weight is deprecated: name the weight in the reward, "
+        f"reward={{'name': 'shaped', 'weight': {step_score_weight!r}}}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return Shaped(weight=float(step_score_weight))
 
 
 class MTSkyRLEnv(BaseTextEnv):
@@ -60,14 +80,16 @@ class MTSkyRLEnv(BaseTextEnv):
 
     Args:
         env_config: SkyRL's per-env-class config (unused: SkyRL hands custom envs ``{}``).
-        extras: the dataset row's other columns: ``task_id``, ``seed``, ``mt_max_turns``,
-            ``budget_mode`` are read; everything else is ignored.
+        extras: the dataset row's other columns, read by
+            :class:`~multiturn_envs.episode.EpisodeStart` (``task_id``, ``seed``,
+            ``mt_max_turns``, ``budget_mode``, ``error_after``, ``reward``) plus ``tools``;
+            everything else is ignored.
         env_id: the MT env (registration passes it).
         env_kwargs: ``gym.make`` keyword arguments.
-        step_score_weight: with no ``reward``: each step pays the env reward + this x the
-            oracle's step score (the registry's ``shaped`` reward).
+        step_score_weight: deprecated spelling of ``reward={"name": "shaped", "weight": w}``.
         reward: a registered reward (name, ``{"name": ..., **params}`` or object) whose
-            per-turn credits are the step rewards, e.g. ``"process"``.
+            per-turn credits are the step rewards, e.g. ``"process"`` (default: ``shaped`` of
+            weight 0, the env's own reward); a row's ``reward`` wins.
         tools: offer the env's typed tools and read Hermes tool calls (module docstring); a
             row's ``tools`` column wins.
     """
@@ -79,53 +101,31 @@ class MTSkyRLEnv(BaseTextEnv):
         *,
         env_id: str,
         env_kwargs: dict[str, Any] | None = None,
-        step_score_weight: float = 0.0,
+        step_score_weight: float | None = None,
         reward: RewardSpec | None = None,
         tools: bool = False,
     ) -> None:
         super().__init__()
         self.extras = dict(extras or {})
         self.tools = bool(self.extras.get("tools", tools))
-        self.agent_stopped = False
         self.env_id = env_id
-        self.step_score_weight = float(step_score_weight)
-        self.reward: Reward = (
-            Shaped(weight=self.step_score_weight) if reward is None else make_reward(reward)
-        )
-        self.env: gym.Env[str, str] = gym.make(
-            env_id, disable_env_checker=True, **dict(env_kwargs or {})
-        )
+        self.start = EpisodeStart.from_row(self.extras, owned=OWNED)
+        configured = _shaped(step_score_weight) if reward is None else make_reward(reward)
+        self.reward: Reward = self.start.reward_or(configured)
+        self.env: gym.Env[str, str] = make_env(env_id, env_kwargs)
         self.base = text_env_of(self.env)
-        self.budget_options: dict[str, Any] = {}
-        if self.extras.get("mt_max_turns") is not None:
-            self.budget_options["max_turns"] = int(self.extras["mt_max_turns"])
-        if self.extras.get("budget_mode") is not None:
-            self.budget_options["budget_mode"] = str(self.extras["budget_mode"])
-        budget = self.budget_options.get("max_turns", self.base.default_budget[0])
+        budget = self.start.budget(self.base.default_budget)[0]
         self.max_turns = budget if budget is not None else 0
-        self.infos: list[dict[str, Any]] = []
-        self.rewards: list[float] = []
+        self.log = EpisodeLog(self.reward)
+        """How the episode runs: what :meth:`get_metrics` reads."""
         self.done = False
-        self._tally: Tally | None = None
-        self._turns: list[Turn] = []
 
     def init(self, prompt: ConversationType | None) -> tuple[ConversationType, dict[str, Any]]:
         """Reset on the row's task and seed; the prompt with the first observation appended."""
-        task_id = self.extras.get("task_id")
-        seed = self.extras.get("seed")
-        options = dict(self.budget_options)
-        if task_id is not None:
-            options["task_id"] = str(task_id)
-        observation, info = self.env.reset(
-            seed=None if seed is None else int(seed), options=options or None
-        )
+        observation, info = self.start.reset(self.env)
+        self.log.begin(info, seed=self.start.seed)
         self.turns = 0
-        self.infos = [info]
-        self.rewards = []
         self.done = False
-        self.agent_stopped = False
-        self._tally = self.reward.tally(info)
-        self._turns = []
         conversation = [dict(m) for m in (prompt or [])]
         if (
             conversation
@@ -154,7 +154,8 @@ class MTSkyRLEnv(BaseTextEnv):
             if replies_stop(
                 calls if calls is not None else [], action, self.base.reply_without_call
             ):
-                self.done = self.agent_stopped = True
+                self.done = True
+                self.log.stop("agent_stopped")
                 return BaseTextEnvStepOutput(
                     observations=[],
                     reward=0.0,
@@ -162,15 +163,11 @@ class MTSkyRLEnv(BaseTextEnv):
                     metadata={"agent_stopped": True},
                     postprocessed_action=None,
                 )
+        if not self.log.start:  # stepped without init: score from the env's current state
+            self.log.begin(self.base.current_info())
         observation, reward, terminated, truncated, info = self.env.step(action)
         self.turns += 1
-        turn = Turn(float(reward), info, bool(terminated), bool(truncated))
-        if self._tally is None:  # stepped without init: score from the env's current state
-            self._tally = self.reward.tally(self.base.current_info())
-        total = self._tally.add(turn)
-        self._turns.append(turn)
-        self.rewards.append(total)
-        self.infos.append(info)
+        total = self.log.add(reward, terminated, truncated, info)
         self.done = bool(terminated or truncated)
         metadata = dict(info)
         metadata["observation"] = observation
@@ -184,16 +181,33 @@ class MTSkyRLEnv(BaseTextEnv):
         )
 
     @property
+    def agent_stopped(self) -> bool:
+        """Whether the model ended the episode by answering without a tool call."""
+        return self.log.end is not None and self.log.end.name == "agent_stopped"
+
+    @property
+    def rewards(self) -> list[float]:
+        """Each step's reward (the reward's per-turn credit)."""
+        return self.log.credits
+
+    @property
+    def infos(self) -> list[Any]:
+        """The reset ``info`` and each step's."""
+        return self.log.infos if self.log.start else []
+
+    @property
     def episode(self) -> Episode:
         """The episode so far as rewards read it (reset ``info`` and each turn taken)."""
-        return Episode(self.infos[0] if self.infos else {}, tuple(self._turns))
+        return self.log.episode
 
     def get_metrics(self) -> dict[str, Any]:
+        """SkyRL's per-trajectory metrics, derived from :attr:`log`."""
+        log = self.log
         return {
-            "success": float(bool(self.infos and self.infos[-1].get("success"))),
+            "success": float(bool(log.start) and log.success),
             "turns": self.turns,
-            "return": float(sum(self.rewards)),
-            "mean_step_score": MeanStepScore().score(self.episode),
+            "return": float(sum(log.credits)),
+            "mean_step_score": log.mean_step_score,
             "agent_stopped": float(self.agent_stopped),
         }
 
@@ -203,7 +217,7 @@ class MTSkyRLEnv(BaseTextEnv):
 
 def register_skyrl_envs(
     env_kwargs: dict[str, dict[str, Any]] | None = None,
-    step_score_weight: float = 0.0,
+    step_score_weight: float | None = None,
     reward: RewardSpec | None = None,
     tools: bool = False,
 ) -> list[str]:
@@ -212,13 +226,16 @@ def register_skyrl_envs(
     Args:
         env_kwargs: per-id ``gym.make`` keyword arguments, e.g.
             ``{"MT/DeepCoder-v0": {"backend": "docker"}}``.
-        step_score_weight: the ``shaped`` reward's weight every env gets by default.
-        reward: a registered reward every env pays its steps with (``None``: ``shaped``).
+        step_score_weight: deprecated spelling of ``reward={"name": "shaped", "weight": w}``.
+        reward: a registered reward every env pays its steps with (``None``: ``shaped`` of
+            weight 0, the env's own reward).
         tools: every env offers its typed tools (a row's ``tools`` column still wins).
 
     A row then selects an env with ``env_class="MT/FrozenLake-v0"``; ``skyrl_gym.make(id,
-    env_kwargs=..., step_score_weight=..., reward=...)`` overrides the registered values.
+    env_kwargs=..., reward=...)`` overrides the registered values.
     """
+    if reward is None and step_score_weight is not None:
+        reward = _shaped(step_score_weight)
     spec = None if reward is None else make_reward(reward).spec()  # checked now, JSON-able
     import skyrl_gym
 
@@ -233,7 +250,6 @@ def register_skyrl_envs(
             kwargs={
                 "env_id": env_id,
                 "env_kwargs": dict(per_id.get(env_id, {})),
-                "step_score_weight": step_score_weight,
                 "reward": spec,
                 "tools": tools,
             },

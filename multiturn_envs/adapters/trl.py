@@ -11,15 +11,16 @@ and is the environment's reward (weight 1, beside any ``reward_funcs``).
 
 :class:`TRLEnvironment` maps that onto the env contract:
 
-* ``reset(**row)`` reads ``task_id``, ``seed``, ``max_turns`` and ``budget_mode`` from the row
-  (other columns, ``prompt`` included, are ignored) and returns the env's first observation. The
-  ``G`` rollouts of one GRPO group share a row, hence the same task, start and budget; rows with a
-  ``max_turns`` column give a per-row budget, and an env wrapped in
-  :class:`~multiturn_envs.wrappers.BudgetMix` draws the budget from the row's seed: TRL's
-  interface can express the study's per-reset budgets. The row's budget travels as reset
-  options, so it applies to that episode only and wins over the env's wrappers and defaults
-  (the precedence of :meth:`multiturn_envs.core.TextEnv.reset`); this adapter never sets a
-  budget on the env.
+* ``reset(**row)`` reads the row through the episode kit's one reader
+  (:class:`~multiturn_envs.episode.EpisodeStart`: ``task_id``, ``seed``, ``max_turns``,
+  ``budget_mode``, ``error_after``, ``reward``; other columns, ``prompt`` included, are ignored)
+  and returns the env's first observation. The ``G`` rollouts of one GRPO group share a row,
+  hence the same task, start and budget; rows with a ``max_turns`` column give a per-row
+  budget, and an env wrapped in :class:`~multiturn_envs.wrappers.BudgetMix` draws the budget
+  from the row's seed: TRL's interface can express the study's per-reset budgets. The row's
+  budget travels as reset options, so it applies to that episode only and wins over the env's
+  wrappers and defaults (the precedence of :meth:`multiturn_envs.core.TextEnv.reset`); this
+  adapter never sets a budget on the env.
 * **Typed tools** (``tools="env"``, the default of :func:`environment_factory`): the env's own
   tools (:meth:`~multiturn_envs.core.TextEnv.tools`), one typed method each (FrozenLake's
   ``move(direction)`` with an enum, SQL's ``execute_sql(query)`` and ``submit()``, ...), as
@@ -33,14 +34,16 @@ and is the environment's reward (weight 1, beside any ``reward_funcs``).
   episode ends (success, a terminal state or the turn budget) a call steps nothing and says
   so, so the env's budget, not TRL's iteration cap, is the budget.
 * ``get_reward()`` is the score of the episode under a registered reward
-  (:mod:`multiturn_envs.rewards`, docs/rewards.md): ``reward="outcome"`` (the default; the
-  sum of the env's rewards: wrap the env in :class:`~multiturn_envs.wrappers.ProcessReward`
-  for the oracle's step scores), ``"success"`` (1.0 for a solved task), ``"process"`` (the
-  study's process reward as we train with it: the return plus ``step_weight`` x
-  :attr:`TRLEnvironment.process_score`), or any other registered name or reward object. The
-  old name ``"return"`` still means ``"outcome"``. :attr:`TRLEnvironment.episode` is the
-  episode as rewards read it, so a turn-level consumer (GiGPO) takes the same reward's
-  per-turn credits from it.
+  (:mod:`multiturn_envs.rewards`, docs/rewards.md), the row's ``reward`` when it names one,
+  else the environment's: ``reward="outcome"`` (the default; the sum of the env's rewards:
+  wrap the env in :class:`~multiturn_envs.wrappers.ProcessReward` for the oracle's step
+  scores), ``"success"`` (1.0 for a solved task), ``{"name": "process", "weight": w}`` (the
+  study's process reward as we train with it: the return plus ``w`` x
+  :attr:`TRLEnvironment.process_score`), or any other registered name, spec or reward object.
+* How the episode ran is one :class:`~multiturn_envs.episode.EpisodeLog`
+  (:attr:`TRLEnvironmentBase.log`): the inspection properties (``turns``, ``step_scores``,
+  ``process_score``, ...) are read from it, and so is the trainer (GiGPO takes the reward's
+  per-turn credits from :attr:`TRLEnvironmentBase.episode`).
 * The episode as chat: :attr:`TRLEnvironment.messages` (the env's own ``messages()``) and
   :func:`grpo_dataset` builds rows whose prompt carries the env's system prompt.
 
@@ -58,6 +61,7 @@ import inspect
 import json
 import keyword
 import operator
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -65,11 +69,11 @@ import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 from multiturn_envs.core import TextEnv
+from multiturn_envs.episode import ENDS, EpisodeLog, EpisodeStart, make_env
 from multiturn_envs.rewards import (
     Episode,
-    MeanStepScore,
     Reward,
-    Turn,
+    RewardSpec,
     make_reward,
     process_score,
     step_credit,
@@ -77,30 +81,34 @@ from multiturn_envs.rewards import (
 from multiturn_envs.tools import Action, Tool, ToolCall, action_text, json_text
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
-RewardMode = str | Reward
-"""A registered reward's name (``"outcome"``, ``"success"``, ``"process"``, ...) or object."""
-
-OLD_REWARD_NAMES: dict[str, str] = {"return": "outcome"}
-"""Names this adapter took before the rewards registry, and the registry's name for each."""
+RewardMode = RewardSpec
+"""A registered reward: its name (``"outcome"``, ``"success"``, ...), ``{"name": ...,
+**params}`` or object."""
 
 __all__ = [
     "ENDED",
     "ENDED_TOOLS",
     "LAYOUTS",
-    "OLD_REWARD_NAMES",
     "TOOL_HINT",
     "RewardMode",
     "TRLEnvironment",
     "TRLEnvironmentBase",
+    "close_environment",
+    "end_note",
     "environment_factories",
     "environment_factory",
     "grpo_dataset",
     "grpo_rows",
+    "row_system_prompt",
     "step_credit",
+    "tool_functions",
     "tool_set_key",
     "trl_environment_class",
     "trl_reward",
 ]
+
+RESERVED = frozenset({"reset", "get_reward"})
+"""The methods TRL calls itself; every other public method of an environment is a tool."""
 
 LAYOUTS: tuple[str, ...] = ("env", "act")
 """How turns map onto TRL tools: the env's typed tools, or one generic ``act(action)``."""
@@ -120,22 +128,19 @@ ENDED_TOOLS = "The episode is over; no action was taken. Do not call a tool agai
 
 def end_note(success: bool, truncated: bool) -> str:
     """What :meth:`TRLEnvironment.act` appends to an episode's last observation: that the
-    episode is over, and why. A hidden budget's end shows nowhere else, so a model can only
-    know from this that the episode ended (the SFT warm start shows it before its closing
-    reply, as GRPO does)."""
-    why = (
-        "the task is solved"
-        if success
-        else ("the turn budget is spent" if truncated else "a terminal state was reached")
-    )
-    return f"[The episode is over: {why}.]"
+    episode is over, and why (the note of its :data:`~multiturn_envs.episode.ENDS` entry:
+    a solved task, a spent budget, a terminal state). A hidden budget's end shows nowhere
+    else, so a model can only know from this that the episode ended (the SFT warm start
+    shows it before its closing reply, as GRPO does)."""
+    end = ENDS["success" if success else ("turn_budget" if truncated else "terminal")]
+    return f"[The episode is over: {end.note}.]"
 
 
 def _build(
     env: str | gym.Env[str, str] | Callable[[], gym.Env[str, str]], env_kwargs: dict[str, Any]
 ) -> gym.Env[str, str]:
     if isinstance(env, str):
-        return gym.make(env, disable_env_checker=True, **env_kwargs)
+        return make_env(env, env_kwargs)
     if env_kwargs:
         raise ValueError("env_kwargs only apply when env is an id")
     if isinstance(env, gym.Env):
@@ -149,19 +154,26 @@ def _build(
 
 
 def trl_reward(reward: RewardMode = "outcome", step_weight: float | None = None) -> Reward:
-    """The registry reward a ``TRLEnvironment(reward=..., step_weight=...)`` scores with.
+    """The registry reward a ``TRLEnvironment(reward=...)`` scores with (a name, a
+    ``{"name": ..., **params}`` spec or a reward object; old names warn and still work).
 
-    ``step_weight`` is the process reward's ``weight`` (``None``: the registry's default, 0.5);
-    it applies to ``reward="process"`` only, as it always has.
+    ``step_weight`` is deprecated (one release): it was the process reward's ``weight`` and
+    applied to ``reward="process"`` only, as it still does; write
+    ``reward={"name": "process", "weight": w}``.
     """
-    if step_weight is not None and not 0.0 <= float(step_weight) < float("inf"):
-        raise ValueError(f"step_weight must be a finite number >= 0, got {step_weight!r}")
-    if isinstance(reward, Reward):
-        return reward
-    name = OLD_REWARD_NAMES.get(reward, reward) if isinstance(reward, str) else reward
-    if name == "process" and step_weight is not None:
-        return make_reward(name, weight=float(step_weight))
-    return make_reward(name)
+    if step_weight is not None:
+        warnings.warn(
+            "step_weight is deprecated: name the weight in the reward, "
+            f"reward={{'name': 'process', 'weight': {step_weight!r}}}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        if not 0.0 <= float(step_weight) < float("inf"):
+            raise ValueError(f"step_weight must be a finite number >= 0, got {step_weight!r}")
+    made = make_reward(reward)
+    if made.name == "process" and step_weight is not None and isinstance(reward, str):
+        return make_reward("process", weight=float(step_weight))
+    return made
 
 
 class TRLEnvironmentBase:
@@ -172,14 +184,15 @@ class TRLEnvironmentBase:
     Args:
         env: an env id (``"MT/FrozenLake-v0"``), a made env (wrappers such as ``BudgetMix`` or
             ``ProcessReward`` included), or a zero-argument factory of one.
-        reward: a registered reward's name or object (docs/rewards.md): ``"outcome"`` (sum
-            of the env's rewards over the episode; ``"return"`` is its old name),
-            ``"success"``, ``"process"`` (return + ``step_weight`` x :attr:`process_score`), ...
-        step_weight: the process reward's weight (``reward="process"`` only; default: the
-            registry's, 0.5).
+        reward: a registered reward (docs/rewards.md): a name (``"outcome"``, the sum of the
+            env's rewards over the episode; ``"success"``; ...), ``{"name": "process",
+            "weight": w}`` or an object. A row's ``reward`` wins for its episode.
+        step_weight: deprecated: the process reward's weight (write it in ``reward``).
         **env_kwargs: passed to ``gym.make`` when ``env`` is an id (e.g. ``max_turns=8``).
 
-    Use :func:`environment_factory` to get the zero-argument callable TRL wants.
+    Use :func:`environment_factory` to get the zero-argument callable TRL wants. Only
+    ``reset``, ``get_reward`` and the tools are public *methods* (TRL turns any other public
+    method into a tool); close an instance with :func:`close_environment`.
     """
 
     def __init__(
@@ -191,37 +204,26 @@ class TRLEnvironmentBase:
         **env_kwargs: Any,
     ) -> None:
         self._reward = trl_reward(reward, step_weight)
-        self._env = _build(env, env_kwargs)
-        self._base: TextEnv = text_env_of(self._env)
-        self._success = False
-        self._done = True
-        self._turns: list[Turn] = []
-        self._start: dict[str, Any] = {}
+        self._env: gym.Env[str, str] | None = _build(env, env_kwargs)
+        self._base: TextEnv | None = text_env_of(self._env)
+        self._idle = True
+        self._log = EpisodeLog(self._reward)
         self._calls = 0
 
     # ------------------------------------------------------------------ TRL's interface
     def reset(self, **row: Any) -> str:
         """Start the episode of a dataset row; return its first observation.
 
-        Row columns used: ``task_id`` (which task), ``seed`` (the reset seed), ``max_turns`` and
-        ``budget_mode`` (this episode's budget; default: the env's own). Others are ignored.
+        The row is read by :class:`~multiturn_envs.episode.EpisodeStart` (``task_id``,
+        ``seed``, ``max_turns``, ``budget_mode``, ``error_after``, ``reward``; default: the
+        env's own budget, this environment's reward). Other columns are ignored.
         """
-        options: dict[str, Any] = {}
-        if row.get("task_id") is not None:
-            options["task_id"] = str(row["task_id"])
-        if row.get("max_turns") is not None:
-            options["max_turns"] = int(row["max_turns"])
-        if row.get("budget_mode") is not None:
-            options["budget_mode"] = str(row["budget_mode"])
-        seed = row.get("seed")
-        observation, info = self._env.reset(
-            seed=None if seed is None else int(seed), options=options or None
-        )
-        self._success = bool(info.get("success", False))
-        self._done = False
-        self._turns = []
+        env = self._live_env()
+        start = EpisodeStart.from_row(row)
+        observation, info = start.reset(env)
+        self._log.begin(info, seed=start.seed, reward=start.reward_or(self._reward))
+        self._idle = False
         self._calls = 0
-        self._start = info
         return observation
 
     #: What a call after the episode's end answers.
@@ -230,78 +232,85 @@ class TRLEnvironmentBase:
     def _take(self, action: Action) -> str:
         """One tool call: one env turn (nothing once the episode is over); its result."""
         self._calls += 1
-        if self._done:
+        if self._idle or self._log.done:
             return self.ended_text
-        observation, reward, terminated, truncated, info = self._env.step(action_text(action))
-        self._turns.append(Turn(float(reward), info, bool(terminated), bool(truncated)))
-        self._success = bool(info.get("success", False))
+        env = self._live_env()
+        observation, reward, terminated, truncated, info = env.step(action_text(action))
+        self._log.add(reward, terminated, truncated, info)
         if terminated or truncated:
-            self._done = True
-            return f"{observation}\n\n{end_note(self._success, bool(truncated))}"
+            return f"{observation}\n\n{end_note(self._log.success, bool(truncated))}"
         return observation
 
     def get_reward(self) -> float:
         """The rollout's reward: the episode's score under the configured reward."""
-        return self._reward.score(self.episode)
+        return self._log.score
 
     # ------------------------------------------------------------------ inspection (no tools)
+    def _live_env(self) -> gym.Env[str, str]:
+        if self._env is None:
+            raise RuntimeError(
+                "this instance only renders its tools (tool_functions): TRL calls the tools "
+                "of environments its environment_factory made"
+            )
+        return self._env
+
+    @property
+    def log(self) -> EpisodeLog:
+        """How the episode ran (:class:`~multiturn_envs.episode.EpisodeLog`): what every
+        property below reads, and what the trainer reads."""
+        return self._log
+
     @property
     def reward(self) -> Reward:
-        """The registry reward :meth:`get_reward` scores with."""
-        return self._reward
+        """The registry reward :meth:`get_reward` scores with (a row's own, for its episode)."""
+        return self._log.reward
 
     @property
     def episode(self) -> Episode:
         """The episode so far as rewards read it (reset ``info`` and each turn taken)."""
-        return Episode(self._start, tuple(self._turns))
+        return self._log.episode
 
     @property
     def env(self) -> gym.Env[str, str]:
         """The (possibly wrapped) env this instance steps."""
-        return self._env
+        return self._live_env()
 
     @property
     def messages(self) -> list[dict[str, str]]:
         """The episode so far as chat: user (observation), assistant (action), ..."""
-        return self._base.messages()
+        return text_env_of(self._live_env()).messages()
 
     @property
     def infos(self) -> list[dict[str, Any]]:
         """The reset ``info`` and one ``info`` per turn taken (step scores, success, ...)."""
-        return (
-            [self._start, *(cast(dict[str, Any], t.info) for t in self._turns)]
-            if self._start
-            else []
-        )
+        return [cast(dict[str, Any], i) for i in self._log.infos] if self._log.start else []
 
     @property
     def turns(self) -> int:
         """Turns taken in this episode (tool calls that reached the env)."""
-        return len(self._turns)
+        return len(self._log.turns)
 
     @property
     def turn_rewards(self) -> list[float]:
         """The env's reward of each turn taken (their sum is the return)."""
-        return [t.reward for t in self._turns]
+        return self._log.rewards
 
     @property
     def step_scores(self) -> list[float]:
         """The oracle's score of each turn taken (turns without a score left out)."""
-        return [
-            float(t.info["step_score"]) for t in self._turns if t.info.get("step_score") is not None
-        ]
+        return [s for s in self._log.step_scores if s is not None]
 
     @property
     def mean_step_score(self) -> float:
         """The mean of :attr:`step_scores` (0.0 before the first scored turn): the registry's
         ``mean_step_score``."""
-        return MeanStepScore().score(self.episode)
+        return self._log.mean_step_score
 
     @property
     def step_credits(self) -> list[float]:
         """:func:`~multiturn_envs.rewards.step_credit` of each turn taken (turns without a score
         left out)."""
-        credits = (step_credit(t.info) for t in self._turns)
+        credits = (step_credit(t.info) for t in self._log.turns)
         return [c for c in credits if c is not None]
 
     @property
@@ -312,7 +321,7 @@ class TRLEnvironmentBase:
         not played earn 0, so ending early by a hole or by silence never pays more than playing
         on); in [0, 1]. Without a budget, the mean over the turns taken (which pays a good move
         followed by silence: give the env a budget for training)."""
-        return process_score(self.episode)
+        return process_score(self._log.episode)
 
     @property
     def calls(self) -> int:
@@ -321,14 +330,40 @@ class TRLEnvironmentBase:
 
     @property
     def done(self) -> bool:
-        return self._done
+        """Whether the env ended the episode (or none was started)."""
+        return self._idle or self._log.done
 
     @property
     def success(self) -> bool:
-        return self._success
+        return self._log.success
 
     def _close(self) -> None:
-        self._env.close()
+        if self._env is not None:
+            self._env.close()
+
+
+def close_environment(environment: TRLEnvironmentBase) -> None:
+    """Close an environment's env (and its sandbox, database, containers). Not a method:
+    TRL would make a public method a tool. Idempotent."""
+    environment._close()
+
+
+def tool_functions(cls: type[TRLEnvironmentBase]) -> list[Callable[..., str]]:
+    """The tools TRL renders for environments of ``cls`` (every public method but ``reset``
+    and ``get_reward``, in TRL's order), bound to an instance without an env: for rendering
+    schemas (a chat template, SFT examples, a tokenizer fitted to the tool chats), never
+    called on a rollout. No env is built for them."""
+    blank = cls.__new__(cls)
+    blank._reward = make_reward("outcome")
+    blank._env = blank._base = None
+    blank._idle = True
+    blank._log = EpisodeLog()
+    blank._calls = 0
+    return [
+        getattr(blank, name)
+        for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
+        if name not in RESERVED and not name.startswith("_")
+    ]
 
 
 class TRLEnvironment(TRLEnvironmentBase):
@@ -416,9 +451,6 @@ def tool_set_key(tools: Sequence[Tool]) -> str:
     """A short stable id of a set of tools (TRL's environment name for it)."""
     text = json.dumps([t.openai() for t in tools], sort_keys=True)
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
-
-
-RESERVED = frozenset({"reset", "get_reward"})
 
 
 def trl_environment_class(
@@ -535,6 +567,25 @@ def environment_factories(
     return factories, environment_of
 
 
+def row_system_prompt(env: str | gym.Env[str, str], tools: str = "act", **env_kwargs: Any) -> str:
+    """The system message of GRPO rows in a tool layout: with ``tools="env"`` the env's
+    ``tool_system_prompt()`` (what the harness's tool-calling policies are told too, so
+    training and evaluation prompt alike), with ``tools="act"`` its ``system_prompt()`` plus
+    :data:`TOOL_HINT`. ``env``: a made env, or an id (made with ``env_kwargs`` and closed)."""
+    if tools not in LAYOUTS:
+        raise ValueError(f"tools must be one of {LAYOUTS}, got {tools!r}")
+    made = make_env(env, env_kwargs) if isinstance(env, str) else env
+    try:
+        base = text_env_of(made)
+        if tools == "env":
+            return base.tool_system_prompt()
+        system = base.system_prompt()
+        return f"{system}\n\n{TOOL_HINT}" if system else TOOL_HINT
+    finally:
+        if isinstance(env, str):
+            made.close()
+
+
 def grpo_rows(
     env: str | gym.Env[str, str],
     tasks: Sequence[str],
@@ -555,23 +606,14 @@ def grpo_rows(
     :data:`TOOL_HINT`; ``system_prompt`` overrides either. ``seeds`` default to ``0..n-1``;
     ``budgets`` fills a per-row ``max_turns`` column (``None`` entries: the env's default);
     ``environments`` (task -> name, from :func:`environment_factories`) fills TRL's
-    ``environment`` column. ``env_kwargs`` go to ``gym.make`` when ``env`` is an id.
+    ``environment`` column. ``env_kwargs`` go to ``gym.make`` when ``env`` is an id (made
+    only when ``system_prompt`` is not given).
     """
     if tools not in LAYOUTS:
         raise ValueError(f"tools must be one of {LAYOUTS}, got {tools!r}")
-    made = gym.make(env, disable_env_checker=True, **env_kwargs) if isinstance(env, str) else env
-    try:
-        base = text_env_of(made)
-        if system_prompt is not None:
-            system = system_prompt
-        elif tools == "env":
-            system = base.tool_system_prompt()
-        else:
-            system = base.system_prompt()
-            system = f"{system}\n\n{TOOL_HINT}" if system else TOOL_HINT
-    finally:
-        if isinstance(env, str):
-            made.close()
+    system = (
+        system_prompt if system_prompt is not None else row_system_prompt(env, tools, **env_kwargs)
+    )
     seeds = list(range(len(tasks))) if seeds is None else list(seeds)
     per_row = [None] * len(tasks) if budgets is None else list(budgets)
     if len(seeds) != len(tasks) or len(per_row) != len(tasks):

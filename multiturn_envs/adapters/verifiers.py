@@ -7,14 +7,17 @@ tasks), a ``Task`` (rubric functions: ``@vf.reward`` / ``@vf.metric``) and an ``
 
 * :class:`MTTaskset` yields one :class:`MTTask` per (task id, seed) of the configured env
   (:class:`MTTasksetConfig`: ``env_id``, ``env_kwargs``, ``tasks`` or ``num_tasks``, ``seeds``,
-  ``max_turns``, ``budget_mode``).
+  ``max_turns``, ``budget_mode``, ``error_after``); a task's data is the row the episode kit
+  reads (:class:`~multiturn_envs.episode.EpisodeStart`).
 * :class:`MTEnv` runs the episode host-side: the env's first observation is the first user
   turn, each reply is one ``env.step``, the next observation the next user turn, until the env
   ends the episode (success, terminal state, turn budget) or the agent's own cap stops it
   (``trace.info["mt"]["end"]`` says which: ``terminated``, ``truncated`` or ``agent_cap``).
   Env calls that wait on I/O (containers) run in a worker thread, others inline
   (:func:`multiturn_envs.core.astep_env`), so a slow sandbox step never blocks the event loop
-  other rollouts share.
+  other rollouts share. The episode is kept in an
+  :class:`~multiturn_envs.episode.EpisodeLog`; ``trace.info["mt"]`` is derived from it
+  (:func:`trace_dict`).
 * Rubric (:class:`MTTask`): reward ``success`` (weight 1, the registry's ``success``) and
   reward ``step_score``, the registry's ``mean_step_score`` over the agent's turns (weight
   :data:`STEP_SCORE_WEIGHT`; subclass to change it); metrics ``turns``, ``env_return`` (the
@@ -52,19 +55,18 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-import gymnasium as gym
 import verifiers.v1 as vf
 from pydantic import Field
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-from multiturn_envs.core import aclose_env, areset_env, astep_env
+from multiturn_envs.core import aclose_env, astep_env
+from multiturn_envs.episode import EpisodeLog, EpisodeStart, make_env
 from multiturn_envs.policies.tool_layout import hermes_system, parse_hermes, replies_stop
 from multiturn_envs.rewards import (
     Episode,
     MeanStepScore,
     Outcome,
     Success,
-    Turn,
     make_reward,
     slim_info,
 )
@@ -87,6 +89,8 @@ class MTTasksetConfig(vf.TasksetConfig):
     """Each task runs once per seed (the reset seed)."""
     max_turns: int = 8
     budget_mode: str = "hidden"
+    error_after: int | None = None
+    """Start each episode in an error state: this many expert steps, then one wrong action."""
     reward: str | None = None
     """A registered reward (``"process"``, ...): the tasks' one reward; ``None``: the default
     rubric (success + 0.1 x mean step score). ``turn_rewards`` use it (default ``outcome``)."""
@@ -101,6 +105,7 @@ class MTTaskData(vf.TaskData):
     seed: int
     max_turns: int
     budget_mode: str
+    error_after: int | None = None
     reward: str | None = None
     tools: bool = False
 
@@ -171,7 +176,7 @@ class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):
 
     def load(self) -> Iterator[MTTask]:
         config = self.config
-        env = gym.make(config.env_id, disable_env_checker=True, **config.env_kwargs)
+        env = make_env(config.env_id, config.env_kwargs)
         try:
             base = text_env_of(env)
             tasks = config.tasks or [str(t) for t in base.task_ids()[: config.num_tasks]]
@@ -195,6 +200,7 @@ class MTTaskset(vf.Taskset[MTTask, MTTasksetConfig]):
                             seed=int(seed),
                             max_turns=config.max_turns,
                             budget_mode=config.budget_mode,
+                            error_after=config.error_after,
                             reward=config.reward,
                             tools=config.tools,
                         ),
@@ -213,73 +219,78 @@ class MTEnv(vf.Env[MTEnvConfig]):
 
     async def run(self, task: MTTask, agents: Any) -> None:
         data = task.data
-        env = await asyncio.to_thread(
-            gym.make, data.env_id, disable_env_checker=True, **data.env_kwargs
+        start = EpisodeStart.from_row(
+            {**data.model_dump(include=set(EPISODE_FIELDS)), "reward": data.reward or "outcome"}
         )
-        episode: dict[str, Any] = {
-            "task_id": data.task_id,
-            "seed": data.seed,
-            "turns": 0,
-            "rewards": [],
-            "step_scores": [],
-            "success": False,
-            "first_success_turn": None,
-            "end": None,
-            "start": {},
-            "infos": [],
-        }
-        credit = make_reward(data.reward or "outcome")
+        env = await asyncio.to_thread(make_env, data.env_id, data.env_kwargs)
+        log = EpisodeLog(start.reward)
         turn_rewards: list[float | None] = []
-        turn_credits: list[float] = []
         try:
             base = text_env_of(env)
-            observation, start = await areset_env(
-                env,
-                seed=data.seed,
-                options={
-                    "task_id": data.task_id,
-                    "max_turns": data.max_turns,
-                    "budget_mode": data.budget_mode,
-                },
-            )
-            episode["start"] = slim_info(start)
-            tally = credit.tally(start)
+            observation, info = await start.areset(env)
+            log.begin(info, seed=start.seed)
             async with agents.player.interaction(task) as interaction:
                 # the rubric scores when the interaction closes: the record must be there
                 info_of = interaction.trace.info
-                info_of["mt"] = episode
                 info_of["turn_rewards"] = turn_rewards
-                info_of["turn_credits"] = turn_credits
-                segment = await interaction.turn(observation)
-                while True:
-                    if segment.terminated:
-                        episode["end"] = "agent_cap"
-                        break
-                    action, calls = _action_of(segment, data.tools)
-                    if replies_stop(calls, action, base.reply_without_call):
-                        episode["end"] = "agent_stopped"
-                        turn_rewards.append(None)  # a sampled reply that took no turn
-                        break
-                    observation, reward, terminated, truncated, info = await astep_env(env, action)
-                    turn = Turn(float(reward), info, bool(terminated), bool(truncated))
-                    turn_credits.append(float(tally.add(turn)))
-                    turn_rewards.append(float(tally.score))
-                    if data.tools:
-                        observation = f"<tool_response>\n{observation}\n</tool_response>"
-                    episode["turns"] += 1
-                    episode["rewards"].append(float(reward))
-                    score = info.get("step_score")
-                    episode["step_scores"].append(None if score is None else float(score))
-                    episode["infos"].append(slim_info(info))
-                    if info.get("success") and episode["first_success_turn"] is None:
-                        episode["first_success_turn"] = episode["turns"]
-                    episode["success"] = bool(info.get("success"))
-                    if terminated or truncated:
-                        episode["end"] = "truncated" if truncated else "terminated"
-                        break
+                try:
+                    info_of["mt"] = trace_dict(log)
                     segment = await interaction.turn(observation)
+                    while True:
+                        if segment.terminated:
+                            log.stop("turn_cap")
+                            break
+                        action, calls = _action_of(segment, data.tools)
+                        if replies_stop(calls, action, base.reply_without_call):
+                            log.stop("agent_stopped")
+                            turn_rewards.append(None)  # a sampled reply that took no turn
+                            break
+                        observation, reward, terminated, truncated, info = await astep_env(
+                            env, action
+                        )
+                        log.add(reward, terminated, truncated, info)
+                        turn_rewards.append(float(log.score))
+                        if data.tools:
+                            observation = f"<tool_response>\n{observation}\n</tool_response>"
+                        if terminated or truncated:
+                            break
+                        info_of["mt"] = trace_dict(log)
+                        segment = await interaction.turn(observation)
+                finally:
+                    info_of["mt"] = trace_dict(log)
+                    info_of["turn_credits"] = [float(c) for c in log.credits]
         finally:
             await aclose_env(env)  # after any step still running (a cancelled one's)
+
+
+EPISODE_FIELDS = ("task_id", "seed", "max_turns", "budget_mode", "error_after")
+"""The task data's fields an episode starts from (its reward is read beside them)."""
+
+ENDS_HERE: dict[str, str] = {"turn_cap": "agent_cap"}
+"""``trace.info["mt"]["end"]`` of an end the agent or verifiers made, where its name differs
+from the one vocabulary's (an env's end is ``terminated`` or ``truncated``, its flags)."""
+
+
+def trace_dict(log: EpisodeLog) -> dict[str, Any]:
+    """``trace.info["mt"]``: the episode as :class:`MTEnv` stores it in a trace, derived from
+    its log (what :func:`episode_of` and the rubric read back)."""
+    end: str | None = None
+    if log.end is not None and log.end.by == "env":
+        end = "truncated" if log.turns and log.turns[-1].truncated else "terminated"
+    elif log.end is not None:
+        end = ENDS_HERE.get(log.end.name, log.end.name)
+    return {
+        "task_id": log.task_id,
+        "seed": log.seed,
+        "turns": len(log.turns),
+        "rewards": log.rewards,
+        "step_scores": log.step_scores,
+        "success": bool(log.turns) and log.success,
+        "first_success_turn": log.first_success,
+        "end": end,
+        "start": slim_info(log.start),
+        "infos": [slim_info(t.info) for t in log.turns],
+    }
 
 
 def _action_of(segment: Any, tools: bool) -> tuple[str, list[ToolCall] | None]:
@@ -315,6 +326,7 @@ def _entry(entry: Any) -> Any:
 
 
 __all__ = [
+    "EPISODE_FIELDS",
     "MTEnv",
     "MTEnvConfig",
     "MTRewardTask",
@@ -322,4 +334,6 @@ __all__ = [
     "MTTaskData",
     "MTTaskset",
     "MTTasksetConfig",
+    "episode_of",
+    "trace_dict",
 ]

@@ -19,16 +19,20 @@ Two layers:
   the token sequence the policy saw and produced; a chat template that rewrites earlier turns is
   refused with a clear error because no single sequence could then hold the episode.
 * :class:`MTEnvAgentLoop` (registered as ``"mt_env"``) is the verl agent loop around it; it is
-  defined only when verl imports. Dataset rows select the env and episode with the fields
-  ``env_id``, ``env_kwargs``, ``task_id``, ``seed`` and ``max_turns`` (top level, or inside
-  ``extra_info``), plus ``agent_name: "mt_env"``.
+  defined only when verl imports. Dataset rows select the env with ``env_id`` and
+  ``env_kwargs`` and the episode with the episode kit's fields (``task_id``, ``seed``,
+  ``max_turns``, ``budget_mode``, ``error_after``, ``reward``: one reader,
+  :class:`~multiturn_envs.episode.EpisodeStart`), each at the top level or inside
+  ``extra_info``, plus ``agent_name: "mt_env"``.
 
 The env's turn budget and verl's caps are applied together: the episode ends at the first of
 success/terminal state, the env's budget (a row's ``max_turns`` is passed as a reset option:
 it wins over the env's wrappers and defaults, for that episode only), ``max_assistant_turns``
 (or ``max_user_turns``, env observations being the user turns), ``response_length`` tokens,
-or (with tools) a reply without a tool call. ``extra_fields`` report which (``stop_reason``)
-plus ``success``, ``turns``, ``first_success_turn`` and ``step_scores`` (the oracle's).
+or (with tools) a reply without a tool call. The episode is kept in an
+:class:`~multiturn_envs.episode.EpisodeLog`, and ``extra_fields`` are derived from it: why
+it ended (``stop_reason``, in verl's words: :data:`STOP_REASONS`) plus ``success``, ``turns``,
+``first_success_turn`` and ``step_scores`` (the oracle's).
 
 Per-step credit: ``reward_score`` is the episode's score under a registered reward
 (:mod:`multiturn_envs.rewards`; a row's ``reward``, default ``"outcome"``, the episode's return)
@@ -60,15 +64,25 @@ from uuid import uuid4
 import gymnasium as gym
 
 import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-from multiturn_envs.core import aclose_env, areset_env, astep_env
+from multiturn_envs.core import aclose_env, astep_env
+from multiturn_envs.episode import EpisodeLog, EpisodeStart, make_env
 from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import TurnRequest
 from multiturn_envs.policies.prompting import ChatPrompter, Completion
 from multiturn_envs.policies.tool_layout import parse_hermes, replies_stop
-from multiturn_envs.rewards import Episode, Turn, make_reward
-from multiturn_envs.rewards.registry import RewardSpec
+from multiturn_envs.rewards import RewardSpec, make_reward
 from multiturn_envs.tools import Tool, ToolCall, call_from_openai
 from multiturn_envs.wrappers.turn_budget import text_env_of
+
+STOP_REASONS: dict[str, str] = {
+    "turn_budget": "budget",
+    "agent_stopped": "no_call",
+    "turn_cap": "max_assistant_turns",
+    "user_turn_cap": "max_user_turns",
+}
+"""``extra_fields["stop_reason"]``: an episode's end (:data:`~multiturn_envs.episode.ENDS`)
+in verl's words, where they differ (the others keep their name: ``success``, ``terminal``,
+``response_length``, ...)."""
 
 Generate = Callable[[list[int], int], Awaitable[tuple[list[int], list[float] | None]]]
 """``generate(prompt_ids, seed) -> (generated ids, their log-probs or None)``."""
@@ -109,6 +123,9 @@ async def run_episode(
     task_id: str | None = None,
     seed: int | None = None,
     max_turns: int | None = None,
+    budget_mode: str | None = None,
+    error_after: int | tuple[int, int] | None = None,
+    start: EpisodeStart | None = None,
     max_assistant_turns: int | None = None,
     max_user_turns: int | None = None,
     response_length: int | None = None,
@@ -126,7 +143,11 @@ async def run_episode(
         tokenizer: the policy's tokenizer (with its chat template).
         generate: the model, ids in and ids (plus log-probs) out.
         task_id, seed: the reset's task and seed.
-        max_turns: this episode's turn budget (default: the env's own).
+        max_turns, budget_mode: this episode's turn budget (default: the env's own).
+        error_after: start in an error state (k expert steps, then one wrong action).
+        start: all of the above read from a row (:class:`~multiturn_envs.episode.EpisodeStart`,
+            what the agent loop passes; its ``reward`` wins over ``reward``); give either
+            this or the separate arguments.
         max_assistant_turns, max_user_turns, response_length: verl's caps (``None``: none).
         system_prompt, chat_template_kwargs, extractor: see :class:`ChatPrompter`.
         reward: the registered reward ``reward_score`` is the score of (default: the return);
@@ -135,14 +156,21 @@ async def run_episode(
             reads them (default: the Hermes/Qwen parser; the agent loop gives verl's own).
     """
     base = text_env_of(env)
-    scorer = make_reward(reward)
-    options: dict[str, Any] = {}
-    if task_id is not None:
-        options["task_id"] = str(task_id)
-    if max_turns is not None:
-        options["max_turns"] = int(max_turns)
-    _, start = await areset_env(env, seed=seed, options=options or None)
-    turns: list[Turn] = []
+    given = {
+        "task_id": task_id,
+        "seed": seed,
+        "max_turns": max_turns,
+        "budget_mode": budget_mode,
+        "error_after": error_after,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if start is not None and given:
+        raise ValueError(f"give the episode as start or as arguments, not both ({sorted(given)})")
+    start = start if start is not None else EpisodeStart.of(**given)
+    seed = start.seed
+    log = EpisodeLog(start.reward_or(make_reward(reward)))
+    _, info = await start.areset(env)
+    log.begin(info, seed=seed)
     prompter = ChatPrompter(
         tokenizer,
         system_prompt=system_prompt,
@@ -167,13 +195,10 @@ async def run_episode(
     first = prompter.prompt(request)
     tokens = EpisodeTokens(prompt_ids=list(first.token_ids))
     full = list(first.token_ids)
-    step_scores: list[float] = []
-    first_success: int | None = None
-    stop = "env"
     assistant_turns = user_turns = 0
     while True:
         if max_assistant_turns and assistant_turns >= max_assistant_turns:
-            stop = "max_assistant_turns"
+            log.stop("turn_cap")
             break
         request = request_at(assistant_turns)
         prompt = prompter.prompt(request)
@@ -187,13 +212,13 @@ async def run_episode(
             if response_length is not None and len(tokens.response_ids) + len(delta) >= (
                 response_length
             ):
-                stop = "response_length"
+                log.stop("response_length")
                 break
             _extend(tokens, delta, 0, [0.0] * len(delta))
             full = list(prompt.token_ids)
             user_turns += 1
             if max_user_turns and user_turns >= max_user_turns:
-                stop = "max_user_turns"
+                log.stop("user_turn_cap")
                 break
         ids, lps = await generate(
             list(prompt.token_ids), int(seed or 0) * 1_000_003 + assistant_turns
@@ -211,35 +236,36 @@ async def run_episode(
         reply = prompter.finish(request, prompt, completion, read=read)
         assistant_turns += 1
         if replies_stop(reply.tool_calls, reply.text, base.reply_without_call):
-            stop = "no_call"
+            log.stop("agent_stopped")
             break
         _, env_reward, terminated, truncated, info = await astep_env(env, reply.text)
-        turns.append(Turn(float(env_reward), info, bool(terminated), bool(truncated)))
-        step_scores.append(float(info["step_score"]))
-        if first_success is None and info.get("success"):
-            first_success = assistant_turns
+        log.add(env_reward, terminated, truncated, info)
         if terminated or truncated:
-            stop = "success" if info.get("success") else ("budget" if truncated else "terminal")
             break
         if response_length is not None and len(tokens.response_ids) >= response_length:
-            stop = "response_length"
+            log.stop("response_length")
             break
     prompter.forget(episode_id)
-    episode = Episode(start, tuple(turns))
-    tokens.reward_score = scorer.score(episode)
+    tokens.reward_score = log.score
     tokens.num_turns = 1 + assistant_turns + user_turns
-    tokens.extra_fields = {
-        "task_id": base.task_id,
-        "success": bool(base.current_info()["success"]),
-        "turns": len(turns),
-        "first_success_turn": first_success,
-        "max_turns": base.max_turns,
-        "step_scores": step_scores,
-        "turn_scores": [float(c) for c in scorer.credits(episode)],
-        "tool_rewards": [float(t.reward) for t in turns],
-        "stop_reason": stop,
-    }
+    tokens.extra_fields = extra_fields(log, base.max_turns)
     return tokens
+
+
+def extra_fields(log: EpisodeLog, max_turns: int | None) -> dict[str, Any]:
+    """verl's ``extra_fields`` of an episode, derived from its log (module docstring)."""
+    end = log.end.name if log.end is not None else "env"
+    return {
+        "task_id": log.task_id,
+        "success": log.success,
+        "turns": len(log.turns),
+        "first_success_turn": log.first_success,
+        "max_turns": max_turns,
+        "step_scores": log.step_scores,
+        "turn_scores": [float(c) for c in log.credits],
+        "tool_rewards": log.rewards,
+        "stop_reason": STOP_REASONS.get(end, end),
+    }
 
 
 def verl_tool_parser(parser: Any, marker: str = "<tool_call>") -> ParseCalls:
@@ -274,6 +300,8 @@ def verl_tool_parser(parser: Any, marker: str = "<tool_call>") -> ParseCalls:
 
 
 def _row_field(row: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """A row field that is not the episode's (``env_id``, ``env_kwargs``, ``tools``): top
+    level, else in ``extra_info``, as :class:`~multiturn_envs.episode.EpisodeStart` reads."""
     if name in row and row[name] is not None:
         return row[name]
     extra = row.get("extra_info") or {}
@@ -297,9 +325,10 @@ else:
         """verl agent loop playing an MT/* env; rows name it with ``agent_name: "mt_env"``.
 
         Row fields (top level or in ``extra_info``): ``env_id`` (required), ``env_kwargs``
-        (for ``gym.make``), ``task_id``, ``seed``, ``max_turns``, ``reward`` (a registered
-        reward's name or ``{"name": ..., **params}``; default ``"outcome"``), ``tools``
-        (true: the env's typed tools, read by verl's parser of ``multi_turn.format``).
+        (for ``gym.make``), ``tools`` (true: the env's typed tools, read by verl's parser of
+        ``multi_turn.format``) and the episode's (:class:`~multiturn_envs.episode.EpisodeStart`:
+        ``task_id``, ``seed``, ``max_turns``, ``budget_mode``, ``error_after``, ``reward``, a
+        registered reward's name or ``{"name": ..., **params}``; default ``"outcome"``).
         """
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -307,7 +336,11 @@ else:
             if not env_id:
                 raise ValueError("an mt_env row needs an env_id (top level or in extra_info)")
             env_kwargs = dict(_row_field(kwargs, "env_kwargs", {}) or {})
-            env = await asyncio.to_thread(gym.make, str(env_id), **env_kwargs)
+            extra = kwargs.get("extra_info")
+            start = EpisodeStart.from_row(
+                kwargs, fallback=extra if isinstance(extra, Mapping) else None
+            )
+            env = await asyncio.to_thread(make_env, str(env_id), env_kwargs)
             multi_turn = self.rollout_config.multi_turn
             tools = bool(_row_field(kwargs, "tools", False))
             parse_calls = None
@@ -331,14 +364,11 @@ else:
                     env,
                     self.tokenizer,
                     generate,
-                    task_id=_row_field(kwargs, "task_id"),
-                    seed=_row_field(kwargs, "seed"),
-                    max_turns=_row_field(kwargs, "max_turns"),
+                    start=start,
                     max_assistant_turns=multi_turn.max_assistant_turns,
                     max_user_turns=multi_turn.max_user_turns,
                     response_length=self.rollout_config.response_length,
                     chat_template_kwargs=self.apply_chat_template_kwargs,
-                    reward=_row_field(kwargs, "reward", "outcome"),
                     tools=tools,
                     parse_calls=parse_calls,
                 )

@@ -26,6 +26,8 @@ import gymnasium as gym
 
 from multiturn_envs import env_args
 from multiturn_envs.cli.argtypes import FloatRange, IntList, IntRange
+from multiturn_envs.episode import EnvMaker
+from multiturn_envs.episode import make_env as make_gym_env
 from multiturn_envs.errors import RecordFileError, SpecError
 from multiturn_envs.harness.config import MAX_IN_FLIGHT, MAX_WORKERS
 from multiturn_envs.rl.config import MAX_STEP_WEIGHT, MAX_STEPS
@@ -133,7 +135,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any]) -> gym.Env[str, str]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return gym.make(env_id, **dict(env_kwargs))
+            return make_gym_env(env_id, env_kwargs, checker=True)
     except gym.error.UnregisteredEnv as exc:
         raise UsageError(
             f"unknown env id {env_id!r} ({exc}); `multiturn-envs list` shows the ids"
@@ -148,10 +150,7 @@ def env_factory(env_id: str, env_kwargs: Mapping[str, Any]) -> Callable[[], gym.
     """A factory of fresh envs (``gym.make``) for analyses that replay or compare."""
     kwargs = dict(env_kwargs)
 
-    def make() -> gym.Env[str, str]:
-        return gym.make(env_id, **kwargs)
-
-    return make
+    return EnvMaker(env_id, kwargs, checker=True)
 
 
 def resolve_tasks(available: Sequence[str], spec: str | None) -> list[str]:

@@ -18,7 +18,7 @@ SECONDS = FloatRange(0.0, 10_000_000.0, low_open=True)
 
 
 def add_parser(sub: Any) -> None:
-    from multiturn_envs.server.protocol import Limits
+    from multiturn_envs.server.protocol import ServerLimits
     from multiturn_envs.server.serve import TOKEN_ENV
     from multiturn_envs.server.worker import ISOLATIONS
 
@@ -33,7 +33,7 @@ Bound to anything but loopback it requires a token. Needs the [server] extra.
 docs/ecosystem.md has the protocol, docs/security.md every limit.""",
         epilog="multiturn-envs serve MT/InterCode-SQL-v0 --env-arg tasks=intercode --port 8000",
     )
-    defaults = Limits()
+    defaults = ServerLimits()
     p.add_argument("env_id", help="a registered id, e.g. MT/FrozenLake-v0 (or module:id)")
     add_env_args(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
@@ -165,10 +165,10 @@ docs/ecosystem.md has the protocol, docs/security.md every limit.""",
 
 
 def limits_of(args: argparse.Namespace) -> Any:
-    """The :class:`~multiturn_envs.server.protocol.Limits` the flags describe."""
-    from multiturn_envs.server.protocol import Limits
+    """The :class:`~multiturn_envs.server.protocol.ServerLimits` the flags describe."""
+    from multiturn_envs.server.protocol import ServerLimits
 
-    return Limits(
+    return ServerLimits(
         max_sessions=args.max_sessions,
         max_sessions_per_client=args.max_sessions_per_client,
         idle_timeout_s=args.idle_timeout,

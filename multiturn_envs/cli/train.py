@@ -78,12 +78,14 @@ multiturn-envs train --config run.json --output-dir runs/g --resume-checkpoint""
 
 def config_of(args: argparse.Namespace) -> Any:
     """The :class:`~multiturn_envs.rl.config.TrainConfig` the arguments describe."""
-    from multiturn_envs.rl.config import TrainConfig
+    from multiturn_envs.rl.config import TrainConfig, with_weight
 
     data: dict[str, Any] = TrainConfig.from_file(args.config).to_dict() if args.config else {}
-    for name in ("env_id", "model", "reward", "step_weight", "advantage", "max_turns", "steps"):
+    for name in ("env_id", "model", "reward", "advantage", "max_turns", "steps"):
         if getattr(args, name) is not None:
             data[name] = getattr(args, name)
+    if args.step_weight is not None:
+        data = with_weight(data, args.step_weight)
     for name in ("output_dir", "save_steps", "seed"):
         if getattr(args, name) is not None:
             data[name] = getattr(args, name)
@@ -99,12 +101,13 @@ def config_of(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from multiturn_envs.rl.checkpoints import resume_checkpoint
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.checkpoints import check_output_dir, resume_checkpoint
+    from multiturn_envs.rl.training import train
 
     with user_errors():
         config = config_of(args)
         resume_checkpoint(config, args.resume_checkpoint)
+        check_output_dir(config)
     result = train(config, resume=args.resume_checkpoint, progress=not args.quiet)
     last = result.log[-1] if result.log else {}
     summary = {

@@ -41,9 +41,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
+from multiturn_envs.episode import EnvMaker
 from multiturn_envs.harness.bootstrap import DEFAULT_N_BOOT, Interval, ratio_interval
 from multiturn_envs.harness.records import RunFile
 from multiturn_envs.harness.replay import EnvFactory, Replay
@@ -191,12 +191,7 @@ def env_factory_of(run: RunFile) -> EnvFactory:
     """``gym.make`` of the env a record file was made with (its header's ``env_id`` and kwargs)."""
     config = run.config
 
-    def make() -> gym.Env[str, str]:
-        return gym.make(
-            config["env_id"], disable_env_checker=True, **dict(config.get("env_kwargs") or {})
-        )
-
-    return make
+    return EnvMaker(str(config["env_id"]), dict(config.get("env_kwargs") or {}))
 
 
 def _by_task(

@@ -6,10 +6,12 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["Progress"]
+from multiturn_envs.deprecation import renamed_attribute
+
+__all__ = ["ProgressLine"]
 
 
-class Progress:
+class ProgressLine:
     """tqdm when installed, else one rewritten stderr line; silent when off."""
 
     def __init__(self, total: int, initial: int, enabled: bool) -> None:
@@ -43,3 +45,9 @@ class Progress:
             self._bar.close()
         elif self.enabled:
             sys.stderr.write("\n")
+
+
+def __getattr__(name: str) -> Any:
+    """Old names, read for one release (:mod:`multiturn_envs.deprecation`): ``Progress`` is
+    ``ProgressLine`` (issue 33: two classes named ``Progress`` meant two things)."""
+    return renamed_attribute(__name__, name, {"Progress": ProgressLine})

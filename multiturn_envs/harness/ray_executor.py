@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from multiturn_envs.harness.config import RunOptions, RunSummary
-from multiturn_envs.harness.progress import Progress
+from multiturn_envs.harness.progress import ProgressLine
 from multiturn_envs.harness.records import (
     MemoryWriter,
     RecordWriter,
@@ -397,7 +397,7 @@ class RayExecutor:
             ray.init(address=self.address, **self.init_kwargs)
             started_ray = True
         show = sys.stderr.isatty() if progress is None else progress
-        bar = Progress(total, skipped, show)
+        bar = ProgressLine(total, skipped, show)
         servers: list[Any] = []
         jobs: dict[Any, _Job] = {}
         idle: list[Any] = []

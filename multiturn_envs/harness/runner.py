@@ -44,8 +44,9 @@ from typing import Any
 import gymnasium as gym
 
 from multiturn_envs.core import TextEnv, astep_env
+from multiturn_envs.episode import make_env
 from multiturn_envs.harness.config import EpisodeSeeds, RunOptions, RunSummary
-from multiturn_envs.harness.progress import Progress
+from multiturn_envs.harness.progress import ProgressLine
 from multiturn_envs.harness.records import (
     ErrorInjectionInfo,
     MemoryWriter,
@@ -238,7 +239,7 @@ class _LocalRun:
         make_env: EnvFactory | None,
         in_flight: int,
         workers: int,
-        progress: Progress | None,
+        progress: ProgressLine | None,
     ) -> None:
         self.config = config
         self.policy_name = policy.name
@@ -261,7 +262,7 @@ class _LocalRun:
             return self.make_env()
         # Gymnasium's passive checker inspects the first reset and step of each instance
         # (~15 ms for a text env); one checked instance per run is enough.
-        return gym.make(self.config.env_id, disable_env_checker=not first, **self.config.env_kwargs)
+        return make_env(self.config.env_id, self.config.env_kwargs, checker=first)
 
     def _start(self, slot: _Slot, key: RecordKey) -> None:
         task_id, sample, budget = key
@@ -489,13 +490,13 @@ def run_local(
     t_start = time.perf_counter()
     writer.open()
     run: _LocalRun | None = None
-    bar: Progress | None = None
+    bar: ProgressLine | None = None
     show = sys.stderr.isatty() if options.progress is None else options.progress
     try:
         run = _LocalRun(
             config, policy, writer, options.make_env, options.in_flight, options.workers, None
         )
-        bar = Progress(config.total(), run.skipped, show)
+        bar = ProgressLine(config.total(), run.skipped, show)
         run.progress = bar
         run.run()
     finally:

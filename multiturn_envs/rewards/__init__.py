@@ -17,6 +17,10 @@ Names: ``outcome``, ``success``, ``process`` (THE process reward), ``step_credit
 with a ``name=`` (docs/rewards.md says how).
 """
 
+from typing import Any
+
+from multiturn_envs.deprecation import renamed_attribute
+
 # The public names of these modules (their ``__all__``) are this package's.
 from multiturn_envs.rewards import base, episode, outcome, process, registry, step_score
 from multiturn_envs.rewards.base import *  # noqa: F403
@@ -33,3 +37,8 @@ __all__ += outcome.__all__
 __all__ += process.__all__
 __all__ += registry.__all__
 __all__ += step_score.__all__
+
+
+def __getattr__(name: str) -> Any:
+    """Old names, read for one release (:mod:`multiturn_envs.deprecation`)."""
+    return renamed_attribute(__name__, name, {"Progress": process.ProcessState})

@@ -35,10 +35,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from multiturn_envs.deprecation import renamed_attribute
 from multiturn_envs.rewards.base import EpisodeReward, PerTurnReward, check_number
 from multiturn_envs.rewards.episode import Episode, Turn
 
-__all__ = ["DEFAULT_WEIGHT", "Process", "Progress", "StepCredit", "process_score", "step_credit"]
+__all__ = [
+    "DEFAULT_WEIGHT",
+    "Process",
+    "ProcessState",
+    "StepCredit",
+    "process_score",
+    "step_credit",
+]
 
 DEFAULT_WEIGHT = 0.5
 """The process reward's weight unless told otherwise (the study's arm)."""
@@ -58,7 +66,7 @@ def step_credit(info: Mapping[str, Any]) -> float | None:
 
 
 @dataclass(frozen=True)
-class Progress:
+class ProcessState:
     """The running aggregate the process reward is a function of.
 
     Attributes:
@@ -76,11 +84,11 @@ class Progress:
     credit_sum: float = 0.0
 
     @classmethod
-    def initial(cls, start: Mapping[str, Any]) -> Progress:
+    def initial(cls, start: Mapping[str, Any]) -> ProcessState:
         budget = start.get("max_turns")
         return cls(None if budget is None else int(budget), bool(start.get("success", False)))
 
-    def then(self, turn: Turn) -> Progress:
+    def then(self, turn: Turn) -> ProcessState:
         credit = step_credit(turn.info)
         return replace(
             self,
@@ -101,15 +109,15 @@ class Progress:
 
 
 def process_score(episode: Episode) -> float:
-    """:attr:`Progress.process_score` of ``episode``, in [0, 1]."""
-    progress = Progress.initial(episode.start)
+    """:attr:`ProcessState.process_score` of ``episode``, in [0, 1]."""
+    progress = ProcessState.initial(episode.start)
     for turn in episode.turns:
         progress = progress.then(turn)
     return progress.process_score
 
 
 @dataclass(frozen=True)
-class Process(EpisodeReward[Progress], name="process"):
+class Process(EpisodeReward[ProcessState], name="process"):
     """THE process reward: the return plus ``weight`` x :func:`process_score` (module doc).
 
     Args:
@@ -123,13 +131,13 @@ class Process(EpisodeReward[Progress], name="process"):
             self, "weight", check_number("process", "weight", self.weight, minimum=0)
         )
 
-    def initial(self, start: Mapping[str, Any]) -> Progress:
-        return Progress.initial(start)
+    def initial(self, start: Mapping[str, Any]) -> ProcessState:
+        return ProcessState.initial(start)
 
-    def fold(self, state: Progress, turn: Turn) -> Progress:
+    def fold(self, state: ProcessState, turn: Turn) -> ProcessState:
         return state.then(turn)
 
-    def value(self, state: Progress) -> float:
+    def value(self, state: ProcessState) -> float:
         return state.env_return + self.weight * state.process_score
 
 
@@ -143,3 +151,9 @@ class StepCredit(PerTurnReward, name="step_credit"):
 
     def credit(self, turn: Turn) -> float:
         return step_credit(turn.info) or 0.0
+
+
+def __getattr__(name: str) -> Any:
+    """Old names, read for one release (:mod:`multiturn_envs.deprecation`): ``Progress`` is
+    ``ProcessState`` (issue 33: two classes named ``Progress`` meant two things)."""
+    return renamed_attribute(__name__, name, {"Progress": ProcessState})

@@ -8,6 +8,7 @@ reward is known once its module is imported (or pass the object itself wherever 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -15,7 +16,16 @@ from typing import Any
 from multiturn_envs.rewards import outcome, process, step_score
 from multiturn_envs.rewards.base import Reward, registered_rewards
 
-__all__ = ["BUILT_IN", "RewardSpec", "make_reward", "reward_class", "reward_names", "reward_params"]
+__all__ = [
+    "BUILT_IN",
+    "OLD_NAMES",
+    "RewardSpec",
+    "current_name",
+    "make_reward",
+    "reward_class",
+    "reward_names",
+    "reward_params",
+]
 
 BUILT_IN: tuple[type[Reward], ...] = (
     outcome.Outcome,
@@ -30,6 +40,24 @@ BUILT_IN: tuple[type[Reward], ...] = (
 RewardSpec = str | Reward | Mapping[str, Any]
 """A reward, or its name, or ``{"name": ..., **params}`` (JSON: a config, a client's reset)."""
 
+OLD_NAMES: dict[str, str] = {"return": "outcome", "env": "outcome", "step_score": "step_credit"}
+"""Names rewards had before the registry (TRL's ``"return"``, GiGPO's step rewards ``"env"``
+and ``"step_score"``) -> the registry's name. Still read, with a ``DeprecationWarning``, for one
+release (CHANGELOG.md)."""
+
+
+def current_name(name: Any) -> Any:
+    """``name``, or the registry's name for an old one (:data:`OLD_NAMES`, with a
+    ``DeprecationWarning`` saying what to write instead); anything else as it is."""
+    if isinstance(name, str) and name in OLD_NAMES:
+        warnings.warn(
+            f"the reward name {name!r} is deprecated: write {OLD_NAMES[name]!r}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return OLD_NAMES[name]
+    return name
+
 
 def reward_names() -> tuple[str, ...]:
     """The names :func:`make_reward` accepts, sorted."""
@@ -38,6 +66,7 @@ def reward_names() -> tuple[str, ...]:
 
 def reward_class(name: str) -> type[Reward]:
     """The reward class registered as ``name``, or a ``ValueError`` listing the names."""
+    name = current_name(name)
     found = registered_rewards().get(name) if isinstance(name, str) else None
     if found is None:
         raise ValueError(f"reward must be one of {reward_names()}, got {name!r:.100}")
@@ -69,6 +98,7 @@ def make_reward(spec: RewardSpec, **params: Any) -> Reward:
         params = {**data, **params}
     else:
         name = spec
+    name = current_name(name)
     cls = reward_class(name)
     allowed = reward_params(name)
     unknown = sorted(str(k) for k in params if k not in allowed)

@@ -11,20 +11,38 @@ import json
 import math
 import types
 import typing
+import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from multiturn_envs.adapters.trl import LAYOUTS
-from multiturn_envs.rewards import Reward, make_reward, reward_names
+from multiturn_envs.rewards import Reward, current_name, make_reward
 from multiturn_envs.untrusted import load_json
+
+__all__ = [
+    "ADVANTAGES",
+    "CHAT_TEMPLATES",
+    "INT_MAXIMA",
+    "MAX_CONFIG_BYTES",
+    "MAX_STEPS",
+    "MAX_STEP_WEIGHT",
+    "OLD_FIELDS",
+    "OLD_REWARDS",
+    "WARM_STARTS",
+    "RewardField",
+    "TrainConfig",
+    "reward_spec",
+    "with_weight",
+]
 
 MAX_CONFIG_BYTES = 1 << 20
 """A train config file (``--config``, a run's ``train_config.json``): 1 MiB."""
 MAX_STEPS = 10_000_000
 """The most GRPO (or SFT) steps, and the largest ``save_steps`` (``train --steps``' range)."""
 MAX_STEP_WEIGHT = 1_000_000.0
-"""The largest ``step_weight`` (``train --step-weight``'s range)."""
+"""The largest weight of a reward (``train --step-weight``'s range)."""
 INT_MAXIMA: dict[str, int] = {
     "max_turns": 100_000,
     "steps": MAX_STEPS,
@@ -49,8 +67,43 @@ OLD_REWARDS: dict[str, tuple[str, str]] = {"gigpo": ("outcome", "gigpo")}
 """``reward`` values of configs written before the estimator was its own field: old value ->
 (reward, advantage). ``"reward": "gigpo"`` was the outcome reward with GiGPO advantages."""
 
-OLD_STEP_REWARDS: dict[str, str] = {"env": "outcome", "step_score": "step_credit"}
-"""``gigpo_step_reward`` values of older configs -> the registry reward they computed."""
+OLD_FIELDS: dict[str, str] = {
+    "step_weight": "the weight of the process reward: reward={'name': 'process', 'weight': w}",
+}
+"""Fields of older configs -> what to write instead. Read for one release with a
+``DeprecationWarning`` (CHANGELOG.md); :meth:`TrainConfig.from_dict` folds them in."""
+
+RewardField = str | dict[str, Any]
+"""A config's reward: a registered name, or ``{"name": ..., **params}`` (docs/rewards.md)."""
+
+
+def reward_spec(value: Any) -> Any:
+    """A config's reward in its one form: the registered name when the reward takes no
+    parameters, else ``{"name": ..., **params}`` with every parameter (defaults written out),
+    so two configs of the same reward compare equal. Old names are read (with a warning);
+    a value that is no reward is returned as it is, for :meth:`TrainConfig.check` to name."""
+    if isinstance(value, str):
+        value = current_name(value)
+    try:
+        made = make_reward(value)
+    except (ValueError, TypeError):
+        return value
+    return made.spec() if made.params() else made.name
+
+
+def with_weight(data: dict[str, Any], weight: Any) -> dict[str, Any]:
+    """``data`` (a config's fields) with ``weight`` given as the weight of its process rewards
+    (``reward`` and ``gigpo_step_reward`` where they are ``process``): what the old field
+    ``step_weight`` meant, and what ``train --step-weight`` means. The one home of the rule."""
+    out = dict(data)
+    for key in ("reward", "gigpo_step_reward"):
+        value = out.get(key, "outcome")
+        name = value.get("name") if isinstance(value, Mapping) else current_name(value)
+        if name == "process":
+            params = dict(value) if isinstance(value, Mapping) else {"name": name}
+            out[key] = {**params, "weight": weight}
+    return out
+
 
 WARM_STARTS: tuple[str, ...] = ("none", "format", "sft")
 CHAT_TEMPLATES: tuple[str, ...] = ("auto", "keep", "qwen2.5")
@@ -84,17 +137,19 @@ class TrainConfig:
         budget_mix_weights: their weights (``None``: uniform).
 
     Reward and advantage (two independent choices; every reward works with every estimator):
-        reward: a registered reward (docs/rewards.md): ``"outcome"`` (the env's return),
-            ``"process"`` (outcome + ``step_weight`` x the process score), ``"success"``, ...
-            An old config's ``"gigpo"`` loads as ``reward="outcome", advantage="gigpo"``
-            (:data:`OLD_REWARDS`; it wins over an ``advantage`` given beside it).
-        step_weight: the process reward's weight.
+        reward: a registered reward, its parameters included (docs/rewards.md): a name
+            (``"outcome"``, the env's return; ``"success"``; ...) or ``{"name": ..., **params}``
+            (``{"name": "process", "weight": 0.5}``: outcome + 0.5 x the process score). Kept
+            in one form (:func:`reward_spec`). An old config's ``"gigpo"`` loads as
+            ``reward="outcome", advantage="gigpo"`` (:data:`OLD_REWARDS`; it wins over an
+            ``advantage`` given beside it); its ``step_weight`` field as the weight of its
+            process rewards (:data:`OLD_FIELDS`, with a warning saying what to write).
         advantage: ``"grpo"`` (TRL's: one advantage per rollout) or ``"gigpo"`` (per turn).
         gigpo_step_weight, gigpo_gamma, gigpo_step_reward: GiGPO's omega, gamma and the
             registered reward whose per-turn credits its return-to-go sums (``"outcome"``: the
             env's reward, the paper's; ``"step_credit"``: the process reward's step credits;
-            ``"process"``: the process reward's own credits). Old values ``"env"`` and
-            ``"step_score"`` load as ``"outcome"`` and ``"step_credit"``.
+            ``{"name": "process", ...}``: the process reward's own credits). Old values
+            ``"env"`` and ``"step_score"`` load as ``"outcome"`` and ``"step_credit"``.
 
     GRPO (TRL's ``GRPOConfig``; anything else goes in ``trl``):
         steps, num_generations (G), batch_size (rollouts per step, a multiple of G),
@@ -105,7 +160,8 @@ class TrainConfig:
             the layout it is evaluated in, and so a policy that stops ending its replies (a
             tiny model under GRPO learned to repeat the call's closing token instead of the
             end-of-turn token) costs a few tokens a turn, not the rest of the rollout. Works
-            with transformers and vLLM generation (:func:`~multiturn_envs.rl.train.grpo_settings`).
+            with transformers and vLLM generation
+            (:func:`~multiturn_envs.rl.training.grpo_settings`).
         trl: more ``GRPOConfig`` fields, passed as they are (e.g. ``use_vllm``).
 
     Run:
@@ -125,19 +181,18 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     train_tasks: list[str] | None = None
     model: str = "tiny"
-    tiny: dict[str, int] = field(default_factory=dict)
+    tiny: dict[str, int | float] = field(default_factory=dict)
     chat_template: str = "auto"
     warm_start: str = "none"
     tools: str = "act"
     max_turns: int = 6
     budget_mix: list[int] | None = None
     budget_mix_weights: list[float] | None = None
-    reward: str = "outcome"
-    step_weight: float = 0.5
+    reward: RewardField = "outcome"
     advantage: str = "grpo"
     gigpo_step_weight: float = 1.0
     gigpo_gamma: float = 0.95
-    gigpo_step_reward: str = "outcome"
+    gigpo_step_reward: RewardField = "outcome"
     steps: int = 20
     num_generations: int = 8
     batch_size: int = 16
@@ -170,22 +225,15 @@ class TrainConfig:
         equal, which resume and :func:`~multiturn_envs.rl.checkpoints.ran_with` rely on)."""
         if isinstance(self.reward, str) and self.reward in OLD_REWARDS:
             self.reward, self.advantage = OLD_REWARDS[self.reward]
-        if isinstance(self.gigpo_step_reward, str):
-            self.gigpo_step_reward = OLD_STEP_REWARDS.get(
-                self.gigpo_step_reward, self.gigpo_step_reward
-            )
+        self.reward = reward_spec(self.reward)
+        self.gigpo_step_reward = reward_spec(self.gigpo_step_reward)
 
     def make_reward(self) -> Reward:
-        """The run's reward (``step_weight`` is the process reward's weight)."""
-        if self.reward == "process":
-            return make_reward(self.reward, weight=self.step_weight)
+        """The run's reward, parameters included."""
         return make_reward(self.reward)
 
     def make_step_reward(self) -> Reward:
-        """The reward whose per-turn credits GiGPO's return-to-go sums (``step_weight`` weighs
-        a process step reward too)."""
-        if self.gigpo_step_reward == "process":
-            return make_reward("process", weight=self.step_weight)
+        """The reward whose per-turn credits GiGPO's return-to-go sums."""
         return make_reward(self.gigpo_step_reward)
 
     def check(self) -> None:
@@ -211,15 +259,22 @@ class TrainConfig:
             numbers = value if isinstance(value, list) else [value]
             if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
                 raise bad(f.name, "must be finite")
-        if self.step_weight > MAX_STEP_WEIGHT:
-            raise bad("step_weight", f"must be at most {MAX_STEP_WEIGHT:g}")
-
-        if self.reward not in reward_names():
-            raise bad("reward", f"must be one of {reward_names()} (or the old 'gigpo')")
+        for name in ("reward", "gigpo_step_reward"):
+            try:
+                made = make_reward(getattr(self, name))
+            except ValueError as exc:
+                raise bad(
+                    name, f"must be a registered reward ({exc}; or the old 'gigpo')"
+                ) from None
+            too_big = [
+                k
+                for k, v in made.params().items()
+                if isinstance(v, int | float) and v > MAX_STEP_WEIGHT
+            ]
+            if too_big:
+                raise bad(name, f"{too_big[0]} must be at most {MAX_STEP_WEIGHT:g}")
         if self.advantage not in ADVANTAGES:
             raise bad("advantage", f"must be one of {ADVANTAGES}")
-        if self.gigpo_step_reward not in reward_names():
-            raise bad("gigpo_step_reward", f"must be one of {reward_names()}")
         if self.warm_start not in WARM_STARTS:
             raise bad("warm_start", f"must be one of {WARM_STARTS}")
         if self.chat_template not in CHAT_TEMPLATES:
@@ -245,7 +300,7 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise bad(name, "must be an int >= 0")
-        for name in ("learning_rate", "temperature", "step_weight", "gigpo_step_weight", "beta"):
+        for name in ("learning_rate", "temperature", "gigpo_step_weight", "beta"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise bad(name, "must be a finite number >= 0")
@@ -281,6 +336,16 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """A config from its fields (a config file's object); an old field (:data:`OLD_FIELDS`)
+        is folded in with a ``DeprecationWarning`` saying what to write instead."""
+        if "step_weight" in data:
+            warnings.warn(
+                f"train config: step_weight is deprecated: write {OLD_FIELDS['step_weight']}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            data = dict(data)
+            data = with_weight(data, data.pop("step_weight"))
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -319,7 +384,13 @@ class TrainConfig:
 
 
 _JSON_NAMES = {str: "a string", int: "an int", float: "a number", bool: "true or false"}
-_JSON_PLURALS = {str: "strings", int: "ints", float: "numbers", bool: "bools"}
+_JSON_PLURALS: dict[Any, str] = {
+    str: "strings",
+    int: "ints",
+    float: "numbers",
+    bool: "bools",
+    int | float: "numbers",
+}
 
 
 def _json_type_error(value: Any, hint: Any) -> str:

@@ -30,8 +30,16 @@ from multiturn_envs.policies.scoring import ScoringModel, TransformersScorer
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
 from multiturn_envs.rl.config import TrainConfig
 from multiturn_envs.rl.models import load_model
-from multiturn_envs.rl.rollout_env import act_tool, env_tools, system_prompt
+from multiturn_envs.rl.run_view import RunView
 from multiturn_envs.rl.tool_format import ACTION_PATTERN, ToolLayoutTokenizer, split_reply
+
+__all__ = [
+    "ExpertAgreement",
+    "expert_agreement",
+    "template_kwargs",
+    "tool_layout_policy",
+    "tool_layout_scorer",
+]
 
 
 def template_kwargs(config: TrainConfig) -> dict[str, Any]:
@@ -47,11 +55,14 @@ def tool_layout_policy(
     name: str | None = None,
     temperature: float = 1.0,
     max_tokens: int = 48,
+    view: RunView | None = None,
 ) -> TransformersPolicy:
     """The model at ``folder`` (trained with ``config``) as a harness policy in its tool layout.
 
     ``max_tokens`` must hold one whole tool call; a cut call is an unparsable action.
+    ``view``: the run's (:class:`~multiturn_envs.rl.run_view.RunView`; default: asked now).
     """
+    view = view if view is not None else RunView.of(config)
     model, tokenizer = load_model(str(folder))
     if config.tools == "env":
         return TransformersPolicy(
@@ -59,38 +70,42 @@ def tool_layout_policy(
             tokenizer,
             Sampling(temperature=temperature, max_tokens=max_tokens),
             name=name or Path(folder).name,
-            system_prompt=system_prompt(config),
+            system_prompt=view.system_prompt,
             chat_template_kwargs=template_kwargs(config),
             tools=True,
         )
     return TransformersPolicy(
         model,
-        ToolLayoutTokenizer(tokenizer, [act_tool(config)]),
+        ToolLayoutTokenizer(tokenizer, view.tool_functions()),
         Sampling(temperature=temperature, max_tokens=max_tokens),
         name=name or Path(folder).name,
-        system_prompt=system_prompt(config),
+        system_prompt=view.system_prompt,
         chat_template_kwargs=template_kwargs(config),
         extractor=ActionExtractor(ACTION_PATTERN),
     )
 
 
-def tool_layout_scorer(folder: str | Path, config: TrainConfig, name: str) -> ScoringModel:
+def tool_layout_scorer(
+    folder: str | Path, config: TrainConfig, name: str, view: RunView | None = None
+) -> ScoringModel:
     """The model at ``folder`` as a teacher-forcing scoring model in its tool layout: each
-    action is scored as the whole call the model would emit for it, EOS included."""
+    action is scored as the whole call the model would emit for it, EOS included
+    (``view``: the run's, default asked now)."""
+    view = view if view is not None else RunView.of(config)
     model, tokenizer = load_model(str(folder))
     if config.tools == "env":
         typed = ChatPrompter(
             tokenizer,
-            system_prompt=system_prompt(config),
+            system_prompt=view.system_prompt,
             chat_template_kwargs=template_kwargs(config),
             tools=True,
         )
         return ScoringModel(
-            name, "transformers", "float32", typed, TransformersScorer(model), env_tools(config)
+            name, "transformers", "float32", typed, TransformersScorer(model), view.tools
         )
     prompter = ChatPrompter(
-        ToolLayoutTokenizer(tokenizer, [act_tool(config)]),
-        system_prompt=system_prompt(config),
+        ToolLayoutTokenizer(tokenizer, view.tool_functions()),
+        system_prompt=view.system_prompt,
         chat_template_kwargs=template_kwargs(config),
         extractor=ActionExtractor(ACTION_PATTERN),
     )

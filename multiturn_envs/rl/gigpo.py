@@ -21,6 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = [
+    "StepAdvantages",
+    "Trajectory",
+    "discounted_returns",
+    "gigpo_advantages",
+]
+
 
 @dataclass(frozen=True)
 class Trajectory:

@@ -14,13 +14,7 @@ from typing import Any
 
 from multiturn_envs.adapters.trl import ENDED, ENDED_TOOLS
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.rl.rollout_env import (
-    layout,
-    make_train_env,
-    system_prompt,
-    tool_callables,
-    train_tasks,
-)
+from multiturn_envs.rl.run_view import RunView
 from multiturn_envs.rl.tool_format import CLOSING_REPLY, random_tool_chats
 
 __all__ = ["build_tiny", "cuda_available", "install_tool_template", "load_model", "start_model"]
@@ -51,25 +45,25 @@ def load_model(path: str) -> tuple[Any, Any]:
     return load_model_and_tokenizer(path)
 
 
-def build_tiny(config: TrainConfig, folder: Path) -> Path:
-    """A tiny random model whose tokenizer is fitted to the env's tool chats."""
+def build_tiny(config: TrainConfig, folder: Path, view: RunView | None = None) -> Path:
+    """A tiny random model whose tokenizer is fitted to the env's tool chats (``view``: the
+    run's, default asked now)."""
     from multiturn_envs.rl.tiny_agent import build_tiny_tool_model
 
+    view = view if view is not None else RunView.of(config)
     tiny = dict(config.tiny)
     vocab = int(tiny.pop("vocab_size", 1024))
-    system = system_prompt(config)
-    env = make_train_env(config, mix=False)
-    shape = layout(config)
+    system = view.system_prompt
+    env = view.make_env()
+    shape = view.layout
     try:
-        chats = random_tool_chats(
-            env, train_tasks(config), episodes=48, system=system, layout=shape
-        )
+        chats = random_tool_chats(env, list(view.tasks), episodes=48, system=system, layout=shape)
     finally:
         env.close()
     return build_tiny_tool_model(
         folder,
         chats,
-        tools=tool_callables(config),
+        tools=view.tool_functions(),
         system=system,
         extra_texts=[ENDED if config.tools == "act" else ENDED_TOOLS, CLOSING_REPLY],
         vocab_size=vocab,
@@ -79,23 +73,29 @@ def build_tiny(config: TrainConfig, folder: Path) -> Path:
     )
 
 
-def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
-    """Write the start model of a run to ``folder`` (built/loaded, template set, warm-started)."""
+def start_model(
+    config: TrainConfig, folder: Path, log: Any = None, *, view: RunView | None = None
+) -> Path:
+    """Write the start model of a run to ``folder`` (built/loaded, template set, warm-started);
+    ``view``: the run's (default: asked now)."""
     from multiturn_envs.rl.tool_format import warm_start_tool_calls
 
     say = log or (lambda text: None)
-    source = str(build_tiny(config, folder / "random")) if config.model == "tiny" else config.model
+    view = view if view is not None else RunView.of(config)
+    source = (
+        str(build_tiny(config, folder / "random", view)) if config.model == "tiny" else config.model
+    )
     model, tokenizer = load_model(source)
     install_tool_template(tokenizer, config.chat_template)
-    system = system_prompt(config)
-    tools = tool_callables(config)
-    shape = layout(config)
-    tasks = train_tasks(config)
+    system = view.system_prompt
+    tools = view.tool_functions()
+    shape = view.layout
+    tasks = list(view.tasks)
     if config.warm_start == "format":
         report: Any = warm_start_tool_calls(
             model,
             tokenizer,
-            lambda: make_train_env(config, mix=False),
+            view.make_env,
             tools,
             tasks=tasks,
             system=system,
@@ -120,7 +120,7 @@ def start_model(config: TrainConfig, folder: Path, log: Any = None) -> Path:
             error_share=config.sft_error_share,
             seed=config.seed,
             closing=config.sft_closing,
-            make_env=lambda: make_train_env(config, mix=False),
+            make_env=view.make_env,
             layout=shape,
         )
         report = sft_warm_start(

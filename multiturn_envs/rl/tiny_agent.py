@@ -16,6 +16,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "build_tiny_tool_model",
+    "tool_chat_template",
+    "tool_frames",
+]
+
 
 def tool_chat_template() -> str:
     """TRL's Qwen2.5 template: renders ``tools``, tool calls and ``tool`` messages."""

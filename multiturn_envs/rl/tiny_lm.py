@@ -21,6 +21,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "CHATML_TEMPLATE",
+    "SPECIAL_TOKENS",
+    "build_tiny_chat_model",
+    "load_tiny_chat_model",
+]
+
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"

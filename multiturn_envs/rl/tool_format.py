@@ -34,6 +34,20 @@ from multiturn_envs.policies.tool_layout import tool_conversation
 from multiturn_envs.tools import Tool, ToolCall, is_tool_call_text, read_tool_calls
 from multiturn_envs.wrappers.turn_budget import text_env_of
 
+__all__ = [
+    "ACTION_PATTERN",
+    "ACT_LAYOUT",
+    "CLOSING_REPLY",
+    "ToolLayout",
+    "ToolLayoutTokenizer",
+    "WarmStartReport",
+    "random_tool_chats",
+    "split_reply",
+    "tool_call_message",
+    "tool_chat_messages",
+    "warm_start_tool_calls",
+]
+
 CLOSING_REPLY = "Done."
 """What the warm start teaches the model to say (no tool call) once the episode is over."""
 

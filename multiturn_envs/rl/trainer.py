@@ -7,7 +7,8 @@ DeepSpeed, the loss) and overrides one private hook, ``_generate_and_score_compl
 versions it works with, and checks both when the trainer is built):
 
 * it calls TRL's own (environments reset and stepped, rewards, TRL's advantages);
-* it logs, per step, what the finished episodes say: ``env/trajectory_reward`` (the rollouts'
+* it logs, per step, what the finished episodes say, read from each environment's
+  :class:`~multiturn_envs.episode.EpisodeLog`: ``env/trajectory_reward`` (the rollouts'
   rewards), ``env/success``, ``env/step_score`` (mean oracle step score per episode),
   ``env/process_score`` (the process reward's part), ``env/turns``, ``env/unfinished`` (the
   rollout ended before its episode) and ``env/cut_by_length`` (... because the completion hit
@@ -44,8 +45,9 @@ from typing import Any
 import numpy as np
 from trl import GRPOTrainer
 
-from multiturn_envs.rewards import Reward, make_reward
-from multiturn_envs.rl.config import ADVANTAGES, OLD_STEP_REWARDS
+from multiturn_envs.adapters.trl import TRLEnvironmentBase
+from multiturn_envs.rewards import Reward, make_reward, process_score
+from multiturn_envs.rl.config import ADVANTAGES
 from multiturn_envs.rl.gigpo import StepAdvantages, Trajectory, gigpo_advantages
 from multiturn_envs.rl.trl_coupling import check_trl
 
@@ -94,24 +96,36 @@ def cut_by_length(length: int, spans: int, calls: int, done: bool, limit: int) -
 
 
 def step_reward_of(step_reward: str | Reward) -> Reward:
-    """A registered reward for GiGPO's step returns (old names ``"env"``/``"step_score"`` too)."""
-    if isinstance(step_reward, Reward):
-        return step_reward
-    return make_reward(OLD_STEP_REWARDS.get(step_reward, step_reward))
+    """A registered reward for GiGPO's step returns (old names ``"env"``/``"step_score"`` too,
+    with a warning: :data:`~multiturn_envs.rewards.OLD_NAMES`)."""
+    return make_reward(step_reward)
 
 
-def trajectory_of(env: Any, step_reward: str | Reward = "outcome") -> Trajectory:
+def trajectory_of(env: TRLEnvironmentBase, step_reward: str | Reward = "outcome") -> Trajectory:
     """One finished rollout of a :class:`~multiturn_envs.adapters.trl.TRLEnvironment` as a
-    GiGPO trajectory: anchors before each turn, the step reward's credit of each turn, and the
-    rollout's own reward (``get_reward()``) as the episode's return."""
-    infos = env.infos
+    GiGPO trajectory, read from its log: anchors before each turn, the step reward's credit of
+    each turn, and the rollout's own reward (``get_reward()``) as the episode's return."""
+    log = env.log
+    infos = log.infos if log.start else []
     anchors = [anchor_of(infos[t]) for t in range(len(infos) - 1)]
-    rewards = step_reward_of(step_reward).credits(env.episode)
+    rewards = step_reward_of(step_reward).credits(log.episode)
     return Trajectory(anchors=anchors, rewards=rewards, episode_return=float(env.get_reward()))
 
 
+def episode_figures(envs: Sequence[TRLEnvironmentBase]) -> dict[str, float]:
+    """The ``env/*`` figures of a generation batch: the means over its rollouts' logs."""
+    return {
+        "env/trajectory_reward": float(np.mean([e.get_reward() for e in envs])),
+        "env/success": float(np.mean([e.log.success for e in envs])),
+        "env/step_score": float(np.mean([e.log.mean_step_score for e in envs])),
+        "env/process_score": float(np.mean([process_score(e.log.episode) for e in envs])),
+        "env/turns": float(np.mean([len(e.log.turns) for e in envs])),
+        "env/unfinished": float(np.mean([not e.done for e in envs])),
+    }
+
+
 def group_advantages(
-    envs: Sequence[Any],
+    envs: Sequence[TRLEnvironmentBase],
     group_size: int,
     *,
     step_reward: str | Reward = "outcome",
@@ -197,19 +211,12 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
 
     def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
         out: dict[str, Any] = super()._generate_and_score_completions(inputs)
-        envs = list(self.environments or [])
+        envs: list[TRLEnvironmentBase] = list(self.environments or [])
         if not envs:
             return out
         mode = "train" if self.model.training else "eval"
-        figures = {
-            "env/trajectory_reward": float(np.mean([e.get_reward() for e in envs])),
-            "env/success": float(np.mean([e.success for e in envs])),
-            "env/step_score": float(np.mean([e.mean_step_score for e in envs])),
-            "env/process_score": float(np.mean([e.process_score for e in envs])),
-            "env/turns": float(np.mean([e.turns for e in envs])),
-            "env/unfinished": float(np.mean([not e.done for e in envs])),
-            "env/cut_by_length": self._cut_by_length(out, envs),
-        }
+        figures = episode_figures(envs)
+        figures["env/cut_by_length"] = self._cut_by_length(out, envs)
         if self.advantage == "gigpo" and mode == "train":
             figures.update(self._gigpo(out, envs))
         for name, value in figures.items():
@@ -218,7 +225,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             self.on_step(figures)
         return out
 
-    def _cut_by_length(self, out: dict[str, Any], envs: list[Any]) -> float:
+    def _cut_by_length(self, out: dict[str, Any], envs: list[TRLEnvironmentBase]) -> float:
         """The share of rollouts :func:`cut_by_length` says the length cap ended; warns once."""
         limit = int(self.args.max_completion_length)
         ids = out["completion_ids"]
@@ -244,7 +251,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             )
         return cut
 
-    def _gigpo(self, out: dict[str, Any], envs: list[Any]) -> dict[str, float]:
+    def _gigpo(self, out: dict[str, Any], envs: list[TRLEnvironmentBase]) -> dict[str, float]:
         import torch
 
         g = int(self.num_generations)

@@ -27,6 +27,15 @@ import inspect
 import warnings
 from typing import Any
 
+__all__ = [
+    "OUTPUT_KEYS",
+    "SUPPORTED_TRL",
+    "TESTED_TRL",
+    "check_trl",
+    "trl_coupling_problem",
+    "trl_version_supported",
+]
+
 SUPPORTED_TRL = ">=1.16,<1.17"
 """The TRL versions the trainer is known to work with (the ``[trl]`` extra's pin)."""
 

@@ -31,12 +31,21 @@ from typing import Any
 import gymnasium as gym
 
 from multiturn_envs.adapters.trl import end_note
+from multiturn_envs.episode import EnvMaker
 from multiturn_envs.rl.tool_format import (
     CLOSING_REPLY,
     ToolLayout,
     split_reply,
     tool_call_message,
 )
+
+__all__ = [
+    "SFTReport",
+    "expert_examples",
+    "frame_token_ids",
+    "sft_warm_start",
+    "weighted_completion_loss",
+]
 
 
 @dataclass
@@ -87,10 +96,7 @@ def expert_examples(
         env_kwargs=dict(env_kwargs),
     )
 
-    def build() -> gym.Env[str, str]:
-        return gym.make(env_id, disable_env_checker=True, **env_kwargs)
-
-    factory = make_env or build
+    factory = make_env or EnvMaker(env_id, env_kwargs)
     examples: list[dict[str, Any]] = []
     records = eval_records(config, NoisyExpertPolicy(error_share), progress=False, make_env=factory)
     with Replay(factory) as replay:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from multiturn_envs.deprecation import renamed_attribute
 from multiturn_envs.sandbox.base import (
-    Limits,
+    RunLimits,
     RunResult,
     Sandbox,
     TestCase,
@@ -19,7 +20,7 @@ from multiturn_envs.sandbox.base import (
 )
 
 __all__ = [
-    "Limits",
+    "RunLimits",
     "RunResult",
     "Sandbox",
     "TestCase",
@@ -50,3 +51,9 @@ def make_sandbox(backend: str = "auto", shared: bool = False, **options: Any) ->
 
         return default_sandbox(allow_local=True, shared=shared, **options)
     raise ValueError(f"backend must be 'docker', 'local' or 'auto', not {backend!r}")
+
+
+def __getattr__(name: str) -> Any:
+    """Old names, read for one release (:mod:`multiturn_envs.deprecation`): ``Limits`` is
+    ``RunLimits`` (issue 33: three classes named ``Limits`` meant three things)."""
+    return renamed_attribute(__name__, name, {"Limits": RunLimits})

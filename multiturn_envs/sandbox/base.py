@@ -13,7 +13,9 @@ import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from multiturn_envs.deprecation import renamed_attribute
 
 TestKind = Literal["stdio", "functional"]
 AfterTimeout = Literal["stop", "continue"]
@@ -42,7 +44,7 @@ class TestCase:
 
 
 @dataclass(frozen=True)
-class Limits:
+class RunLimits:
     """Resource limits of one run.
 
     Attributes:
@@ -150,12 +152,12 @@ class Sandbox(abc.ABC):
 
     @abc.abstractmethod
     def run(
-        self, program: str, tests: Sequence[TestCase], limits: Limits | None = None
+        self, program: str, tests: Sequence[TestCase], limits: RunLimits | None = None
     ) -> RunResult:
         """Run ``program`` against every test in ``tests``."""
 
     async def arun(
-        self, program: str, tests: Sequence[TestCase], limits: Limits | None = None
+        self, program: str, tests: Sequence[TestCase], limits: RunLimits | None = None
     ) -> RunResult:
         """Async :meth:`run` (in a worker thread; backends may override with native async)."""
         return await asyncio.to_thread(self.run, program, tests, limits)
@@ -168,3 +170,9 @@ class Sandbox(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def __getattr__(name: str) -> Any:
+    """Old names, read for one release (:mod:`multiturn_envs.deprecation`): ``Limits`` is
+    ``RunLimits`` (issue 33: three classes named ``Limits`` meant three things)."""
+    return renamed_attribute(__name__, name, {"Limits": RunLimits})

@@ -30,7 +30,7 @@ Sharing: ``DockerSandbox.shared()`` is the process's one pool (per configuration
 :mod:`.shared_pools`), used by every env instance by default; callers beyond ``size`` wait first
 come, first served, each handed a released container directly. Time per job is bounded inside
 the runner (per-test limit, stop at the first timeout, the job's deadline:
-:class:`~multiturn_envs.sandbox.base.Limits`) and, should the runner be stopped or the engine
+:class:`~multiturn_envs.sandbox.base.RunLimits`) and, should the runner be stopped or the engine
 hang, by a host-side guard.
 
 Recycling: a container whose session hit the job's guard, died or reported garbage, that was
@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
+from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase
 from multiturn_envs.sandbox.engine import BUILD_HINT, IMAGE
 from multiturn_envs.sandbox.exec_session import RunnerSession
 from multiturn_envs.sandbox.hardening import (
@@ -161,7 +161,7 @@ class DockerSandbox(Sandbox):
         image: the sandbox image (build it with ``multiturn-envs sandbox build``).
         size: containers in the pool (default :func:`default_pool_size`: the CPUs this process
             may use, or ``$MTE_SANDBOX_POOL_SIZE``); runs beyond it wait their turn.
-        memory_mb: each container's memory limit, swap included (per-test ``Limits.memory_mb``
+        memory_mb: each container's memory limit, swap included (per-test ``RunLimits.memory_mb``
             is enforced inside as ``RLIMIT_AS``).
         cpus: each container's CPU quota.
         pids_limit: each container's process limit (fork bombs stop here).
@@ -476,9 +476,9 @@ class DockerSandbox(Sandbox):
     # -- running --------------------------------------------------------------------------------
 
     def run(
-        self, program: str, tests: Sequence[TestCase], limits: Limits | None = None
+        self, program: str, tests: Sequence[TestCase], limits: RunLimits | None = None
     ) -> RunResult:
-        limits = limits or Limits()
+        limits = limits or RunLimits()
         last_error = ""
         for _attempt in range(2):  # one retry on a fresh container when the engine misbehaves
             try:
@@ -500,7 +500,7 @@ class DockerSandbox(Sandbox):
             return result
         return RunResult(results=(), backend=self.name, error=last_error)
 
-    def submission_job(self, program: str, tests: Sequence[TestCase], limits: Limits) -> bytes:
+    def submission_job(self, program: str, tests: Sequence[TestCase], limits: RunLimits) -> bytes:
         """The job this pool's runner gets for one submission (the benchmark sends it too).
 
         With ``transport="stdin"`` the program travels inside the job; with ``"archive"`` it is
@@ -521,7 +521,7 @@ class DockerSandbox(Sandbox):
         )
 
     def _execute(
-        self, worker: _Worker, program: str, tests: Sequence[TestCase], limits: Limits
+        self, worker: _Worker, program: str, tests: Sequence[TestCase], limits: RunLimits
     ) -> tuple[RunResult, bool]:
         session = worker.session
         if session is None or not session.idle_and_alive():

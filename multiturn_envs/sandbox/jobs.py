@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from multiturn_envs.sandbox.base import Limits, RunResult, TestCase, TestResult
+from multiturn_envs.sandbox.base import RunLimits, RunResult, TestCase, TestResult
 
 RUNNER_PATH = Path(__file__).with_name("judge.py")
 
@@ -42,7 +42,7 @@ def job_bytes(
     program_path: str,
     scratch: str,
     tests: Sequence[TestCase],
-    limits: Limits,
+    limits: RunLimits,
     *,
     uid: int | None = None,
     gid: int | None = None,
@@ -89,7 +89,7 @@ def job_bytes(
         )
 
 
-def guard_seconds(limits: Limits, n_tests: int) -> float:
+def guard_seconds(limits: RunLimits, n_tests: int) -> float:
     """The wall-clock bound on a whole run: every test at its limit (or the run's deadline,
     when it is shorter), plus start-up and per-test slack."""
     every_test = (limits.timeout_s + 1.0) * max(n_tests, 1) + 10.0
@@ -104,7 +104,7 @@ past it, its backend stops it as a runner gone wrong (the code's streams are the
 pipes, never its stderr)."""
 
 
-def report_bytes(limits: Limits, n_tests: int) -> int:
+def report_bytes(limits: RunLimits, n_tests: int) -> int:
     """The most a sound runner prints for ``n_tests`` tests: each report line holds at most
     three texts of ``max_output_bytes`` (output, stderr, the error's last stderr line), each
     JSON-escaped at most 12 bytes a character, plus its fixed fields. A backend stops a

@@ -33,7 +33,7 @@ import time
 import warnings
 from collections.abc import Sequence
 
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase
+from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase
 from multiturn_envs.sandbox.jobs import (
     RUNNER_PATH,
     RUNNER_STDERR_CAP,
@@ -125,9 +125,9 @@ class LocalSandbox(Sandbox):
         ]
 
     def run(
-        self, program: str, tests: Sequence[TestCase], limits: Limits | None = None
+        self, program: str, tests: Sequence[TestCase], limits: RunLimits | None = None
     ) -> RunResult:
-        limits = limits or Limits()
+        limits = limits or RunLimits()
         job_dir = tempfile.mkdtemp(prefix="mte-local-")
         try:
             os.chmod(job_dir, 0o755)  # the code's uid must reach program.py, never job.jsonl
@@ -153,7 +153,7 @@ class LocalSandbox(Sandbox):
             shutil.rmtree(job_dir, ignore_errors=True)
 
     def _execute(
-        self, job_dir: str, job_path: str, tests: Sequence[TestCase], limits: Limits
+        self, job_dir: str, job_path: str, tests: Sequence[TestCase], limits: RunLimits
     ) -> RunResult:
         proc = subprocess.Popen(
             self._command(job_dir, job_path),

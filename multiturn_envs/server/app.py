@@ -107,7 +107,7 @@ class BearerAuth:
 
 
 async def _read_json(
-    request: Request, limits: p.Limits, *, empty_ok: bool = False
+    request: Request, limits: p.ServerLimits, *, empty_ok: bool = False
 ) -> dict[str, Any]:
     """The request's JSON object, read within the size, depth and time limits."""
     limit = limits.max_request_bytes
@@ -137,7 +137,7 @@ def create_app(
     env_id: str,
     env_kwargs: dict[str, Any] | None = None,
     *,
-    limits: p.Limits | None = None,
+    limits: p.ServerLimits | None = None,
     token: str | None = None,
     make_env: Callable[[], gym.Env[str, str]] | None = None,
     isolation: Isolation = "auto",
@@ -148,7 +148,8 @@ def create_app(
     Args:
         env_id: a registered id (``import multiturn_envs`` registers the MT/* ids).
         env_kwargs: ``gym.make`` keyword arguments for every session's env.
-        limits: sessions, sizes and timeouts (:class:`~multiturn_envs.server.protocol.Limits`).
+        limits: sessions, sizes and timeouts
+            (:class:`~multiturn_envs.server.protocol.ServerLimits`).
         token: when set, every request but ``/health`` needs ``Authorization: Bearer <token>``.
         make_env: builds one env instead of ``gym.make`` (custom wrappers); unless
             ``isolation="thread"`` it must pickle (a module-level function or class, or a
@@ -164,7 +165,7 @@ def create_app(
     import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 
     kwargs = dict(env_kwargs or {})
-    limits = limits or p.Limits()
+    limits = limits or p.ServerLimits()
     factory = make_env or functools.partial(make_registered, env_id, kwargs)
     if isolation == "auto":
         isolation = resolve_isolation(isolation, blocks_on_io(factory))

@@ -40,7 +40,7 @@ class ConnectionGuard:
         request_deadline_s: the longest one HTTP request may take, answer written included.
     """
 
-    def __init__(self, limits: p.Limits, request_deadline_s: float) -> None:
+    def __init__(self, limits: p.ServerLimits, request_deadline_s: float) -> None:
         self.limits = limits
         self.request_deadline_s = request_deadline_s
         self.open: dict[Any, str] = {}  # connection -> client address

@@ -74,7 +74,7 @@ class SessionManager:
         make_env: builds one env (``gym.make(env_id, **env_kwargs)``); runs in the session's
             worker process, so with ``isolation="process"`` it must pickle.
         env_id: the id every session serves.
-        limits: the server's :class:`~multiturn_envs.server.protocol.Limits`.
+        limits: the server's :class:`~multiturn_envs.server.protocol.ServerLimits`.
         isolation: ``"pool"`` (a few worker processes, several sessions each),
             ``"process"`` (a worker process per session) or ``"thread"``; ``"auto"`` is
             resolved by the caller (:func:`~.worker.resolve_isolation`).
@@ -84,7 +84,7 @@ class SessionManager:
         self,
         make_env: Callable[[], gym.Env[str, str]],
         env_id: str,
-        limits: p.Limits,
+        limits: p.ServerLimits,
         isolation: Isolation = "process",
     ) -> None:
         if isolation in ("pool", "process"):

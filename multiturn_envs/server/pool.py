@@ -4,8 +4,9 @@ Why. A worker process per session (:class:`~.worker.ProcessRunner`) can stop any
 with many sessions on few cores each step wakes a process of its own, whose memory is out of
 the caches by then: at 16 FrozenLake clients on 2 cores that cost ~900 us of worker CPU a
 served step against ~520 us with env steps on threads of the server (docs/ecosystem.md), and
-the served throughput fell to half the thread design's. Here :attr:`~.protocol.Limits.pool_size`
-workers (default: one per CPU) host the sessions, each placed on the least-loaded worker.
+the served throughput fell to half the thread design's. Here
+:attr:`~.protocol.ServerLimits.pool_size` workers (default: one per CPU) host the sessions,
+each placed on the least-loaded worker.
 
 What is kept from a process per session. The event loop never runs env code; only JSON
 crosses a worker's socket (a worker an agent took over cannot reach into the server); workers
@@ -136,7 +137,7 @@ def pool_worker_main(
     sock: socket.socket,
     make_env: Callable[[], gym.Env[str, str]],
     env_id: str,
-    limits: p.Limits,
+    limits: p.ServerLimits,
 ) -> None:
     """A pool worker process: host sessions, running their requests one at a time in the
     order they come, until EOF on ``sock`` (or SIGTERM, which interrupts a call in Python
@@ -540,7 +541,7 @@ class WorkerPool:
         self,
         make_env: Callable[[], gym.Env[str, str]],
         env_id: str,
-        limits: p.Limits,
+        limits: p.ServerLimits,
         process_lock: threading.Lock,
     ) -> None:
         self.make_env = make_env

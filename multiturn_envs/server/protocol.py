@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from multiturn_envs.deprecation import renamed_attribute
 from multiturn_envs.safejson import JSONLimitError, loads_bounded
 
 ACTION_FIELD = "text"
@@ -80,6 +81,7 @@ RESET_KEYS = frozenset(
         "options",
         "max_turns",
         "budget_mode",
+        "error_after",
         "reward",
         "expert_in_metadata",
     }
@@ -111,7 +113,7 @@ class ProtocolError(Exception):
 
 
 @dataclass(frozen=True)
-class Limits:
+class ServerLimits:
     """What one server process allows. Every field bounds a resource a client could exhaust;
     docs/security.md ("The server") says what a client sees at each limit.
 
@@ -386,3 +388,9 @@ STATE_SCHEMA: dict[str, Any] = {
     },
     "additionalProperties": True,
 }
+
+
+def __getattr__(name: str) -> Any:
+    """Old names, read for one release (:mod:`multiturn_envs.deprecation`): ``Limits`` is
+    ``ServerLimits`` (issue 33: three classes named ``Limits`` meant three things)."""
+    return renamed_attribute(__name__, name, {"Limits": ServerLimits})

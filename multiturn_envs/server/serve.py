@@ -16,7 +16,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from multiturn_envs.server.protocol import Limits
+from multiturn_envs.server.protocol import ServerLimits
 from multiturn_envs.server.worker import (
     Isolation,
     first_reset,
@@ -50,7 +50,7 @@ def serve(
     port: int = 8000,
     *,
     token: str | None = None,
-    limits: Limits | None = None,
+    limits: ServerLimits | None = None,
     isolation: Isolation = "auto",
     log_level: str = "warning",
     on_ready: Callable[[str], None] | None = None,
@@ -65,7 +65,7 @@ def serve(
         port: the port (0: any free one; ``on_ready`` gets the URL).
         token: the bearer token clients must send (``Authorization: Bearer ...``).
         limits: sessions, sizes, timeouts, connections
-            (:class:`~multiturn_envs.server.protocol.Limits`; docs/security.md).
+            (:class:`~multiturn_envs.server.protocol.ServerLimits`; docs/security.md).
         isolation: ``"pool"`` (sessions' envs in ``limits.pool_workers`` worker processes;
             a call that overruns its timeout is stopped with its worker, whose other sessions
             are moved: :mod:`~multiturn_envs.server.pool`), ``"process"`` (a worker process
@@ -89,7 +89,7 @@ def serve(
             f"binding {host!r} exposes the envs beyond this machine: set a bearer token "
             f"(token=... or ${TOKEN_ENV}), or bind 127.0.0.1"
         )
-    limits = limits or Limits()
+    limits = limits or ServerLimits()
     import multiturn_envs  # noqa: F401  (registers the MT/* ids)
 
     # build and reset one env now, so that a bad id or kwarg fails here and not at the first
@@ -142,7 +142,7 @@ def serve(
         sock.close()
 
 
-def _raise_file_limit(limits: Limits) -> None:
+def _raise_file_limit(limits: ServerLimits) -> None:
     """Raise the soft open-file limit toward what the limits can use (a socket per connection,
     two descriptors per session), as far as the hard limit allows."""
     try:

@@ -35,6 +35,7 @@ OS instead).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 from collections import OrderedDict
@@ -46,8 +47,9 @@ import numpy as np
 from gymnasium.error import ResetNeeded
 
 from multiturn_envs.core import TextEnv, check_budget
+from multiturn_envs.episode import EpisodeStart
 from multiturn_envs.errors import EpisodeOver
-from multiturn_envs.rewards import Outcome, Reward, Tally, Turn, make_reward
+from multiturn_envs.rewards import Outcome, Reward, Tally, Turn
 from multiturn_envs.server import protocol as p
 from multiturn_envs.tools import ToolCall
 from multiturn_envs.wrappers.turn_budget import text_env_of
@@ -169,7 +171,7 @@ class EnvSession:
         self,
         env: gym.Env[str, str],
         env_id: str,
-        limits: p.Limits,
+        limits: p.ServerLimits,
         salt: bytes | None = None,
     ) -> None:
         self.env = env
@@ -208,45 +210,45 @@ class EnvSession:
 
     # ------------------------------------------------------------------ OpenEnv's operations
     def reset(self, data: dict[str, Any]) -> dict[str, Any]:
-        """Start an episode. ``data``: OpenEnv's ``seed``/``episode_id`` plus ``task_id``,
-        ``max_turns``, ``budget_mode``, ``reward``, ``options`` and ``expert_in_metadata``.
+        """Start an episode. ``data``: OpenEnv's ``seed``/``episode_id``, the episode kit's
+        fields (:class:`~multiturn_envs.episode.EpisodeStart`: ``task_id``, ``max_turns``,
+        ``budget_mode``, ``error_after``, ``reward``), ``options`` and ``expert_in_metadata``.
 
         ``max_turns``/``budget_mode`` are this episode's budget (reset options: they win over
-        the served env's defaults and wrappers; docs/wrappers.md). ``reward`` names the
-        registered reward whose per-turn credit each step's ``reward`` is (a name or
-        ``{"name": ..., **params}``; default ``"outcome"``, the env's own reward); with any
-        other, the env's own reward is in ``metadata["env_reward"]``."""
+        the served env's defaults and wrappers; docs/wrappers.md; ``"max_turns": null`` asks
+        for none). ``reward`` names the registered reward whose per-turn credit each step's
+        ``reward`` is (a name or ``{"name": ..., **params}``; default ``"outcome"``, the env's
+        own reward); with any other, the env's own reward is in ``metadata["env_reward"]``.
+        ``error_after`` starts the episode in an error state (its ``metadata`` says what was
+        injected)."""
         ignored = sorted(k for k in data if k not in p.RESET_KEYS)
-        seed = data.get("seed")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-            raise p.ProtocolError(p.VALIDATION_ERROR, f"seed must be an int >= 0, got {seed!r}")
         episode_id = data.get("episode_id")
-        if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
-            raise p.ProtocolError(p.VALIDATION_ERROR, "episode_id must be a string of <= 255")
         options = data.get("options") or {}
-        if not isinstance(options, dict):
-            raise p.ProtocolError(p.VALIDATION_ERROR, "options must be an object")
-        options = dict(options)
-        if data.get("task_id") is not None:
-            options["task_id"] = str(data["task_id"])
+        try:  # checked here so the client reads the same message as a local reset's
+            start = EpisodeStart.from_payload(data)
+            if episode_id is not None and (
+                not isinstance(episode_id, str) or len(episode_id) > 255
+            ):
+                raise ValueError("episode_id must be a string of <= 255")
+            if not isinstance(options, dict):
+                raise ValueError("options must be an object")
+            options = start.options(options) or {}
+            max_turns, mode = self.default_budget
+            check_budget(options.get("max_turns", max_turns), options.get("budget_mode", mode))
+        except (ValueError, TypeError) as exc:
+            raise p.ProtocolError(p.VALIDATION_ERROR, str(exc)[:2000]) from None
         # a task id the env does not list may still be one it understands (FrozenLake's named
         # maps); if the reset then fails, it is the request's fault, not a crash
         listed = "task_id" not in options or str(options["task_id"]) in self.base.task_ids()
-        max_turns, mode = self.default_budget
-        for key in ("max_turns", "budget_mode"):
-            if key in data:
-                options[key] = data[key]
-        try:  # checked here so the client reads the same message as a local reset's
-            check_budget(options.get("max_turns", max_turns), options.get("budget_mode", mode))
-            reward = Outcome() if data.get("reward") is None else make_reward(data["reward"])
-        except (ValueError, TypeError) as exc:
-            raise p.ProtocolError(p.VALIDATION_ERROR, str(exc)[:2000]) from None
+        reward = start.reward_or(Outcome())
         self.changed = True
         self.expert_in_metadata = bool(data.get("expert_in_metadata", False))
+        seed = start.seed
         if seed is None and not self.seeded:
             seed = self._first_seed()  # what Gymnasium would draw from the OS, but replayable
         try:
-            observation, info = self.env.reset(seed=seed, options=options or None)
+            start = dataclasses.replace(start, seed=seed)
+            observation, info = start.reset(self.env, options)
         except Exception as exc:
             if not listed or isinstance(exc, ValueError | KeyError | TypeError):
                 raise p.ProtocolError(

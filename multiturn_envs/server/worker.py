@@ -41,6 +41,7 @@ from typing import Any, Literal, NamedTuple, Protocol, cast
 
 import gymnasium as gym
 
+from multiturn_envs.episode import make_env
 from multiturn_envs.server import protocol as p
 from multiturn_envs.server.frames import (
     CHECKPOINT,
@@ -100,10 +101,9 @@ class FactoryFailed(Exception):
 
 
 def make_registered(env_id: str, env_kwargs: dict[str, Any]) -> gym.Env[str, str]:
-    """``gym.make(env_id, **env_kwargs)``: the default factory (picklable, for the workers)."""
-    import multiturn_envs  # noqa: F401  (registers the MT/* ids)
-
-    return gym.make(env_id, disable_env_checker=True, **env_kwargs)
+    """``gym.make(env_id, **env_kwargs)`` without the checker (:func:`~multiturn_envs.episode.
+    make_env`): the default factory (picklable, for the workers)."""
+    return make_env(env_id, env_kwargs)
 
 
 # ------------------------------------------------------------------------------ one request
@@ -231,7 +231,7 @@ def worker_main(
     sock: socket.socket,
     make_env: Callable[[], gym.Env[str, str]],
     env_id: str,
-    limits: p.Limits,
+    limits: p.ServerLimits,
 ) -> None:
     """The worker process: build the env, then answer requests until ``close`` or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
@@ -529,7 +529,7 @@ class ProcessRunner:
         self,
         make_env: Callable[[], gym.Env[str, str]],
         env_id: str,
-        limits: p.Limits,
+        limits: p.ServerLimits,
         process_lock: threading.Lock,
     ) -> None:
         import multiprocessing
@@ -663,7 +663,7 @@ class ThreadRunner:
     """
 
     def __init__(
-        self, make_env: Callable[[], gym.Env[str, str]], env_id: str, limits: p.Limits
+        self, make_env: Callable[[], gym.Env[str, str]], env_id: str, limits: p.ServerLimits
     ) -> None:
         self.make_env = make_env
         self.env_id = env_id

@@ -21,7 +21,7 @@ import pytest
 
 import multiturn_envs
 from multiturn_envs.server.process import ServerProcess
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require, require_docker
 from multiturn_envs.tools import ToolCall
 
 OPENENV_PYTHON = os.environ.get(
@@ -147,13 +147,7 @@ def env_kwargs_for(env_id: str) -> dict[str, Any]:
     """DeepCoder runs on the Docker pool (skips without one; fails under CI=true)."""
     if env_id != "MT/DeepCoder-v0":
         return {}
-    try:
-        from multiturn_envs.sandbox.engine import docker_unavailable
-
-        problem = docker_unavailable()
-    except ImportError as exc:
-        problem = str(exc)
-    require(problem is None, f"a docker engine with the sandbox image ({problem})")
+    require_docker()
     return {"backend": "docker"}
 
 

@@ -75,7 +75,7 @@ def thread_server(app: Any) -> Iterator[str]:
 def probe(idle_timeout_s: float) -> Iterator[tuple[str, CloseLog]]:
     with tempfile.TemporaryDirectory(prefix="mte-probe-") as tmp:
         log = Path(tmp) / "closed.log"
-        limits = p.Limits(
+        limits = p.ServerLimits(
             max_sessions=3,
             max_sessions_per_client=3,  # every client here is 127.0.0.1
             idle_timeout_s=idle_timeout_s,
@@ -413,7 +413,7 @@ def test_the_proxy_refuses_another_env_and_reports_a_reaped_session(
 
 
 def test_long_observations_are_cut_and_said_so() -> None:
-    limits = p.Limits(max_observation_chars=50)
+    limits = p.ServerLimits(max_observation_chars=50)
     # a budget note: a longer text
     make = functools.partial(GuessEnv, max_turns=6, budget_mode="announced")
 
@@ -474,7 +474,7 @@ def test_thread_isolation_serves_in_process_and_refuses_unpicklable_factories() 
     travel to a worker process is refused up front."""
     with pytest.raises(ValueError, match="must pickle"):
         create_app("Probe", make_env=lambda: GuessEnv(max_turns=6))
-    limits = p.Limits(max_sessions=4, max_sessions_per_client=4, request_timeout_s=0.5)
+    limits = p.ServerLimits(max_sessions=4, max_sessions_per_client=4, request_timeout_s=0.5)
     app = create_app(
         "Probe", limits=limits, make_env=lambda: ProbeEnv(max_turns=6), isolation="thread"
     )

@@ -64,7 +64,9 @@ def test_skyrl_make_init_step_matches_the_gym_env(env_id: str) -> None:
 def test_process_reward_and_empty_prompts() -> None:
     register_skyrl_envs()
     env = skyrl_gym.make(
-        "MT/FrozenLake-v0", extras={"task_id": "4x4", "seed": 0}, step_score_weight=0.5
+        "MT/FrozenLake-v0",
+        extras={"task_id": "4x4", "seed": 0},
+        reward={"name": "shaped", "weight": 0.5},
     )
     conversation, _ = env.init([])
     system = env.base.system_prompt()

@@ -8,17 +8,14 @@ from pettingzoo.test import api_test, parallel_api_test
 from multiturn_envs.adapters.pettingzoo import aec_env, parallel_env
 from multiturn_envs.adapters.trl import ENDED, TRLEnvironment
 from multiturn_envs.envs.terminal.env import TerminalEnv
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_terminal_image
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
 def ready() -> None:
-    from multiturn_envs.sandbox.terminal_image import terminal_unavailable
-
-    problem = terminal_unavailable()
-    require(problem is None, f"a docker engine with the terminal image ({problem})")
+    require_terminal_image()
 
 
 def test_pettingzoo_api_tests_pass(ready: None) -> None:

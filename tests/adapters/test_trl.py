@@ -5,7 +5,6 @@ Skips without ``trl`` (and torch/transformers) locally; fails under ``CI=true``.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from multiturn_envs.adapters.trl import (
     grpo_rows,
     step_credit,
 )
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.testing import GuessEnv, require_packages
 from multiturn_envs.wrappers import BudgetMix, ProcessReward
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -32,8 +31,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
 def _require_trl() -> None:
-    for name in ("trl", "torch", "transformers", "datasets"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets")
     import torch
 
     torch.set_num_threads(1)
@@ -93,7 +91,7 @@ def test_budget_mix_draws_the_budget_from_the_row_seed() -> None:
 
 
 def test_reward_modes_and_process_reward() -> None:
-    shaped = TRLEnvironment(_guess(), reward="return")
+    shaped = TRLEnvironment(_guess(), reward="outcome")
     success = TRLEnvironment(_guess(), reward="success")
     for env in (shaped, success):
         env.reset(task_id="secret-12", seed=0)
@@ -221,13 +219,13 @@ def test_one_grpo_step_steps_the_env_rewards_reach_trainer_and_weights_move(
 
 
 def test_process_reward_is_outcome_plus_weight_times_credits_over_the_turns_taken() -> None:
-    env = TRLEnvironment(GuessEnv(max_turns=4), reward="process", step_weight=0.5)
+    env = TRLEnvironment(GuessEnv(max_turns=4), reward={"name": "process", "weight": 0.5})
     env.reset(task_id="secret-12", seed=0)
     env.act("guess 7")  # oracle score 1 - 8/16 = 0.5
     env.act("guess 12")  # solved, score 1.0
     assert env.step_scores == [0.5, 1.0] and env.turn_rewards == [0.0, 1.0]
     assert env.get_reward() == pytest.approx(1.0 + 0.5 * 1.5 / 2)  # the episode took 2 turns
-    stopper = TRLEnvironment(GuessEnv(max_turns=4), reward="process", step_weight=0.5)
+    stopper = TRLEnvironment(GuessEnv(max_turns=4), reward={"name": "process", "weight": 0.5})
     stopper.reset(task_id="secret-12", seed=0)
     stopper.act("guess 7")  # one fair move, then no more calls: the turns left score 0
     assert stopper.get_reward() == pytest.approx(0.5 * 0.5 / 4)
@@ -239,7 +237,10 @@ LAKE = "map:SFF/FFF/FFG"  # 4 moves from start to goal
 
 def test_process_reward_gives_no_credit_to_unparsable_replies_or_lost_states() -> None:
     env = TRLEnvironment(
-        "MT/FrozenLake-v0", reward="process", step_weight=1.0, max_turns=6, is_slippery=False
+        "MT/FrozenLake-v0",
+        reward={"name": "process", "weight": 1.0},
+        max_turns=6,
+        is_slippery=False,
     )
     env.reset(task_id=LAKE, seed=0)
     env.act("")  # a wasted turn with slack left: the oracle loses nothing (1.0), no credit
@@ -255,7 +256,10 @@ def test_process_reward_gives_no_credit_to_unparsable_replies_or_lost_states() -
     assert env.done and not env.success
     assert env.process_score == pytest.approx(1.0 / 6) and env.get_reward() == env.process_score
     straight = TRLEnvironment(
-        "MT/FrozenLake-v0", reward="process", step_weight=1.0, max_turns=6, is_slippery=False
+        "MT/FrozenLake-v0",
+        reward={"name": "process", "weight": 1.0},
+        max_turns=6,
+        is_slippery=False,
     )
     straight.reset(task_id=LAKE, seed=0)
     for move in ("Right", "Right", "Down", "Down"):
@@ -266,7 +270,10 @@ def test_process_reward_gives_no_credit_to_unparsable_replies_or_lost_states() -
 def test_walking_into_a_hole_pays_no_more_than_stopping() -> None:
     def played(moves: list[str]) -> TRLEnvironment:
         env = TRLEnvironment(
-            "MT/FrozenLake-v0", reward="process", step_weight=1.0, max_turns=6, is_slippery=False
+            "MT/FrozenLake-v0",
+            reward={"name": "process", "weight": 1.0},
+            max_turns=6,
+            is_slippery=False,
         )
         env.reset(task_id="map:SFH/FHF/FFG", seed=0)
         for move in moves:
@@ -288,7 +295,10 @@ def test_step_credit_never_exceeds_the_oracle_and_the_process_score_is_a_fractio
     moves: list[str], budget: int
 ) -> None:
     env = TRLEnvironment(
-        "MT/FrozenLake-v0", reward="process", step_weight=1.0, max_turns=budget, is_slippery=False
+        "MT/FrozenLake-v0",
+        reward={"name": "process", "weight": 1.0},
+        max_turns=budget,
+        is_slippery=False,
     )
     env.reset(task_id="map:SFH/FHF/FFG", seed=0)
     for move in moves:
@@ -303,5 +313,21 @@ def test_step_credit_never_exceeds_the_oracle_and_the_process_score_is_a_fractio
 
 
 def test_process_reward_rejects_a_bad_weight() -> None:
-    with pytest.raises(ValueError, match="step_weight"):
+    with pytest.raises(ValueError, match="weight"):
+        TRLEnvironment(GuessEnv(), reward={"name": "process", "weight": float("nan")})
+
+
+def test_the_old_spellings_still_score_alike_and_say_what_to_write() -> None:
+    """``step_weight`` and ``"return"`` (before the rewards registry) warn for one release."""
+    with pytest.deprecated_call(match=r"reward=\{'name': 'process', 'weight': 0.3\}"):
+        old = TRLEnvironment(GuessEnv(max_turns=4), reward="process", step_weight=0.3)
+    with pytest.deprecated_call(match="write 'outcome'"):
+        returned = TRLEnvironment(GuessEnv(max_turns=4), reward="return")
+    new = TRLEnvironment(GuessEnv(max_turns=4), reward={"name": "process", "weight": 0.3})
+    assert old.reward == new.reward and returned.reward.name == "outcome"
+    for env in (old, new):
+        env.reset(task_id="secret-12", seed=0)
+        env.act("guess 7")
+    assert old.get_reward() == new.get_reward()
+    with pytest.deprecated_call(), pytest.raises(ValueError, match="step_weight"):
         TRLEnvironment(GuessEnv(), reward="process", step_weight=float("nan"))

@@ -9,7 +9,6 @@ transformers model. Skips without verl locally; fails under ``CI=true``.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import os
 from pathlib import Path
@@ -19,15 +18,14 @@ import gymnasium as gym
 import pytest
 
 from multiturn_envs.adapters.verl import EpisodeTokens, run_episode
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.testing import GuessEnv, require_packages
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _require_verl() -> None:
-    for name in ("verl", "torch", "transformers"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("verl", "torch", "transformers")
     import torch
 
     torch.set_num_threads(1)
@@ -133,6 +131,29 @@ def test_verl_caps_cut_the_episode(tiny: tuple[Any, Any]) -> None:
         run_episode(GuessEnv(max_turns=6), tokenizer, _gen(server), task_id="secret-1", max_turns=1)
     )
     assert row_budget.extra_fields["turns"] == 1 and row_budget.extra_fields["max_turns"] == 1
+
+
+def test_a_row_names_its_budget_mode_and_error_injection(tiny: tuple[Any, Any]) -> None:
+    """verl reads a row as every edge does (issue 33): an announced budget shows in the env's
+    observations, an injected error in the first prompt, and the row's own reward scores."""
+    from multiturn_envs.episode import EpisodeStart
+
+    model, tokenizer = tiny
+    server = TinyServer(model, tokenizer)
+    start = EpisodeStart.from_row(
+        {"task_id": "secret-9", "seed": 2, "max_turns": 2, "budget_mode": "announced",
+         "error_after": 1, "reward": {"name": "shaped", "weight": 1.0}}
+    )  # fmt: skip
+    tokens = asyncio.run(run_episode(GuessEnv(max_turns=6), tokenizer, _gen(server), start=start))
+    env_text = tokenizer.decode(
+        [t for t, m in zip(tokens.response_ids, tokens.response_mask) if m == 0]
+    )
+    assert "[Turns left: 1 of 2]" in env_text
+    assert "guess" in tokenizer.decode(tokens.prompt_ids)  # the injected turns, in the prompt
+    assert tokens.extra_fields["max_turns"] == 2 and tokens.extra_fields["turns"] == 2
+    assert tokens.reward_score == pytest.approx(sum(tokens.extra_fields["step_scores"]))
+    with pytest.raises(ValueError, match="not both"):
+        asyncio.run(run_episode(GuessEnv(), tokenizer, _gen(server), start=start, seed=1))
 
 
 def test_agent_loop_registered_and_output_validates_against_verl(

@@ -8,7 +8,6 @@ action's token positions.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -38,7 +37,7 @@ from multiturn_envs.policies import ScoringModel, ensure_comparable, load_scorin
 from multiturn_envs.policies.baselines import NoisyExpertPolicy
 from multiturn_envs.policies.conversation import build_conversation
 from multiturn_envs.policies.token_sequences import ScoringSequence
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -46,8 +45,7 @@ FROZEN = "MT/FrozenLake-v0"
 
 
 def _require_llm() -> None:
-    for name in ("torch", "transformers", "tokenizers"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("torch", "transformers", "tokenizers")
     import torch
 
     torch.set_num_threads(1)

@@ -7,7 +7,6 @@ is scored under tiny chat models.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -19,7 +18,7 @@ from multiturn_envs.cli import main
 from multiturn_envs.harness import EvalConfig, run_eval
 from multiturn_envs.harness.records import read_run
 from multiturn_envs.policies.baselines import NoisyExpertPolicy
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_model, require_terminal_image
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -28,12 +27,8 @@ TERMINAL = "MT/Terminal-v0"
 
 
 def test_nll_and_llr_on_terminal_records(tmp_path: Path) -> None:
-    from multiturn_envs.sandbox.terminal_image import terminal_unavailable
-
-    problem = terminal_unavailable()
-    require(problem is None, f"a docker engine with the terminal image ({problem})")
-    for name in ("torch", "transformers", "tokenizers"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_terminal_image()
+    require_model("tiny")
     import torch
 
     torch.set_num_threads(1)

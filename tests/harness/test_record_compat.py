@@ -8,7 +8,6 @@ scoring of generated ids must all work on them, unchanged.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import gymnasium as gym
@@ -22,7 +21,7 @@ from multiturn_envs.harness import (
     replay_trajectories,
     states_from_records,
 )
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 
 DATA = Path(__file__).parent / "data"
 FILES = sorted(DATA.glob("v1_*.jsonl"))
@@ -64,8 +63,7 @@ def test_old_files_read_replay_and_report(path: Path, tmp_path: Path) -> None:
 
 
 def test_old_token_ids_score_back_to_their_logprobs() -> None:
-    for name in ("torch", "transformers", "tokenizers"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("torch", "transformers", "tokenizers")
     import tempfile
 
     import torch

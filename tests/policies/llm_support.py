@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 from multiturn_envs.policies.base import TurnRequest
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -19,8 +18,7 @@ VLLM_PYTHON = os.environ.get(
 
 def require_llm_stack() -> None:
     """torch + transformers + tokenizers (the [llm] extra): skip without, fail under CI."""
-    for name in ("torch", "transformers", "tokenizers"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("torch", "transformers", "tokenizers")
     import torch
 
     torch.set_num_threads(1)

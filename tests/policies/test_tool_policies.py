@@ -5,7 +5,6 @@ TRL's Qwen2.5 template, SmolLM2's) prompted with the tools."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 from typing import Any
 
 import gymnasium as gym
@@ -22,7 +21,7 @@ from multiturn_envs.policies.tool_layout import (
     tool_conversation,
 )
 from multiturn_envs.policies.transformers_backend import TransformersPolicy
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 from multiturn_envs.tools import Tool, ToolCall
 
 MOVE = Tool(
@@ -121,7 +120,7 @@ def _tiny_pair(tiny_lm: tuple[Any, Any]) -> tuple[Any, Any]:
 
 
 def test_templates_are_detected(tiny_lm: tuple[Any, Any]) -> None:
-    require(importlib.util.find_spec("trl") is not None, "the Python package 'trl'")
+    require_packages("trl")
     chatml, qwen = _tiny_pair(tiny_lm)
     assert not renders_tools_natively(chatml)
     assert renders_tools_natively(qwen)
@@ -131,7 +130,7 @@ def test_templates_are_detected(tiny_lm: tuple[Any, Any]) -> None:
 def test_tool_episode_keeps_ids_and_reads_calls(tiny_lm: tuple[Any, Any], template: str) -> None:
     """A FrozenLake episode through the prompter with tools: each prompt extends the last prompt
     plus the generated ids, the tools are in the prompt, and the completions' calls are read."""
-    require(importlib.util.find_spec("trl") is not None, "the Python package 'trl'")
+    require_packages("trl")
     chatml, qwen = _tiny_pair(tiny_lm)
     tokenizer = chatml if template == "chatml" else qwen
     prompter = ChatPrompter(tokenizer, tools=True)

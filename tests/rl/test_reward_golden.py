@@ -14,8 +14,8 @@ advantages, the wrapper's shaped rewards, SkyRL's per-step rewards and the verif
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import pytest
 
 import multiturn_envs  # noqa: F401
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 from multiturn_envs.wrappers import ProcessReward
 
 GOLDEN = json.loads((Path(__file__).parent / "data" / "reward_golden.json").read_text())
@@ -33,8 +33,7 @@ MOVES = ["Left", "Down", "Right", "Up", "", "jump", "<answer>Down</answer>"]
 
 
 def _require(*names: str) -> None:
-    for name in names:
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages(*names)
 
 
 def play(env: Any, rng: np.random.Generator, max_calls: int) -> None:
@@ -68,20 +67,23 @@ def rollout_figures(e: Any) -> dict[str, Any]:
 def test_the_trainer_computes_the_rewards_and_advantages_it_computed_before(name: str) -> None:
     """Old configs load; their rollouts score and their GiGPO groups advantage as before."""
     _require("trl")
-    from multiturn_envs.rl.rollout_env import environment
-    from multiturn_envs.rl.train import train_rows
+    from multiturn_envs.rl.run_view import RunView
     from multiturn_envs.rl.trainer import group_advantages, trajectory_of
+    from multiturn_envs.rl.training import train_rows
 
     golden = GOLDEN["trl"][name]
-    config = TrainConfig.from_dict(golden["config"])
+    with warnings.catch_warnings():  # the old vocabulary: step_weight, "step_score", ...
+        warnings.simplefilter("ignore", DeprecationWarning)
+        config = TrainConfig.from_dict(golden["config"])
+    view = RunView.of(config)
     old_reward = golden["config"]["reward"]
     assert config.advantage == ("gigpo" if old_reward == "gigpo" else "grpo")
-    rows = train_rows(config)[: len(golden["groups"])]
+    rows = train_rows(config, view)[: len(golden["groups"])]
     for r, (row, want) in enumerate(zip(rows, golden["groups"])):
         assert {k: v for k, v in row.items() if k != "prompt"} == want["row"]
         envs = []
         for g in range(config.num_generations):
-            e = environment(config)
+            e = view.environment()
             e.reset(**row)
             play(e, np.random.default_rng([r, g, 7]), config.max_budget)
             envs.append(e)
@@ -135,11 +137,12 @@ def test_skyrl_pays_each_step_what_it_paid() -> None:
     register_skyrl_envs()
     for case in GOLDEN["skyrl"]:
         seed = case["seed"]
-        env = skyrl_gym.make(
-            "MT/FrozenLake-v0",
-            extras={"task_id": "4x4", "seed": seed, "mt_max_turns": 5},
-            step_score_weight=0.3,
-        )
+        with pytest.deprecated_call(match="step_score_weight"):  # the old spelling, kept
+            env = skyrl_gym.make(
+                "MT/FrozenLake-v0",
+                extras={"task_id": "4x4", "seed": seed, "mt_max_turns": 5},
+                step_score_weight=0.3,
+            )
         env.init([])
         rng = np.random.default_rng(seed)
         rewards = []

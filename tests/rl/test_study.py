@@ -11,7 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from multiturn_envs.testing import require
+import pytest
+
+from multiturn_envs.testing import require_packages
+
+pytestmark = pytest.mark.timeout(1800)  # trains, or runs whole evaluations: long
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -21,8 +25,7 @@ STUDY = Path(__file__).resolve().parents[2] / "examples" / "study"
 
 
 def _study_module() -> Any:
-    for name in ("trl", "torch", "transformers", "datasets", "matplotlib"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets", "matplotlib")
     spec = importlib.util.spec_from_file_location("study_example", STUDY / "study.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

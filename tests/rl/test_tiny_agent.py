@@ -7,18 +7,16 @@ twelve warm-started into a model that never called the tool.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 from multiturn_envs.adapters.trl import TOOL_HINT, TRLEnvironment
 from multiturn_envs.rl.tool_format import random_tool_chats
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.testing import GuessEnv, require_packages
 
 
 def _build(directory: Path, seed: int) -> dict[str, Any]:
-    for name in ("torch", "transformers", "tokenizers", "safetensors"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("torch", "transformers", "tokenizers", "safetensors")
     import torch
     from safetensors.torch import load_file
 

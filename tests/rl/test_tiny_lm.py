@@ -4,18 +4,16 @@ content-blind pattern over positions and the model cannot learn a lookup on its 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 
 
 def _tiny(folder: Path, **kwargs: Any) -> Any:
-    for name in ("torch", "transformers", "tokenizers"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("torch", "transformers", "tokenizers")
     import torch
 
     torch.set_num_threads(1)

@@ -7,7 +7,6 @@ fails under ``CI=true``.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import os
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 from multiturn_envs.cli.app import main
 from multiturn_envs.rl.config import TrainConfig
 from multiturn_envs.rl.trainer import anchor_of, cut_by_length, model_spans, token_advantages
-from multiturn_envs.testing import GuessEnv, require
+from multiturn_envs.testing import GuessEnv, require_packages
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -32,8 +31,7 @@ TASKS = ["random-s3-p0.8-n0", "random-s3-p0.8-n1"]
 
 
 def _require_trl() -> None:
-    for name in ("trl", "torch", "transformers", "datasets"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets")
 
 
 # ---------------------------------------------------------------------- pieces, no model
@@ -101,8 +99,10 @@ def test_anchor_includes_the_turns_left() -> None:
         ("gigpo_gamma", "x", "gigpo_gamma must be a number"),
         ("trl", [], "trl must be a JSON object"),
         ("budget_mix", ["a"], "budget_mix must be a list of ints or null"),
-        ("tiny", {"layers": "2"}, "tiny must be a JSON object of ints"),
-        ("step_weight", 1e300, "step_weight must be at most"),
+        ("tiny", {"layers": "2"}, "tiny must be a JSON object of numbers"),
+        ("reward", {"name": "process", "weight": 1e300}, "reward weight must be at most"),
+        ("reward", {"name": "process", "weight": -1}, "weight must be a finite number >= 0"),
+        ("reward", 3, "reward must be a string or a JSON object"),
         ("temperature", float("inf"), "temperature must be finite"),
         ("sft_closing", "yes", "sft_closing must be true or false"),
     ],
@@ -170,7 +170,7 @@ def test_a_run_saved_in_the_old_vocabulary_is_the_same_run_today(arm: str, tmp_p
         {**base.to_dict(), **study["arms"][arm], "output_dir": str(folder)}
     )
     assert ran_with(today) and TrainConfig.from_dict(saved).to_dict() == today.to_dict()
-    assert (today.reward, today.advantage) == {
+    assert (today.make_reward().name, today.advantage) == {
         "gigpo": ("outcome", "gigpo"),
         "process": ("process", "grpo"),
     }.get(arm, ("outcome", "grpo"))
@@ -184,7 +184,10 @@ def test_a_run_saved_in_the_old_vocabulary_is_the_same_run_today(arm: str, tmp_p
         ({"reward": "gigpo", "advantage": "grpo"}, {"reward": "outcome", "advantage": "gigpo"}),
         ({"gigpo_step_reward": "env"}, {"gigpo_step_reward": "outcome"}),
         ({"gigpo_step_reward": "step_score"}, {"gigpo_step_reward": "step_credit"}),
-        ({"reward": "process", "advantage": "gigpo"}, {"reward": "process", "advantage": "gigpo"}),
+        (
+            {"reward": "process", "advantage": "gigpo"},
+            {"reward": {"name": "process", "weight": 0.5}, "advantage": "gigpo"},
+        ),
     ],
 )
 def test_old_reward_names_map_to_a_reward_and_an_estimator(
@@ -206,9 +209,27 @@ def test_every_reward_combines_with_every_estimator() -> None:
             )
             assert config.make_reward().name == reward
     process = TrainConfig.from_dict(
-        {"warm_start": "format", "reward": "process", "step_weight": 0.25}
+        {"warm_start": "format", "reward": {"name": "process", "weight": 0.25}}
     ).make_reward()
     assert process.spec() == {"name": "process", "weight": 0.25}
+
+
+def test_an_old_config_s_step_weight_says_what_to_write_and_means_what_it_meant() -> None:
+    """``step_weight`` (before the reward was one spec) weighs the config's process rewards,
+    the estimator's step reward too, and nothing else; it warns for one release."""
+    with pytest.deprecated_call(match=r"reward=\{'name': 'process', 'weight': w\}"):
+        old = TrainConfig.from_dict(
+            {"warm_start": "format", "reward": "process", "step_weight": 0.25,
+             "gigpo_step_reward": "process"}
+        )  # fmt: skip
+    assert old.reward == old.gigpo_step_reward == {"name": "process", "weight": 0.25}
+    with pytest.deprecated_call():
+        ignored = TrainConfig.from_dict({"warm_start": "format", "step_weight": 7.0})
+    assert ignored.reward == "outcome" and "step_weight" not in ignored.to_dict()
+    assert TrainConfig.from_dict({"warm_start": "format", "reward": "process"}).reward == {
+        "name": "process",
+        "weight": 0.5,
+    }
 
 
 def test_process_reward_with_gigpo_advantages_by_hand() -> None:
@@ -221,7 +242,7 @@ def test_process_reward_with_gigpo_advantages_by_hand() -> None:
 
     envs = []
     for moves in (["guess 7", "guess 12"], ["guess 7", "guess 3", "guess 12"]):
-        env = TRLEnvironment(GuessEnv(max_turns=4), reward="process", step_weight=0.5)
+        env = TRLEnvironment(GuessEnv(max_turns=4), reward={"name": "process", "weight": 0.5})
         env.reset(task_id="secret-12", seed=0)
         for move in moves:
             env.act(move)
@@ -252,7 +273,10 @@ def test_train_cli_takes_a_reward_and_an_estimator(capsys: pytest.CaptureFixture
     args = parser.parse_args(["train", "--reward", "process", "--advantage", "gigpo",
                               "--warm-start", "format"])  # fmt: skip
     config = config_of(args)
-    assert (config.reward, config.advantage) == ("process", "gigpo")
+    assert (config.reward, config.advantage) == ({"name": "process", "weight": 0.5}, "gigpo")
+    weighed = config_of(parser.parse_args(["train", "--reward", "process", "--step-weight",
+                                           "0.2", "--warm-start", "format"]))  # fmt: skip
+    assert weighed.make_reward().spec() == {"name": "process", "weight": 0.2}
     legacy = config_of(parser.parse_args(["train", "--reward", "gigpo", "--warm-start", "sft"]))
     assert (legacy.reward, legacy.advantage) == ("outcome", "gigpo")
     assert main(["train", "--reward", "best", "--warm-start", "format"]) == 2
@@ -355,12 +379,12 @@ def test_the_sft_loss_can_weigh_the_call_frame_down(start: Path) -> None:
     import torch
 
     from multiturn_envs.rl.models import load_model
-    from multiturn_envs.rl.rollout_env import act_tool
+    from multiturn_envs.rl.run_view import RunView
     from multiturn_envs.rl.tool_format import split_reply, tool_call_message
     from multiturn_envs.rl.warm_start import frame_token_ids, weighted_completion_loss
 
     model, tokenizer = load_model(str(start))
-    tool = act_tool(_config(start))
+    (tool,) = RunView.of(_config(start)).tool_functions()
     frame = frame_token_ids(tokenizer, [tool])
     added = set(tokenizer.get_added_vocab().values())
     # the tiny model's call frame is two added tokens (before and after the action) and EOS
@@ -392,11 +416,12 @@ def test_expert_agreement_is_one_greedy_move_and_a_probability_per_move(start: P
     format)."""
     from multiturn_envs.rl.evaluate import expert_agreement
     from multiturn_envs.rl.models import load_model
-    from multiturn_envs.rl.rollout_env import act_tool, system_prompt
+    from multiturn_envs.rl.run_view import RunView
     from multiturn_envs.rl.tool_format import tool_call_message
     from multiturn_envs.rl.warm_start import expert_examples
 
     config = _config(start)
+    view = RunView.of(config)
     model, tokenizer = load_model(str(start))
     states = expert_examples(
         config.env_id,
@@ -404,7 +429,7 @@ def test_expert_agreement_is_one_greedy_move_and_a_probability_per_move(start: P
         TASKS,
         episodes=2,
         max_turns=4,
-        system=system_prompt(config),
+        system=view.system_prompt,
         seed=5,
         closing=False,
     )[:4]
@@ -412,7 +437,7 @@ def test_expert_agreement_is_one_greedy_move_and_a_probability_per_move(start: P
         expert_agreement(
             model,
             tokenizer,
-            [act_tool(config)],
+            view.tool_functions(),
             [{**e, "completion": [tool_call_message(move)]} for e in states],
             max_tokens=24,
         )
@@ -438,9 +463,9 @@ def _moved(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 def test_process_reward_reaches_the_trainer_and_weights_move(start: Path, tmp_path: Path) -> None:
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
-    result = train(_config(tmp_path, reward="process", step_weight=0.5), start=start)
+    result = train(_config(tmp_path, reward={"name": "process", "weight": 0.5}), start=start)
     (entry,) = result.log
     assert entry["env/turns"] > 0, "no rollout called the act tool"
     assert entry["env/step_score"] > 0
@@ -454,7 +479,7 @@ def test_process_reward_reaches_the_trainer_and_weights_move(start: Path, tmp_pa
 def test_gigpo_gives_trl_token_advantages_that_vary_within_a_rollout(
     start: Path, tmp_path: Path
 ) -> None:
-    from multiturn_envs.rl import train as train_module
+    from multiturn_envs.rl import training as train_module
 
     seen: dict[str, Any] = {}
     from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
@@ -490,8 +515,8 @@ def test_gigpo_gives_trl_token_advantages_that_vary_within_a_rollout(
 def test_process_reward_trains_with_gigpo_advantages(start: Path, tmp_path: Path) -> None:
     """A reward and an estimator are two choices: the process reward under GiGPO, its own
     per-turn credits as the step returns, reaches TRL as (B, T) advantages."""
-    from multiturn_envs.rl.train import train
     from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
+    from multiturn_envs.rl.training import train
 
     seen: dict[str, Any] = {}
     original = MultiTurnGRPOTrainer._gigpo
@@ -506,7 +531,7 @@ def test_process_reward_trains_with_gigpo_advantages(start: Path, tmp_path: Path
     MultiTurnGRPOTrainer._gigpo = spy  # type: ignore[method-assign]
     try:
         config = _config(
-            tmp_path, reward="process", step_weight=0.5, advantage="gigpo",
+            tmp_path, reward={"name": "process", "weight": 0.5}, advantage="gigpo",
             gigpo_step_reward="process",
         )  # fmt: skip
         result = train(config, start=start, progress=False)
@@ -522,7 +547,7 @@ def test_process_reward_trains_with_gigpo_advantages(start: Path, tmp_path: Path
 
 def test_checkpoints_and_resume(start: Path, tmp_path: Path) -> None:
     from multiturn_envs.rl.checkpoints import latest_checkpoint
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     config = _config(tmp_path, reward="process", steps=2, save_steps=1)  # dense: weights move
     first = train(config, start=start, progress=False)
@@ -545,7 +570,7 @@ def test_max_turn_tokens_caps_each_reply_not_the_rollout(start: Path, tmp_path: 
     """A tool call takes about four tokens of the tiny model (frame, action, frame, end): capped
     at two tokens a reply no call is ever complete; capped at six, rollouts run several turns
     and hold more model tokens than one reply may."""
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     capped = train(_config(tmp_path / "capped", max_turn_tokens=2), start=start, progress=False)
     (entry,) = capped.log
@@ -558,7 +583,7 @@ def test_max_turn_tokens_caps_each_reply_not_the_rollout(start: Path, tmp_path: 
 
 
 def test_grpo_settings_put_the_reply_cap_where_the_generator_reads_it(tmp_path: Path) -> None:
-    from multiturn_envs.rl.train import grpo_settings
+    from multiturn_envs.rl.training import grpo_settings
 
     def config(**kw: Any) -> TrainConfig:
         return TrainConfig.from_dict({"warm_start": "format", "output_dir": str(tmp_path), **kw})
@@ -580,7 +605,7 @@ def test_grpo_settings_put_the_reply_cap_where_the_generator_reads_it(tmp_path: 
 def test_runs_side_by_side_give_the_models_they_give_alone(start: Path, tmp_path: Path) -> None:
     """``train_many`` in worker processes: each run is a function of its config and start only
     (seeded by TRL, its own threads), so the study's arms may train two at a time."""
-    from multiturn_envs.rl.train import train, train_many
+    from multiturn_envs.rl.training import train, train_many
 
     configs = {
         name: _config(tmp_path / name, reward=reward, seed=seed)
@@ -596,7 +621,7 @@ def test_runs_side_by_side_give_the_models_they_give_alone(start: Path, tmp_path
 
 
 def test_a_failed_run_side_by_side_is_named(start: Path, tmp_path: Path) -> None:
-    from multiturn_envs.rl.train import train_many
+    from multiturn_envs.rl.training import train_many
 
     configs = {
         "ok": _config(tmp_path / "ok"),
@@ -665,12 +690,12 @@ def test_a_tool_call_is_scored_as_the_template_renders_it(
 
     from multiturn_envs.policies.prompting import ChatPrompter
     from multiturn_envs.rl.models import load_model
-    from multiturn_envs.rl.rollout_env import act_tool
+    from multiturn_envs.rl.run_view import RunView
     from multiturn_envs.rl.tool_format import ToolLayoutTokenizer
 
     _, tokenizer = load_model(str(start))
     tokenizer.chat_template = qwen3_chat_template
-    view = ToolLayoutTokenizer(tokenizer, [act_tool(_config(start))])
+    view = ToolLayoutTokenizer(tokenizer, RunView.of(_config(start)).tool_functions())
     prompter = ChatPrompter(view, system_prompt="", chat_template_kwargs=template_kwargs)
     chat = [
         {"role": "user", "content": "first observation"},

@@ -14,7 +14,6 @@ least a third of the samples (:func:`_sft_until_copying`).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -22,19 +21,13 @@ from typing import Any
 import pytest
 
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_docker, require_packages
+
+pytestmark = pytest.mark.timeout(1800)  # trains, or runs whole evaluations: long
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-
-
-def _docker_ready() -> str | None:
-    try:
-        from multiturn_envs.sandbox.engine import docker_unavailable
-    except ImportError as exc:
-        return f"the docker pool ({exc})"
-    return docker_unavailable()
 
 
 def _first_task(env_id: str, env_kwargs: dict[str, Any]) -> str:
@@ -55,21 +48,22 @@ def _sft_until_copying(config: TrainConfig, folder: Path, *, chunk: int, most: i
     import torch
 
     from multiturn_envs.rl.models import build_tiny, install_tool_template, load_model
-    from multiturn_envs.rl.rollout_env import layout, system_prompt, tool_callables
+    from multiturn_envs.rl.run_view import RunView
     from multiturn_envs.rl.tool_format import split_reply
     from multiturn_envs.rl.warm_start import expert_examples, sft_warm_start
 
-    model, tokenizer = load_model(str(build_tiny(config, folder / "random")))
+    view = RunView.of(config)
+    model, tokenizer = load_model(str(build_tiny(config, folder / "random", view)))
     install_tool_template(tokenizer, config.chat_template)
-    tools = tool_callables(config)
+    tools = view.tool_functions()
     examples = expert_examples(
         config.env_id,
         dict(config.env_kwargs),
         config.train_tasks,
         episodes=2,
         max_turns=config.max_turns,
-        system=system_prompt(config),
-        layout=layout(config),
+        system=view.system_prompt,
+        layout=view.layout,
     )
     prompt, call = split_reply(
         tokenizer, tools, examples[0]["prompt"], examples[0]["completion"][0]
@@ -123,13 +117,11 @@ def _sft_until_copying(config: TrainConfig, folder: Path, *, chunk: int, most: i
 def test_one_grpo_step_on_the_env(
     env_id: str, env_kwargs: dict[str, Any], task: str | None, chunk: int, tmp_path: Path
 ) -> None:
-    for name in ("trl", "torch", "transformers", "datasets"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets")
     if env_id == "MT/DeepCoder-v0":
-        problem = _docker_ready()
-        require(problem is None, f"a docker engine with the sandbox image ({problem})")
+        require_docker()
     from multiturn_envs.rl.models import load_model
-    from multiturn_envs.rl.train import train
+    from multiturn_envs.rl.training import train
 
     common = {
         "env_id": env_id,
@@ -147,8 +139,7 @@ def test_one_grpo_step_on_the_env(
             **common,
             "model": str(start),
             "warm_start": "none",
-            "reward": "process",
-            "step_weight": 1.0,
+            "reward": {"name": "process", "weight": 1.0},
             "steps": 2,
             "num_generations": 8,
             "batch_size": 8,

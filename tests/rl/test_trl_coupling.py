@@ -3,20 +3,19 @@ TRL has every internal the trainer reads, and a TRL that moved one is named clea
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _trl() -> Any:
-    require(importlib.util.find_spec("trl") is not None, "the Python package 'trl'")
+    require_packages("trl")
     import trl
 
     return trl

@@ -6,7 +6,6 @@ reply without a call ending the episode as it ends a rollout in TRL."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from multiturn_envs.rl.config import TrainConfig
-from multiturn_envs.testing import require
+from multiturn_envs.testing import require_packages
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -52,8 +51,7 @@ def _config(tmp: Path, **kw: Any) -> TrainConfig:
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    for name in ("trl", "torch", "transformers", "datasets"):
-        require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
+    require_packages("trl", "torch", "transformers", "datasets")
     from multiturn_envs.rl.models import start_model
 
     folder = tmp_path_factory.mktemp("typed-start")
@@ -61,8 +59,8 @@ def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_process_reward_and_gigpo_train_with_typed_tools(start: Path, tmp_path: Path) -> None:
-    from multiturn_envs.rl.train import train
     from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
+    from multiturn_envs.rl.training import train
 
     seen: dict[str, Any] = {}
     original = MultiTurnGRPOTrainer._gigpo
@@ -76,8 +74,8 @@ def test_process_reward_and_gigpo_train_with_typed_tools(start: Path, tmp_path: 
     MultiTurnGRPOTrainer._gigpo = spy  # type: ignore[method-assign]
     try:
         config = _config(
-            tmp_path, reward="process", step_weight=0.5, advantage="gigpo",
-            gigpo_step_reward="process",
+            tmp_path, reward={"name": "process", "weight": 0.5}, advantage="gigpo",
+            gigpo_step_reward={"name": "process", "weight": 0.5},
         )  # fmt: skip
         result = train(config, start=start, progress=False)
     finally:
@@ -99,12 +97,12 @@ def test_harness_evaluates_the_typed_model_in_its_training_layout(
 
     from multiturn_envs.harness import EvalConfig, read_run, run_eval, score_run
     from multiturn_envs.rl.evaluate import tool_layout_policy, tool_layout_scorer
-    from multiturn_envs.rl.rollout_env import system_prompt
+    from multiturn_envs.rl.run_view import RunView
 
     config = _config(tmp_path)
     policy = tool_layout_policy(start, config, name="start", temperature=1.0)
     assert policy.prompter.tools and policy.prompter.native_tools
-    assert policy.prompter.system_prompt == system_prompt(config)
+    assert policy.prompter.system_prompt == RunView.of(config).system_prompt
     path = tmp_path / "eval.jsonl"
     run_eval(
         EvalConfig(

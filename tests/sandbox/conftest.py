@@ -12,16 +12,7 @@ import pytest
 
 from multiturn_envs.sandbox.base import Sandbox
 from multiturn_envs.sandbox.local import LocalSandbox
-from multiturn_envs.testing import require
-
-
-def docker_problem() -> str | None:
-    """Why the docker backend cannot run here, or ``None`` when it can."""
-    try:
-        from multiturn_envs.sandbox.engine import docker_unavailable
-    except ImportError as exc:  # the docker SDK is not installed
-        return f"the docker SDK ({exc})"
-    return docker_unavailable()
+from multiturn_envs.testing import require_docker
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +25,7 @@ def local_sandbox() -> Iterator[LocalSandbox]:
 @pytest.fixture(scope="session")
 def docker_ready() -> None:
     """Skips (fails under CI=true) unless an engine answers and the image exists."""
-    problem = docker_problem()
-    require(problem is None, f"a docker engine with the sandbox image ({problem})")
+    require_docker()
 
 
 @pytest.fixture(scope="module")

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase, TestKind
+from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase, TestKind
 from multiturn_envs.sandbox.jobs import RUNNER_PATH
 from multiturn_envs.testing import require
 
 ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
 ADD_TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(3)]
 FOUR_TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(4)]
-FAST = Limits(timeout_s=1.0)
+FAST = RunLimits(timeout_s=1.0)
 # the runner's clock overshoots a limit by its poll interval and the kill: generous slack
 SLACK_S = 1.0
 
@@ -35,7 +35,7 @@ def _cost(result: RunResult) -> tuple[int, int, float]:
     return len(ran), result.n_not_run, sum(r.time_s for r in ran)
 
 
-def _costs_one_limit(result: RunResult, limits: Limits) -> None:
+def _costs_one_limit(result: RunResult, limits: RunLimits) -> None:
     """The first test hit its limit; the others were not run, and say why."""
     ran, not_run, seconds = _cost(result)
     assert (ran, not_run) == (1, len(result.results) - 1), [r.error for r in result.results]
@@ -88,7 +88,7 @@ def test_fork_bomb(sandbox: Sandbox) -> None:
 
 def test_memory_hog(sandbox: Sandbox) -> None:
     program = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))\n"
-    limits = Limits(timeout_s=5.0, memory_mb=128)
+    limits = RunLimits(timeout_s=5.0, memory_mb=128)
     result = sandbox.run(program, ADD_TESTS[:2], limits)
     assert all(r.memory_killed and not r.passed for r in result.results), result
     assert "memory" in (result.results[0].error or "")
@@ -108,7 +108,7 @@ def test_infinite_loop_and_sleep_past_timeout(sandbox: Sandbox) -> None:
 
 def test_after_timeout_continue_runs_every_test_at_its_limit(sandbox: Sandbox) -> None:
     """The behaviour before deadlines: one limit per test."""
-    limits = Limits(timeout_s=0.5, after_timeout="continue")
+    limits = RunLimits(timeout_s=0.5, after_timeout="continue")
     result = sandbox.run("import time\ntime.sleep(60)\n", FOUR_TESTS, limits)
     ran, not_run, seconds = _cost(result)
     assert (ran, not_run) == (4, 0)
@@ -120,7 +120,7 @@ def test_deadline_caps_a_program_slow_on_every_test(sandbox: Sandbox) -> None:
     """Under its limit on every test, so only the submission's deadline stops it."""
     program = "import time\ntime.sleep(0.4)\na, b = map(int, input().split())\nprint(a + b)\n"
     tests = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(8)]
-    limits = Limits(timeout_s=1.0, deadline_s=1.0)
+    limits = RunLimits(timeout_s=1.0, deadline_s=1.0)
     result = sandbox.run(program, tests, limits)
     ran, not_run, seconds = _cost(result)
     # 0.4 s a test: two pass, the third is cut at the deadline, the rest are not run
@@ -130,7 +130,7 @@ def test_deadline_caps_a_program_slow_on_every_test(sandbox: Sandbox) -> None:
     assert all("deadline" in (r.error or "") for r in result.results[result.n_passed :])
     assert all(r.not_run for r in result.results[3:])
     # without the cap every test runs and passes
-    assert sandbox.run(program, tests, Limits(timeout_s=1.0)).all_passed
+    assert sandbox.run(program, tests, RunLimits(timeout_s=1.0)).all_passed
 
 
 def test_network_is_unreachable(sandbox: Sandbox, request: pytest.FixtureRequest) -> None:
@@ -186,7 +186,7 @@ def test_host_environment_is_invisible(sandbox: Sandbox, monkeypatch: pytest.Mon
 
 def test_output_flood(sandbox: Sandbox) -> None:
     program = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
-    result = sandbox.run(program, ADD_TESTS[:2], Limits(timeout_s=5.0))
+    result = sandbox.run(program, ADD_TESTS[:2], RunLimits(timeout_s=5.0))
     for r in result.results:
         assert not r.passed and r.error == "output limit exceeded"
         assert len(r.actual) < 70_000
@@ -215,7 +215,7 @@ def test_output_flood_on_other_streams_costs_what_stdout_costs(
     tests costs what a stdout flood costs (before, the runner drained all 40 GiB), not a run of
     every test to its end."""
     tests = [TestCase(kind, "[1]", "1", fn_name="f" if kind == "functional" else None)] * 10
-    result = sandbox.run(program, tests, Limits(timeout_s=5.0))
+    result = sandbox.run(program, tests, RunLimits(timeout_s=5.0))
     ran, not_run, _ = _cost(result)
     assert (ran, not_run) == (10, 0)
     for r in result.results:  # each stopped at the cap (the error says so), none drained

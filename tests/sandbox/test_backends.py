@@ -7,7 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from multiturn_envs.sandbox.base import Limits, Sandbox, TestCase
+from multiturn_envs.sandbox.base import RunLimits, Sandbox, TestCase
 
 ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
 
@@ -61,7 +61,7 @@ def test_errors_are_reported_not_raised(sandbox: Sandbox) -> None:
 
 
 def test_timeout_then_still_working(sandbox: Sandbox) -> None:
-    limits = Limits(timeout_s=0.5)
+    limits = RunLimits(timeout_s=0.5)
     result = sandbox.run("while True:\n    pass\n", add_tests(2), limits)
     first, second = result.results
     assert first.timed_out and not first.passed and 0.4 <= first.time_s < 3.0
@@ -77,7 +77,7 @@ def test_large_tests_travel_as_files(sandbox: Sandbox) -> None:
         "import sys\nxs = list(map(int, sys.stdin.read().split()))\nprint(*[x * 2 for x in xs])\n"
     )
     expected = " ".join(str(2 * i) for i in range(n))
-    result = sandbox.run(program, [TestCase("stdio", numbers, expected)], Limits(timeout_s=10))
+    result = sandbox.run(program, [TestCase("stdio", numbers, expected)], RunLimits(timeout_s=10))
     assert result.all_passed, result.results[0].error
     assert len(result.results[0].actual) <= 64 * 1024 + 200  # the report is truncated
 
@@ -86,7 +86,7 @@ def test_numeric_tolerance_is_opt_in(sandbox: Sandbox) -> None:
     program = "print(1 / 3)"
     test = TestCase("stdio", "", "0.333333")
     assert not sandbox.run(program, [test]).all_passed
-    assert sandbox.run(program, [test], Limits(numeric_tolerance=1e-5)).all_passed
+    assert sandbox.run(program, [test], RunLimits(numeric_tolerance=1e-5)).all_passed
 
 
 def test_unicode_and_empty(sandbox: Sandbox) -> None:
@@ -131,6 +131,6 @@ def test_a_local_runner_that_floods_is_stopped_at_its_bound(tmp_path: Path) -> N
         fake.chmod(0o755)
         sandbox = LocalSandbox(python=str(fake), bwrap=False, quiet=True)
         start = time.monotonic()
-        result = sandbox.run(ADD, add_tests(2), Limits(timeout_s=1.0))
+        result = sandbox.run(ADD, add_tests(2), RunLimits(timeout_s=1.0))
         assert time.monotonic() - start < 10  # the time guard is 14 s
         assert result.error is not None and f"the runner's {why} passed its bound" in result.error

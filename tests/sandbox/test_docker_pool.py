@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from multiturn_envs.sandbox.base import Limits, TestCase
+from multiturn_envs.sandbox.base import RunLimits, TestCase
 from multiturn_envs.sandbox.docker_pool import DockerSandbox
 from multiturn_envs.sandbox.engine import IMAGE
 from multiturn_envs.sandbox.image import default_sandbox
@@ -48,7 +48,9 @@ def test_containers_are_reused_and_recycled(docker_ready: None) -> None:
         assert ids[0] == ids[1]  # warm reuse
         first = sandbox.container_ids()
         # killing everything of the code's uid kills the runner: the container is replaced
-        sandbox.run("import os\nos.kill(-1, 9)", [TestCase("stdio", "", "")], Limits(timeout_s=1))
+        sandbox.run(
+            "import os\nos.kill(-1, 9)", [TestCase("stdio", "", "")], RunLimits(timeout_s=1)
+        )
         assert sandbox.run("print(1)", [TestCase("stdio", "", "1")]).all_passed
         assert sandbox.container_ids() != first
 
@@ -172,7 +174,9 @@ def test_a_job_leaves_nothing_for_the_next(docker_ready: None) -> None:
         seen = sandbox.run(look, [TestCase("stdio", "", "")])
         assert seen.results[0].actual.strip() == "['program.py', 'scratch'] []"
         # the same secret-holding session runs the scan: its zygote is a fresh interpreter
-        scan = sandbox.run(MEMORY_SCAN, [TestCase("stdio", digest, "clean")], Limits(timeout_s=10))
+        scan = sandbox.run(
+            MEMORY_SCAN, [TestCase("stdio", digest, "clean")], RunLimits(timeout_s=10)
+        )
         assert scan.all_passed, (scan.results[0].actual, scan.results[0].stderr[-500:])
         assert sandbox._all[sandbox.container_ids()[0]].session is session  # one session
         # the scan does find a secret that is in its own memory (it can fail)

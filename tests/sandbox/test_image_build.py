@@ -17,7 +17,10 @@ from multiturn_envs.sandbox.docker_pool import DockerSandbox
 from multiturn_envs.sandbox.image import build
 from multiturn_envs.testing import require
 
-pytestmark = pytest.mark.docker
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.timeout(1800),
+]  # builds images, trains or runs a server: long
 
 
 def test_offline_build_makes_a_working_sandbox_image(docker_ready: None) -> None:

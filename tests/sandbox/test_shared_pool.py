@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from multiturn_envs.sandbox import make_sandbox
-from multiturn_envs.sandbox.base import Limits, TestCase
+from multiturn_envs.sandbox.base import RunLimits, TestCase
 from multiturn_envs.sandbox.docker_pool import (
     SIZE_VARIABLE,
     DockerSandbox,
@@ -143,7 +143,7 @@ def test_a_stopped_runner_is_given_up_after_the_host_guard(docker_ready: None) -
         "os.kill(parent(os.getppid()), signal.SIGSTOP)  # the zygote's parent: the runner\n"
         "print('stopped it')\n"
     )
-    limits = Limits(timeout_s=0.5, deadline_s=0.5)
+    limits = RunLimits(timeout_s=0.5, deadline_s=0.5)
     with DockerSandbox(size=1, guard_slack_s=0.5) as sandbox:
         assert sandbox.run(ECHO, _echo(0)).all_passed
         (stopped,) = sandbox.container_ids()
@@ -163,7 +163,7 @@ def test_a_container_out_of_memory_is_reported_and_replaced(docker_ready: None) 
     with DockerSandbox(size=1, memory_mb=48) as sandbox:
         assert sandbox.run(ECHO, _echo(0)).all_passed
         (first,) = sandbox.container_ids()
-        result = sandbox.run(ECHO, [huge], Limits(timeout_s=5.0))
+        result = sandbox.run(ECHO, [huge], RunLimits(timeout_s=5.0))
         assert result.error is not None and "ran out of memory" in result.error, result
         assert first not in sandbox.container_ids()
         assert sandbox.run(ECHO, _echo(1)).all_passed

@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 
 from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
+from multiturn_envs.deprecation import renamed_kwargs
 from multiturn_envs.envs.deepcoder.mutations import Mutant, fallback_wrong_program, mutants
 from multiturn_envs.envs.deepcoder.sources import make_source
 from multiturn_envs.envs.deepcoder.tasks import CodeTask, TaskSource
 from multiturn_envs.envs.fences import remove_pairs
 from multiturn_envs.sandbox.base import (
     AfterTimeout,
-    Limits,
+    RunLimits,
     RunResult,
     Sandbox,
     TestResult,
@@ -30,6 +31,12 @@ from multiturn_envs.sandbox.base import (
 )
 from multiturn_envs.sandbox.provider import MissingCapability
 from multiturn_envs.tools import Tool, ToolCall, ToolCallError
+
+OLD_ARGUMENTS: dict[str, str] = {
+    "timeout_s": "test_timeout_s",
+    "deadline_s": "submission_timeout_s",
+}
+"""Constructor arguments renamed in issue 33 (timeouts as ``*_timeout_s``) -> today's name."""
 
 BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
 SANDBOX_POOLS: tuple[str, ...] = ("shared", "private")
@@ -173,10 +180,11 @@ class DeepCoderEnv(TextEnv):
     * ``sandbox_pool``: ``"shared"`` (default: every env instance of the process runs on the
       one docker pool, ``DockerSandbox.shared()``, sized from the machine; its submissions
       queue first come, first served) or ``"private"`` (a pool per env, closed with it).
-    * ``timeout_s`` (6.0, LiveCodeBench's), ``memory_mb`` (512), ``numeric_tolerance`` (None:
-      exact decimal comparison): the per-test limits.
-    * ``deadline_s``: wall-clock cap on one submission (all its tests); ``"auto"`` (default)
-      is ``timeout_s * (1 + n_tests / 4)`` (:func:`multiturn_envs.sandbox.default_deadline`),
+    * ``test_timeout_s`` (6.0, LiveCodeBench's), ``memory_mb`` (512), ``numeric_tolerance``
+      (None: exact decimal comparison): the per-test limits.
+    * ``submission_timeout_s``: wall-clock cap on one submission (all its tests); ``"auto"``
+      (default) is ``test_timeout_s * (1 + n_tests / 4)``
+      (:func:`multiturn_envs.sandbox.default_deadline`),
       ``None`` is no cap. ``after_timeout``: ``"stop"`` (default: the first test over its
       limit ends the submission, the rest are not run, so a looping program costs one limit)
       or ``"continue"`` (every test runs at its own limit). Tests not run count as failed and
@@ -191,6 +199,8 @@ class DeepCoderEnv(TextEnv):
     * ``cache_size`` (256): results of recently run programs, per task; a program submitted
       twice is run once (this also makes nondeterministic programs score consistently).
     * ``verify_timeout_s`` (0.5): per-test limit while ``error_action`` verifies a mutant.
+    * Old spellings, read for one release with a ``DeprecationWarning``: ``timeout_s``
+      (``test_timeout_s``), ``deadline_s`` (``submission_timeout_s``).
 
     ## Turn Budget
     Owned by the base class: every reply is a turn, unparseable ones included.
@@ -219,11 +229,11 @@ class DeepCoderEnv(TextEnv):
         dataset_options: dict[str, Any] | None = None,
         tasks: Sequence[str] | None = None,
         backend: str = "auto",
-        timeout_s: float = 6.0,
+        test_timeout_s: float = 6.0,
         memory_mb: int = 512,
         numeric_tolerance: float | None = None,
         sandbox_pool: str = "shared",
-        deadline_s: float | str | None = "auto",
+        submission_timeout_s: float | str | None = "auto",
         after_timeout: AfterTimeout = "stop",
         reward: str = "binary",
         max_feedback_failures: int = 2,
@@ -234,7 +244,15 @@ class DeepCoderEnv(TextEnv):
         cache_size: int = 256,
         verify_timeout_s: float = 0.5,
         max_error_tries: int = 12,
+        **old: Any,
     ) -> None:
+        test_timeout_s, submission_timeout_s = renamed_kwargs(
+            type(self).__name__,
+            old,
+            OLD_ARGUMENTS,
+            {"test_timeout_s": test_timeout_s, "submission_timeout_s": submission_timeout_s},
+            {"test_timeout_s": 6.0, "submission_timeout_s": "auto"},
+        ).values()
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         if reward not in ("binary", "pass_rate"):
             raise ValueError(f"reward must be 'binary' or 'pass_rate', got {reward!r}")
@@ -249,9 +267,13 @@ class DeepCoderEnv(TextEnv):
             raise ValueError(f"sandbox_pool must be one of {SANDBOX_POOLS}, got {sandbox_pool!r}")
         if after_timeout not in ("stop", "continue"):
             raise ValueError(f"after_timeout must be 'stop' or 'continue', got {after_timeout!r}")
-        if deadline_s not in (None, "auto") and (isinstance(deadline_s, str) or not deadline_s > 0):
-            raise ValueError(f"deadline_s must be 'auto', None or > 0, got {deadline_s!r}")
-        for name, value in (("timeout_s", timeout_s), ("verify_timeout_s", verify_timeout_s)):
+        cap = submission_timeout_s
+        if cap not in (None, "auto") and (isinstance(cap, str) or not cap > 0):
+            raise ValueError(f"submission_timeout_s must be 'auto', None or > 0, got {cap!r}")
+        for name, value in (
+            ("test_timeout_s", test_timeout_s),
+            ("verify_timeout_s", verify_timeout_s),
+        ):
             if not (math.isfinite(value) and 0 < value <= 3600):
                 raise ValueError(f"{name} must be in (0, 3600] seconds, got {value!r}")
         if not 16 <= int(memory_mb) <= 1 << 20:
@@ -269,17 +291,17 @@ class DeepCoderEnv(TextEnv):
         self._factory = _backend_factory(backend, shared=sandbox_pool == "shared")
         self.backend = backend
         self.sandbox_pool = sandbox_pool
-        self.deadline_s = deadline_s
+        self.submission_timeout_s = submission_timeout_s
         self.source: TaskSource = make_source(dataset, **(dataset_options or {}))
         self._tasks = None if tasks is None else [str(t) for t in tasks]
-        self.limits = Limits(
-            timeout_s=float(timeout_s),
+        self.limits = RunLimits(
+            timeout_s=float(test_timeout_s),
             memory_mb=int(memory_mb),
             numeric_tolerance=numeric_tolerance,
             after_timeout=after_timeout,
         )
-        self._verify_limits = Limits(
-            timeout_s=min(float(verify_timeout_s), float(timeout_s)),
+        self._verify_limits = RunLimits(
+            timeout_s=min(float(verify_timeout_s), float(test_timeout_s)),
             memory_mb=int(memory_mb),
             numeric_tolerance=numeric_tolerance,
             after_timeout=after_timeout,
@@ -367,7 +389,7 @@ class DeepCoderEnv(TextEnv):
             return f"{type(exc).__name__}: {exc}"
         return None
 
-    def _run(self, program: str, limits: Limits) -> RunResult:
+    def _run(self, program: str, limits: RunLimits) -> RunResult:
         """Run ``program`` (already checked) on all tests, through the per-task result cache."""
         task = self.task
         digest = hashlib.sha256(program.encode("utf-8")).hexdigest()
@@ -382,17 +404,18 @@ class DeepCoderEnv(TextEnv):
             self._remember(key, result)
         return result
 
-    def _submission_limits(self, limits: Limits) -> Limits:
-        """``limits`` with this task's submission deadline (``deadline_s``, see the class)."""
-        if self.deadline_s is None:
+    def _submission_limits(self, limits: RunLimits) -> RunLimits:
+        """``limits`` with this task's submission deadline (``submission_timeout_s``, see the
+        class)."""
+        if self.submission_timeout_s is None:
             return limits
-        if self.deadline_s == "auto":
+        if self.submission_timeout_s == "auto":
             cap = default_deadline(limits.timeout_s, len(self.task.tests))
         else:
-            cap = float(self.deadline_s)
+            cap = float(self.submission_timeout_s)
         return dataclasses.replace(limits, deadline_s=cap)
 
-    def _run_in_sandbox(self, program: str, limits: Limits) -> RunResult:
+    def _run_in_sandbox(self, program: str, limits: RunLimits) -> RunResult:
         """One run; a sandbox failure is retried once on a fresh sandbox, then reported."""
         limits = self._submission_limits(limits)
         result: RunResult | None = None

@@ -19,13 +19,13 @@ changes leaked into later episodes. Here:
   ordinary table of the copy), and the raw-page and statement-list tables
   (``sqlite_dbpage``, ``dbstat``, ``sqlite_stmt``);
 * SQLite's own limits are lowered (``Connection.setlimit``): a value (string or blob) holds at
-  most ``Limits.max_value_bytes`` (``hex(zeroblob(5e8))`` would take 2.4 GB), triggers nest 32
+  most ``QueryLimits.max_value_bytes`` (``hex(zeroblob(5e8))`` would take 2.4 GB), triggers nest 32
   deep, a program has at most a million VM instructions;
 * a progress handler stops runaway queries: a deterministic budget of SQLite VM instructions
   (identical runs stop at the identical point) plus a wall-clock backstop, shared by every
   statement one agent action runs (:meth:`SandboxedConnection.action_budget`);
 * work SQLite does before its VM runs is bounded too: a statement may expand, through the views
-  and triggers it reaches, to at most ``Limits.max_expanded_sql`` characters of SQL
+  and triggers it reaches, to at most ``QueryLimits.max_expanded_sql`` characters of SQL
   (:mod:`.expansion`), and its compilation may consult the authorizer at most
   :data:`MAX_AUTHORIZER_CALLS` times;
 * ``max_page_count`` bounds how large the agent can grow its copy; SQLite's scratch storage
@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from multiturn_envs.deprecation import renamed_attribute
 from multiturn_envs.envs.intercode_sql.expansion import SchemaWeights
 from multiturn_envs.envs.intercode_sql.functions import (
     DEFAULT_CLOCK,
@@ -195,7 +196,7 @@ _SQLITE_LIMITS: dict[int, int] = {
 
 
 @dataclass
-class Limits:
+class QueryLimits:
     """Resource limits of one agent action (and of the episode's copy).
 
     Attributes:
@@ -342,7 +343,7 @@ class SandboxedConnection:
     :meth:`from_bytes` (restore a snapshot).
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, read_only: bool, limits: Limits) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, read_only: bool, limits: QueryLimits) -> None:
         self._conn = conn
         self._guard = _Guard(read_only=read_only)
         self.limits = limits
@@ -374,7 +375,7 @@ class SandboxedConnection:
         return conn
 
     @classmethod
-    def load_file(cls, path: Path, limits: Limits | None = None) -> SandboxedConnection:
+    def load_file(cls, path: Path, limits: QueryLimits | None = None) -> SandboxedConnection:
         """A read-only, in-memory copy of the database file at ``path`` (the file is opened
         read-only and closed again)."""
         source = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
@@ -383,18 +384,18 @@ class SandboxedConnection:
             source.backup(conn)
         finally:
             source.close()
-        return cls(conn, read_only=True, limits=limits or Limits())
+        return cls(conn, read_only=True, limits=limits or QueryLimits())
 
     @classmethod
-    def from_script(cls, script: str, limits: Limits | None = None) -> SandboxedConnection:
+    def from_script(cls, script: str, limits: QueryLimits | None = None) -> SandboxedConnection:
         """A read-only database built by running a trusted SQL script (the bundled databases)."""
         conn = cls._blank()
         conn.executescript(script)
-        return cls(conn, read_only=True, limits=limits or Limits())
+        return cls(conn, read_only=True, limits=limits or QueryLimits())
 
     @classmethod
     def copy_of(
-        cls, source: SandboxedConnection, limits: Limits | None = None
+        cls, source: SandboxedConnection, limits: QueryLimits | None = None
     ) -> SandboxedConnection:
         """A private, writable copy of ``source`` (SQLite's online backup)."""
         conn = cls._blank()
@@ -405,10 +406,10 @@ class SandboxedConnection:
         return copy
 
     @classmethod
-    def from_bytes(cls, data: bytes, limits: Limits | None = None) -> SandboxedConnection:
+    def from_bytes(cls, data: bytes, limits: QueryLimits | None = None) -> SandboxedConnection:
         conn = cls._blank()
         cast(Any, conn).deserialize(data)  # Python >= 3.11
-        restored = cls(conn, read_only=False, limits=limits or Limits())
+        restored = cls(conn, read_only=False, limits=limits or QueryLimits())
         restored._guard.dirty = True  # its contents may differ from the pristine database
         return restored
 
@@ -584,3 +585,9 @@ class SandboxedConnection:
             size = self.limits.max_pages * 4096 / 2**20
             return f"{message}: this episode's copy of the database is limited to {size:g} MiB"
         return message
+
+
+def __getattr__(name: str) -> Any:
+    """Old names, read for one release (:mod:`multiturn_envs.deprecation`): ``Limits`` is
+    ``QueryLimits`` (issue 33: three classes named ``Limits`` meant three things)."""
+    return renamed_attribute(__name__, name, {"Limits": QueryLimits})

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
+from multiturn_envs.deprecation import renamed_kwargs
 from multiturn_envs.envs.intercode_sql.actions import FORMAT_HINT, ParsedAction, parse_action
 from multiturn_envs.envs.intercode_sql.database import (
-    Limits,
+    QueryLimits,
     QueryResult,
     SandboxedConnection,
     first_statement,
@@ -140,7 +141,8 @@ class InterCodeSQLEnv(TextEnv):
     ``spider_dev_file``, ``$MULTITURN_ENVS_SPIDER_DEV`` or the cache), ``"all"``, a task file,
     or a list of :class:`SQLTask`), ``scoring``, ``end_on_success``, ``db_dir`` (extra SQLite
     databases), ``transpile`` (MySQL fallback), ``max_rows_shown``, ``max_cell_chars``,
-    ``vm_instructions`` and ``query_seconds`` (one action's budget), ``max_value_bytes``,
+    ``vm_instructions`` and ``query_timeout_s`` (one action's budget; ``query_seconds``, its
+    old spelling, is read for one release with a ``DeprecationWarning``), ``max_value_bytes``,
     ``max_result_bytes``, ``max_db_bytes`` and ``max_observation_chars`` (the resource
     contract: ``docs/security.md``), ``hardness`` (keep
     only these levels), ``mysql_row_order`` (default on: MySQL 8's order where SQL leaves it
@@ -181,7 +183,7 @@ class InterCodeSQLEnv(TextEnv):
         max_rows_shown: int = 20,
         max_cell_chars: int = 100,
         vm_instructions: int = 50_000_000,
-        query_seconds: float = 5.0,
+        query_timeout_s: float = 5.0,
         max_value_bytes: int = 100_000,
         max_result_bytes: int = 16 * 2**20,
         max_db_bytes: int = 64 * 2**20,
@@ -192,7 +194,15 @@ class InterCodeSQLEnv(TextEnv):
         describe_types: str = "bytes",
         spider_dev_file: str | Path | None = None,
         clock: dt.datetime = DEFAULT_CLOCK,
+        **old: Any,
     ) -> None:
+        (query_timeout_s,) = renamed_kwargs(
+            type(self).__name__,
+            old,
+            {"query_seconds": "query_timeout_s"},
+            {"query_timeout_s": query_timeout_s},
+            {"query_timeout_s": 5.0},
+        ).values()
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         if scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}")
@@ -214,9 +224,9 @@ class InterCodeSQLEnv(TextEnv):
         self.max_observation_chars = int(max_observation_chars)
         if self.max_observation_chars < 200:
             raise ValueError(f"max_observation_chars must be >= 200, got {max_observation_chars}")
-        self._limits = Limits(
+        self._limits = QueryLimits(
             vm_instructions=int(vm_instructions),
-            seconds=float(query_seconds),
+            seconds=float(query_timeout_s),
             max_result_bytes=int(max_result_bytes),
             max_pages=max(1, int(max_db_bytes) // 4096),
             max_value_bytes=int(max_value_bytes),

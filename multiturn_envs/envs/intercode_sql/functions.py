@@ -282,7 +282,7 @@ class Regexp:
     Python's ``re`` backtracks: ``'aaaa...b' REGEXP '(a+)+$'`` runs for hours inside one SQLite
     VM instruction, where neither the progress handler nor the wall clock can stop it. RE2
     (``google-re2``) matches in time linear in the text, so a REGEXP costs at most one pass over
-    a value (itself at most ``Limits.max_value_bytes``). RE2 has no backreferences or
+    a value (itself at most ``QueryLimits.max_value_bytes``). RE2 has no backreferences or
     lookaround; a pattern it rejects (or one longer than :data:`MAX_REGEXP_PATTERN`) is an error
     with RE2's reason, as MySQL errors on a pattern its engine rejects. Matching is
     case-insensitive, as MySQL's on ``_ci`` text; a NULL argument gives NULL.

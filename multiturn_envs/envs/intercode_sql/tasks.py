@@ -37,7 +37,7 @@ from multiturn_envs.envs.intercode_sql.conversion import (
     cache_root,
     intercode_asset,
 )
-from multiturn_envs.envs.intercode_sql.database import Limits, SandboxedConnection
+from multiturn_envs.envs.intercode_sql.database import QueryLimits, SandboxedConnection
 from multiturn_envs.envs.intercode_sql.mysql_schema import MySQLTable
 from multiturn_envs.errors import UntrustedInputError
 from multiturn_envs.untrusted import Fields, parse_json, read_text
@@ -233,9 +233,9 @@ class DatabaseCatalog:
         limits: resource limits for connections made from these databases.
     """
 
-    def __init__(self, db_dir: str | Path | None = None, limits: Limits | None = None) -> None:
+    def __init__(self, db_dir: str | Path | None = None, limits: QueryLimits | None = None) -> None:
         self.db_dir = Path(db_dir) if db_dir else None
-        self.limits = limits or Limits()
+        self.limits = limits or QueryLimits()
         self._pristine: dict[str, SandboxedConnection] = {}
         self._spider: SpiderDevDatabases | None = None
         self._mysql: dict[str, dict[str, MySQLTable]] = {}

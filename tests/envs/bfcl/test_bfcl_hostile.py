@@ -206,7 +206,7 @@ def test_too_many_calls_in_one_reply_run_none() -> None:
 
 
 def test_observations_are_cut_per_result_and_in_total() -> None:
-    """Limits: max_result_chars (shown per result) and max_observation_chars."""
+    """ServerLimits: max_result_chars (shown per result) and max_observation_chars."""
     env = bundled(max_result_chars=300, max_observation_chars=2_000)
     obs = env.step("[" + ", ".join(["list_members()"] * 64) + "]")[0]
     assert len(obs) <= 2_000 and obs.endswith("characters in all]")

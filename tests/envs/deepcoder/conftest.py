@@ -11,16 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from multiturn_envs.envs.deepcoder.env import DeepCoderEnv
-from multiturn_envs.testing import require as require_part
-
-
-def docker_problem() -> str | None:
-    """Why the docker backend cannot run here, or ``None`` when it can."""
-    try:
-        from multiturn_envs.sandbox.engine import docker_unavailable
-    except ImportError as exc:
-        return f"the docker pool ({exc})"
-    return docker_unavailable()
+from multiturn_envs.testing import require_docker
 
 
 @pytest.fixture
@@ -49,6 +40,5 @@ def local_env() -> Iterator[DeepCoderEnv]:
 
 @pytest.fixture(scope="module")
 def docker_backend() -> str:
-    problem = docker_problem()
-    require_part(problem is None, f"a docker engine with the sandbox image ({problem})")
+    require_docker()
     return "docker"

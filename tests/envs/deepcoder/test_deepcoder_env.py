@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import multiturn_envs  # noqa: F401 (registers MT/*)
 from multiturn_envs.envs.deepcoder.env import DeepCoderEnv, clip, extract_program
-from multiturn_envs.sandbox.base import Limits, RunResult, Sandbox, TestCase, TestResult
+from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase, TestResult
 from multiturn_envs.testing import check_text_env
 from multiturn_envs.wrappers.error_injection import ErrorInjection
 
@@ -183,7 +183,7 @@ class _BrokenSandbox(Sandbox):
     name = "broken"
     runs = 0
 
-    def run(self, program: str, tests: Sequence[TestCase], limits: Limits | None = None):
+    def run(self, program: str, tests: Sequence[TestCase], limits: RunLimits | None = None):
         type(self).runs += 1
         return RunResult(results=(), backend=self.name, error="engine gone")
 
@@ -202,9 +202,9 @@ class _RecordingSandbox(Sandbox):
     """Records the limits it is given; every test passes."""
 
     name = "recording"
-    seen: ClassVar[list[Limits]] = []
+    seen: ClassVar[list[RunLimits]] = []
 
-    def run(self, program: str, tests: Sequence[TestCase], limits: Limits | None = None):
+    def run(self, program: str, tests: Sequence[TestCase], limits: RunLimits | None = None):
         assert limits is not None
         type(self).seen.append(limits)
         passed = (TestResult(True, t.expected, t.expected, "", 0, 0.0) for t in tests)
@@ -215,11 +215,11 @@ def test_submission_deadline_defaults_and_options(make_env: MakeEnv) -> None:
     backend = f"{__name__}:_RecordingSandbox"
     for kwargs, expected in (
         ({}, "auto"),
-        ({"deadline_s": None}, None),
-        ({"deadline_s": 3.5}, 3.5),
+        ({"submission_timeout_s": None}, None),
+        ({"submission_timeout_s": 3.5}, 3.5),
     ):
         _RecordingSandbox.seen = []
-        env = make_env(backend=backend, timeout_s=2.0, **kwargs)
+        env = make_env(backend=backend, test_timeout_s=2.0, **kwargs)
         env.reset(seed=0, options={"task_id": STDIO})
         env.step("print(1)")
         limits = _RecordingSandbox.seen[-1]
@@ -234,14 +234,14 @@ def test_submission_deadline_defaults_and_options(make_env: MakeEnv) -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"timeout_s": 0},
-        {"timeout_s": float("inf")},
-        {"timeout_s": 1e300},
+        {"test_timeout_s": 0},
+        {"test_timeout_s": float("inf")},
+        {"test_timeout_s": 1e300},
         {"verify_timeout_s": -1},
         {"memory_mb": 10**12},
         {"memory_mb": 1},
-        {"deadline_s": 0},
-        {"deadline_s": "soon"},
+        {"submission_timeout_s": 0},
+        {"submission_timeout_s": "soon"},
         {"after_timeout": "retry"},
         {"sandbox_pool": "global"},
         {"cache_size": -1},
@@ -253,8 +253,20 @@ def test_absurd_arguments_are_refused_clearly(kwargs: dict[str, object]) -> None
         DeepCoderEnv(backend="local", **kwargs)  # type: ignore[arg-type]
 
 
+def test_the_old_timeout_spellings_still_work_for_one_release() -> None:
+    """``timeout_s`` and ``deadline_s`` (before every timeout was ``*_timeout_s``)."""
+    with pytest.deprecated_call(match="write test_timeout_s=2.0"):
+        old = DeepCoderEnv(backend="local", timeout_s=2.0, deadline_s=None)
+    assert old.limits.timeout_s == 2.0 and old.submission_timeout_s is None
+    with pytest.raises(TypeError, match="give test_timeout_s alone"):
+        DeepCoderEnv(backend="local", timeout_s=2.0, test_timeout_s=3.0)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        DeepCoderEnv(backend="local", timeout=2.0)  # type: ignore[call-arg]
+    old.close()
+
+
 def test_a_looping_submission_is_stopped_and_the_rest_not_run(make_env: MakeEnv) -> None:
-    env = make_env(max_turns=2, timeout_s=0.5)
+    env = make_env(max_turns=2, test_timeout_s=0.5)
     env.reset(seed=0, options={"task_id": STDIO})
     n = len(env.task.tests)
     obs, _, _, _, info = env.step("```python\nimport time\ntime.sleep(30)\n```")

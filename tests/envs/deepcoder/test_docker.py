@@ -66,7 +66,7 @@ def test_envs_share_the_process_pool_unless_private(docker_backend: str) -> None
 def test_a_looping_submission_costs_one_limit_and_says_what_was_not_run(
     docker_backend: str,
 ) -> None:
-    env = DeepCoderEnv(backend=docker_backend, max_turns=2, timeout_s=1.0)
+    env = DeepCoderEnv(backend=docker_backend, max_turns=2, test_timeout_s=1.0)
     try:
         env.reset(seed=0)
         n = len(env.task.tests)

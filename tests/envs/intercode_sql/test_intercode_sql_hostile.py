@@ -264,7 +264,7 @@ def test_postfix_not_null_check_is_linear() -> None:
 def test_one_action_shares_one_budget_across_its_statements() -> None:
     """Limit: vm_instructions per action, however many statements the emulation runs (a set
     operation used to run every branch with a budget of its own)."""
-    env = InterCodeSQLEnv(max_turns=None, vm_instructions=2_000_000, query_seconds=30)
+    env = InterCodeSQLEnv(max_turns=None, vm_instructions=2_000_000, query_timeout_s=30)
     env.reset(options={"task_id": TASK})
     branch = (
         "SELECT x FROM (WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r "
@@ -383,7 +383,7 @@ from multiturn_envs.envs.intercode_sql import InterCodeSQLEnv
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-env = InterCodeSQLEnv(max_turns=None, query_seconds=300)  # memory is measured, not time
+env = InterCodeSQLEnv(max_turns=None, query_timeout_s=300)  # memory is measured, not time
 env.reset(options={"task_id": "bundled/library/021"})
 env.step("SELECT 1")
 R = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT {})"
@@ -408,7 +408,7 @@ print(json.dumps(out))
 
 
 def test_memory_per_action_stays_bounded() -> None:
-    """Limits: max_value_bytes (100,000), max_result_bytes (16 MiB), no temporary tables,
+    """QueryLimits: max_value_bytes (100,000), max_result_bytes (16 MiB), no temporary tables,
     max_db_bytes (64 MiB), scratch storage spilled to files. Each attack used to add 1.2 to
     2.4 GB; measured in a child process as its peak RSS growth."""
     child = _run_child(MEMORY_CHILD, timeout=300)
@@ -422,3 +422,10 @@ def test_memory_per_action_stays_bounded() -> None:
     assert out["sorter"]["obs"].startswith("[(3000,)]")  # 270 MB sorted, through files
     for name, case in out.items():
         assert case["growth_mb"] < 400, (name, case)
+
+
+def test_the_old_query_seconds_still_works_for_one_release() -> None:
+    with pytest.deprecated_call(match="write query_timeout_s=2.5"):
+        env = InterCodeSQLEnv(max_turns=2, query_seconds=2.5)
+    assert env._limits.seconds == 2.5
+    env.close()

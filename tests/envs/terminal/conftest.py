@@ -13,22 +13,12 @@ from pathlib import Path
 import pytest
 
 from multiturn_envs.envs.terminal.env import TerminalEnv
-from multiturn_envs.testing import require
-
-
-def terminal_problem() -> str | None:
-    """Why MT/Terminal-v0 cannot run here, or ``None``."""
-    try:
-        from multiturn_envs.sandbox.terminal_image import terminal_unavailable
-    except ImportError as exc:  # the docker SDK is not installed
-        return f"the docker SDK ({exc})"
-    return terminal_unavailable()
+from multiturn_envs.testing import require, require_terminal_image
 
 
 @pytest.fixture(scope="session")
 def terminal_ready() -> None:
-    problem = terminal_problem()
-    require(problem is None, f"a docker engine with the terminal image ({problem})")
+    require_terminal_image()
 
 
 @pytest.fixture(scope="module")

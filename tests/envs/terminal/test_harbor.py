@@ -19,7 +19,10 @@ from multiturn_envs.sandbox.task_images import ImageUnavailable
 from multiturn_envs.sandbox.terminal_image import terminal_image
 from multiturn_envs.untrusted import Fields
 
-pytestmark = pytest.mark.docker
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.timeout(1800),
+]  # builds images, trains or runs a server: long
 
 TEST_SH = """\
 #!/bin/bash

@@ -21,7 +21,10 @@ from multiturn_envs.envs.terminal.verify import verify_task
 from multiturn_envs.sandbox.task_images import ImageUnavailable
 from multiturn_envs.sandbox.terminal_image import terminal_image
 
-pytestmark = pytest.mark.docker
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.timeout(1800),
+]  # builds images, trains or runs a server: long
 
 # Terminal-Bench's own test scaffolding (tests/setup-uv-pytest.sh, tests/run-uv-pytest.sh)
 SETUP_UV = """\

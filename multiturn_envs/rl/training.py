@@ -2,17 +2,19 @@
 
 The steps, each a function so the study and tests reuse them:
 
-1. :func:`~multiturn_envs.rl.rollout_env.make_train_env` builds the env of a run: the budget
-   (fixed T, or ``BudgetMix``); :mod:`~multiturn_envs.rl.rollout_env` holds what TRL's rollouts
-   see (tasks, system prompt, tools, the TRL environment class);
+1. :meth:`RunView.of <multiturn_envs.rl.run_view.RunView.of>` asks the run's env once what
+   TRL's rollouts see (tasks, system prompt, tools, the TRL environment class, how to make the
+   env: fixed T, or ``BudgetMix``); the frozen view goes to every step below;
 2. :func:`~multiturn_envs.rl.models.start_model` loads or builds the start model (``tiny``,
    ``smollm2``, a folder), with a tool-capable chat template, and warm-starts it (format or
    expert SFT) when asked;
 3. :func:`train_rows` makes the GRPO dataset (one row per group: task, seed);
-4. :func:`train` runs :class:`~multiturn_envs.rl.trainer.MultiTurnGRPOTrainer` with
-   checkpoints every ``save_steps``, resume (:mod:`~multiturn_envs.rl.checkpoints`), a progress
-   line, and ``train_log.jsonl`` (one line per step: TRL's figures plus trajectory reward,
-   success and mean step score);
+4. :func:`train` checks the output folder (a folder of someone else's files, or of another
+   run, is refused before a byte is written: :func:`check_output_dir`), then runs
+   :class:`~multiturn_envs.rl.trainer.MultiTurnGRPOTrainer` with checkpoints every
+   ``save_steps``, resume (:mod:`~multiturn_envs.rl.checkpoints`), a progress line, and
+   ``train_log.jsonl`` (one line per step: TRL's figures plus trajectory reward, success and
+   mean step score); every TRL environment it made is closed when it returns or fails;
 5. :func:`train_many` trains several runs from one start, side by side in worker processes.
 
 Everything TRL-specific passes through ``GRPOConfig`` (``config.trl``), so a GPU run with vLLM
@@ -21,7 +23,6 @@ generation or PEFT is the same code with other settings.
 
 from __future__ import annotations
 
-import functools
 import json
 import multiprocessing
 import os
@@ -37,15 +38,16 @@ import numpy as np
 
 from multiturn_envs.adapters.trl import grpo_rows
 from multiturn_envs.errors import UntrustedInputError
-from multiturn_envs.rl.checkpoints import CONFIG_FILE, FINAL, LOG_FILE, resume_checkpoint
+from multiturn_envs.rl.checkpoints import (
+    CONFIG_FILE,
+    FINAL,
+    LOG_FILE,
+    check_output_dir,
+    resume_checkpoint,
+)
 from multiturn_envs.rl.config import MAX_STEPS, TrainConfig
 from multiturn_envs.rl.models import cuda_available, load_model, start_model
-from multiturn_envs.rl.rollout_env import (
-    environment,
-    environment_class,
-    make_train_env,
-    train_tasks,
-)
+from multiturn_envs.rl.run_view import Environments, RunView
 from multiturn_envs.untrusted import Fields, load_json, parse_json, read_text
 
 MAX_STATE_BYTES = 256 << 20
@@ -54,29 +56,28 @@ MAX_STATE_BYTES = 256 << 20
 __all__ = ["TrainResult", "grpo_settings", "reply_cap_key", "train", "train_many", "train_rows"]
 
 
-def train_rows(config: TrainConfig) -> list[dict[str, Any]]:
+def train_rows(config: TrainConfig, view: RunView | None = None) -> list[dict[str, Any]]:
     """One row per GRPO group: tasks in a seeded shuffled cycle, a distinct reset seed each.
 
     A step samples ``batch_size`` x ``gradient_accumulation_steps`` rollouts (TRL generates for
-    the whole accumulated batch at once), i.e. that many / ``num_generations`` rows.
+    the whole accumulated batch at once), i.e. that many / ``num_generations`` rows. ``view``:
+    the run's (default: asked now).
     """
+    view = view if view is not None else RunView.of(config)
     accumulate = int(config.trl.get("gradient_accumulation_steps", 1))
     groups = config.steps * config.batch_size * accumulate // config.num_generations
-    tasks = train_tasks(config)
+    tasks = list(view.tasks)
     rng = np.random.default_rng(config.seed)
     order: list[str] = []
     while len(order) < groups:
         order += [tasks[int(i)] for i in rng.permutation(len(tasks))]
-    env = make_train_env(config, mix=False)
-    try:
-        return grpo_rows(
-            env,
-            order[:groups],
-            seeds=[config.seed * 100_003 + i for i in range(groups)],
-            tools=config.tools,
-        )
-    finally:
-        env.close()
+    return grpo_rows(
+        config.env_id,
+        order[:groups],
+        seeds=[config.seed * 100_003 + i for i in range(groups)],
+        tools=config.tools,
+        system_prompt=view.system_prompt,
+    )
 
 
 @dataclass
@@ -91,7 +92,7 @@ class TrainResult:
 def _progress_callback(total: int, log_path: Path, stream: Any) -> Any:
     from transformers import TrainerCallback
 
-    class Progress(TrainerCallback):  # type: ignore[misc]
+    class StepLog(TrainerCallback):  # type: ignore[misc]
         """One line per step on ``stream``; every log entry to ``train_log.jsonl``."""
 
         def __init__(self) -> None:
@@ -119,7 +120,7 @@ def _progress_callback(total: int, log_path: Path, stream: Any) -> Any:
             )
             stream.flush()
 
-    return Progress()
+    return StepLog()
 
 
 def _trim_log(log_path: Path, checkpoint: str | None) -> None:
@@ -222,41 +223,45 @@ def train(
     from multiturn_envs.rl.trainer import MultiTurnGRPOTrainer
 
     t0 = time.perf_counter()
+    out = Path(config.output_dir)
+    checkpoint = resume_checkpoint(config, resume)
+    check_output_dir(config)  # before a byte is written: the folder is ours, or empty
     if config.threads:
         torch.set_num_threads(config.threads)
-    out = Path(config.output_dir)
+    view = RunView.of(config)
     out.mkdir(parents=True, exist_ok=True)
-    saved = out / CONFIG_FILE
-    checkpoint = resume_checkpoint(config, resume)
-    saved.write_text(json.dumps(config.to_dict(), indent=2))
+    (out / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2))
     say = (lambda text: print(text, file=sys.stderr)) if progress else None
     if start is not None:
         start_dir = Path(start)
     elif checkpoint is not None and (out / "start" / "model").is_dir():
         start_dir = out / "start" / "model"
     else:
-        start_dir = start_model(config, out / "start", say)
+        start_dir = start_model(config, out / "start", say, view=view)
     model, tokenizer = load_model(str(start_dir))
     model.train()
     log_path = out / LOG_FILE
     _trim_log(log_path, checkpoint)
     settings = grpo_settings(config, cuda=cuda_available())
-    trainer = MultiTurnGRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        args=GRPOConfig(**settings),
-        train_dataset=Dataset.from_list(train_rows(config)),
-        environment_factory=functools.partial(environment, config, environment_class(config)),
-        advantage=config.advantage,
-        gigpo_step_weight=config.gigpo_step_weight,
-        gigpo_gamma=config.gigpo_gamma,
-        step_reward=config.make_step_reward(),
-        callbacks=[_progress_callback(config.steps, log_path, sys.stderr if progress else None)],
-    )
-    from transformers import PrinterCallback
+    with Environments(view) as environments:
+        trainer = MultiTurnGRPOTrainer(
+            model=model,
+            processing_class=tokenizer,
+            args=GRPOConfig(**settings),
+            train_dataset=Dataset.from_list(train_rows(config, view)),
+            environment_factory=environments,
+            advantage=config.advantage,
+            gigpo_step_weight=config.gigpo_step_weight,
+            gigpo_gamma=config.gigpo_gamma,
+            step_reward=config.make_step_reward(),
+            callbacks=[
+                _progress_callback(config.steps, log_path, sys.stderr if progress else None)
+            ],
+        )
+        from transformers import PrinterCallback
 
-    trainer.remove_callback(PrinterCallback)  # our progress line and log file replace its dicts
-    trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.remove_callback(PrinterCallback)  # our progress line and log replace its dicts
+        trainer.train(resume_from_checkpoint=checkpoint)
     final = out / FINAL
     trainer.model.save_pretrained(final)
     tokenizer.save_pretrained(final)
