@@ -57,7 +57,8 @@ def add_parser(sub: Any) -> None:
         "--extras",
         action="store_true",
         help="also compilers, numpy, pandas, node, vim, ... "
-        "(sandboxes/terminal/packages-extra.txt); never under the default image's tag (without --tag: multiturn-envs-terminal:extras)",
+        "(sandboxes/terminal/packages-extra.txt); never under the default image's tag "
+        "(without --tag: multiturn-envs-terminal:extras)",
     )
     tb.set_defaults(func=run_terminal_build)
     ts = tcmds.add_parser("status", help="say whether MT/Terminal-v0 can run (exit 0/1)")
