@@ -23,6 +23,7 @@ from multiturn_envs.cli.common import (
     load_policy,
     parse_env_args,
     resolve_tasks,
+    use_engines,
     user_errors,
 )
 from multiturn_envs.core import TextEnv
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     from multiturn_envs.harness import EvalConfig, run_eval
 
     env_kwargs = parse_env_args(args.env_arg)
+    use_engines(args.engine)
     for reserved in ("max_turns", "budget_mode"):
         if reserved in env_kwargs:
             raise UsageError(f"set {reserved} with --{reserved.replace('_', '-')}, not --env-arg")

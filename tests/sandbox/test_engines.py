@@ -8,6 +8,8 @@ that lacks hardening an env needs, naming each missing capability, before any co
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -96,7 +98,8 @@ def test_an_engine_listed_twice_is_refused() -> None:
 def test_the_environment_variable_names_the_default_engines(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("MTE_ENGINES", raising=False)
+    monkeypatch.setenv("MTE_ENGINES", "")  # restored (unset) after the test
+    monkeypatch.delenv("MTE_ENGINES")
     assert engines_from_environment() == (EngineAddress(),)
     monkeypatch.setenv("MTE_ENGINES", "tcp://a:2375 tcp://b:2375?capacity=4")
     assert [a.capacity for a in parse_engines(None)] == [None, 4]
@@ -143,3 +146,32 @@ def test_the_terminal_env_refuses_a_weak_engine_set() -> None:
     weak = _NoOomEvents("tcp://127.0.0.1:9?name=weak")
     with pytest.raises(MissingCapability, match="no-network"):
         require(weak, NEEDS, "untrusted commands in MT/Terminal-v0")
+
+
+@pytest.mark.parametrize("command", ["eval", "serve"])
+def test_the_cli_refuses_a_bad_engine_before_any_work(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from multiturn_envs.cli.app import main
+
+    monkeypatch.setenv("MTE_ENGINES", "")  # restored (unset) after the test
+    monkeypatch.delenv("MTE_ENGINES")
+    argv = [command, "MT/DeepCoder-v0", "--engine", "tcp://a:2375", "--engine", "tcp://a:2375"]
+    if command == "eval":
+        argv += ["--policy", "expert", "--out", "/nonexistent-mte-dir/x.jsonl"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--engine" in err and "listed twice" in err
+    assert "MTE_ENGINES" not in os.environ
+
+
+def test_the_cli_engines_become_the_process_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from multiturn_envs.cli.common import use_engines
+
+    monkeypatch.setenv("MTE_ENGINES", "")  # restored (unset) after the test
+    monkeypatch.delenv("MTE_ENGINES")
+    assert use_engines([]) == {}
+    assert "MTE_ENGINES" not in os.environ
+    set_ = use_engines(["local", "tcp://b:2375?capacity=3"])
+    assert os.environ["MTE_ENGINES"] == set_["MTE_ENGINES"]
+    assert [a.capacity for a in parse_engines(None)] == [None, 3]
