@@ -5,7 +5,8 @@ network, through TLS or SSH, slowed by latency, killed mid-episode. :class:`Seco
 starts one on this machine that looks like that to every client:
 
 * a **network namespace** of its own joined to this one by a **veth pair** (two addresses on a
-  private /30), so it is a different host on a link (``tc netem`` adds latency to it);
+  private /30), so it is a different host on a link (``tc netem`` adds latency to it, or a
+  delaying relay where the kernel has no netem);
 * a ``dockerd`` inside it (``nsenter --net=``: ``ip netns exec`` would remount ``/sys`` and hide
   the cgroup mounts dockerd needs) with its **own data root, exec root, socket, containerd and
   cgroup parent**, so nothing of it touches the machine's engine, its images or containers;
@@ -41,6 +42,8 @@ __all__ = ["SecondEngine", "second_engine_problem"]
 FIRST_INDEX = 40
 LAST_INDEX = 250
 START_TIMEOUT_S = 90.0
+LATENCY_PORT = 2377
+"""Where the latency relay listens when the kernel has no ``tc netem`` (:meth:`add_latency`)."""
 
 
 def second_engine_problem(ssh: bool = False, latency: bool = False) -> str | None:
@@ -169,6 +172,7 @@ class SecondEngine:
         self.peer_ip = ""
         self._dockerd: subprocess.Popen[bytes] | None = None
         self._sshd: subprocess.Popen[bytes] | None = None
+        self._relays: dict[int, subprocess.Popen[bytes]] = {}
         self._log: object = None
         self.started = False
 
@@ -402,19 +406,84 @@ class SecondEngine:
         raise RuntimeError(f"sshd in the second engine's namespace did not start: {log}")
 
     # ------------------------------------------------------------------ faults
-    def add_latency(self, ms: float) -> None:
-        """Delay every packet the engine sends by ``ms`` (``tc netem`` on its side of the link):
-        each request/response round trip gets ``ms`` longer."""
-        _run(
+    def add_latency(self, ms: float) -> str:
+        """Delay what the engine sends by ``ms`` and return the TLS address that sees it.
+
+        ``tc netem`` on the engine's side of the link where the kernel has it (every packet
+        delayed: the plain :meth:`tls_address`); a kernel without ``sch_netem`` (some VMs) gets
+        a relay in the namespace instead, on ``IP:2377``, that holds each chunk the engine
+        sends for ``ms`` before passing it on, in order (the same added round trip for every
+        request and stream; the address returned is the relay's)."""
+        done = _run(
             "ip", "netns", "exec", self.netns, "tc", "qdisc", "replace", "dev", self.veth_engine,
-            "root", "netem", "delay", f"{float(ms):g}ms",
+            "root", "netem", "delay", f"{float(ms):g}ms", check=False,
         )  # fmt: skip
+        if done.returncode == 0:
+            return self.tls_address()
+        if "unknown" not in done.stderr:
+            raise RuntimeError(f"tc netem failed: {done.stderr.strip()[-300:]}")
+        self._start_relay(LATENCY_PORT, (self.host_ip, 2376), float(ms) / 1000.0)
+        return f"tcp://{self.host_ip}:{LATENCY_PORT}?tls={self.folder / 'client'}&name=latency"
 
     def clear_latency(self) -> None:
         _run(
             "ip", "netns", "exec", self.netns, "tc", "qdisc", "del", "dev", self.veth_engine,
             "root", check=False,
         )  # fmt: skip
+        relay = self._relays.pop(LATENCY_PORT, None)
+        if relay is not None and relay.poll() is None:
+            relay.kill()
+            relay.wait(timeout=10)
+
+    def _start_relay(self, port: int, target: tuple[str, int], delay_s: float) -> None:
+        """A TCP relay in the namespace from ``IP:port`` to ``target``, delaying the replies
+        by ``delay_s`` (each chunk queued with the time it may leave)."""
+        script = (
+            "import socket,threading,time,queue\n"
+            f"D={delay_s!r}\n"
+            "s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+            f"s.bind(('{self.host_ip}',{int(port)}));s.listen(64)\n"
+            "def close(a,b):\n"
+            "    for x in (a,b):\n"
+            "        try: x.shutdown(socket.SHUT_RDWR)\n"
+            "        except OSError: pass\n"
+            "def up(a,b):\n"
+            "    try:\n"
+            "        while (d:=a.recv(65536)): b.sendall(d)\n"
+            "    except OSError: pass\n"
+            "    close(a,b)\n"
+            "def down(a,b):\n"
+            "    q=queue.Queue()\n"
+            "    def send():\n"
+            "        try:\n"
+            "            while (item:=q.get()) is not None:\n"
+            "                time.sleep(max(0.0,item[0]-time.monotonic())); b.sendall(item[1])\n"
+            "        except OSError: pass\n"
+            "        close(a,b)\n"
+            "    threading.Thread(target=send,daemon=True).start()\n"
+            "    try:\n"
+            "        while (d:=a.recv(65536)): q.put((time.monotonic()+D,d))\n"
+            "    except OSError: pass\n"
+            "    q.put(None)\n"
+            "while True:\n"
+            "    c,_=s.accept();u=socket.create_connection(" + repr(target) + ")\n"
+            "    threading.Thread(target=up,args=(c,u),daemon=True).start()\n"
+            "    threading.Thread(target=down,args=(u,c),daemon=True).start()\n"
+        )
+        relay = subprocess.Popen(
+            [*self._nsenter(), "python3", "-I", "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._relays[port] = relay
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and relay.poll() is None:
+            with contextlib.suppress(OSError), socket.create_connection((self.host_ip, port), 1):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"the relay on {self.host_ip}:{port} did not start")
 
     def _containerd_pids(self) -> list[int]:
         """containerd of this engine (started by its dockerd, found by its exec root)."""
@@ -458,11 +527,12 @@ class SecondEngine:
             if self._sshd is not None and self._sshd.poll() is None:
                 self._sshd.terminate()
                 self._sshd.wait(timeout=10)
-        with contextlib.suppress(Exception):
-            proxy = getattr(self, "_proxy", None)
-            if proxy is not None and proxy.poll() is None:
-                proxy.kill()
-                proxy.wait(timeout=10)
+        for proxy in [getattr(self, "_proxy", None), *self._relays.values()]:
+            with contextlib.suppress(Exception):
+                if proxy is not None and proxy.poll() is None:
+                    proxy.kill()
+                    proxy.wait(timeout=10)
+        self._relays.clear()
         if self._dockerd is not None:
             with contextlib.suppress(Exception):
                 if not self.alive():
