@@ -149,7 +149,7 @@ while :; do
   while kill -9 -1 2>/dev/null; do n=$((n+1)); [ "$n" -ge 100000 ] && break; done
   left=0
   for d in /proc/[0-9]*; do
-    [ "${d#/proc/}" = "$$" ] && continue
+    case "${d#/proc/}" in 1|"$$") continue;; esac
     state=; uid=
     while read -r key a b _; do
       case "$key" in State:) state=$a;; Uid:) uid=$b; break;; esac
@@ -163,7 +163,8 @@ while :; do
 done
 """
 """Kill every process of the caller's uid and return only once none is left (zombies aside,
-which the box's init reaps), or fail after ``$1`` seconds. ``kill -9 -1`` pass after pass
+which the box's init reaps; pid 1 aside, the box's init, which a root agent shares a uid with
+and no signal from inside ends), or fail after ``$1`` seconds. ``kill -9 -1`` pass after pass
 until a pass finds nothing, then a count over ``/proc`` (the effective uid of each process,
 from its ``status``): a fork bomb's child forked while a pass walked the process table is
 found by the count, and the passes start again. Builtins only (``kill``, ``read``, globs, no
