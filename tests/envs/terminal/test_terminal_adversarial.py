@@ -79,13 +79,12 @@ def test_the_corpus_is_contained_and_the_env_keeps_working(terminal_ready: None)
                 body = obs.rsplit("[exit status", 1)[0]
                 assert forbidden not in body.replace(command, ""), (command, obs[-600:])
             assert len(obs) < env.output_cap + 600, command
-            # a fork bomb's survivors can starve the next command: it times out, every process
-            # of the agent is killed and the shell restarted with its state; then it works
-            for _ in range(2):
-                obs, *_ = env.step("echo ok $marker")
-                if obs.startswith("ok kept"):
-                    break
+            # whatever the command left (a fork bomb's children included), the next command
+            # works at once: a command that times out ends with every process of the agent
+            # gone (the kill loop counts them down to 0) before the shell restarts
+            obs, *_ = env.step("echo ok $marker")
             assert obs.startswith("ok kept"), (command, obs[-600:])
+            assert "Resource temporarily unavailable" not in obs, (command, obs[-600:])
         # the hidden checks never entered the agent's container; its own tampering is moot
         env.step("printf '#!/bin/sh\\nexit 0\\n' > /app/run-tests.sh; rm -f /app/fill")
         _, reward, terminated, _, info = env.step("submit")
@@ -312,5 +311,61 @@ def test_no_check_runs_what_the_agent_can_shadow(terminal_ready: None) -> None:
             " && git config core.fsmonitor /app/fsmon && git config core.untrackedCache true"
         )
         assert not info["success"], env.check_report()
+    finally:
+        env.close()
+
+
+COUNT_AGENT = (
+    "n=0; for d in /proc/[0-9]*; do "
+    "u=$(awk '/^Uid:/ {print $3}' $d/status 2>/dev/null); s=$(awk '/^State:/ {print $2}' "
+    '$d/status 2>/dev/null); [ "$u" = 65534 ] && [ "$s" != Z ] && n=$((n+1)); done; echo $n'
+)
+"""How many live processes of the agent's uid the box holds, counted by root from outside the
+agent's processes (awk over /proc, not the killer's own builtins)."""
+
+
+def test_after_a_kill_no_process_of_the_agent_is_left_even_a_running_fork_bomb(
+    terminal_ready: None,
+) -> None:
+    """The guarantee itself, by construction: a fork bomb forking as fast as the pids limit
+    lets it, then ``kill_agent_processes``: the count of the agent's processes is 0, each time."""
+    env = TerminalEnv(max_turns=None, end_on_success=False, command_timeout_s=5)
+    try:
+        env.reset(seed=0, options={"task_id": "count-errors"})
+        assert env._episode is not None
+        box, shell = env._episode.box, env._episode.shell
+        for _ in range(3):
+            bomb = box.process(
+                ["bash", "-c", "b(){ b|b& }; b; sleep 30"], user=shell.user, workdir="/"
+            )
+            time.sleep(1.0)
+            shell.kill_agent_processes()
+            left = box.exec(["sh", "-c", COUNT_AGENT], user="0:0", timeout_s=60)
+            assert left.output.decode().split()[-1] == "0", left.output[-300:]
+            bomb.close()
+        shell.restart()
+        obs, *_ = env.step("echo ok")
+        assert obs.startswith("ok\n")
+    finally:
+        env.close()
+
+
+def test_the_kill_loop_counts_survivors_and_keeps_going_until_its_bound(
+    terminal_ready: None,
+) -> None:
+    """The count the loop trusts is right: with ``kill`` made to kill nothing, a live process of
+    the agent is seen and the loop reports it at its bound instead of declaring victory."""
+    from multiturn_envs.sandbox.shell_session import KILL_SCRIPT
+
+    env = TerminalEnv(max_turns=None, end_on_success=False, command_timeout_s=5)
+    try:
+        env.reset(seed=0, options={"task_id": "count-errors"})
+        assert env._episode is not None
+        box, user = env._episode.box, env._episode.shell.user
+        sleeper = box.process(["sleep", "60"], user=user, workdir="/")
+        toothless = "kill(){ return 1; }\n" + KILL_SCRIPT
+        done = box.exec(["bash", "-c", toothless, "kill", "1"], user=user, timeout_s=30)
+        assert done.exit_code == 1 and b"survive" in done.output, done
+        sleeper.close()
     finally:
         env.close()
