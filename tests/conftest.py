@@ -67,6 +67,7 @@ SLOW_TESTS = (
     "adapters/test_openenv_remote_eval.py",
     "adapters/test_openenv_server.py",
     "harness/test_ray_executor.py",
+    "harness/test_ray_sandboxes.py",
     "server/test_server_hostile.py",
     # a second Docker engine of the tests' own (a dockerd in a network namespace)
     "sandbox/test_remote_engines.py",
