@@ -55,16 +55,16 @@ print(f"check_wheel: multiturn_envs from {where}; image definitions in {recipes}
 EOF
 "$cli" sandbox status
 "$cli" sandbox terminal status
-# `sandbox build` from the wheel's own copy of sandboxes/: on a current image every layer comes
-# from the cache only when the wheel's recipe files are byte for byte those that built it, so
-# the image id must not change
-image="${MTE_TERMINAL_IMAGE:-multiturn-envs-terminal:latest}"
-before="$(docker image inspect -f '{{.Id}}' "$image")"
-t0=$SECONDS
-"$cli" sandbox terminal build
-after="$(docker image inspect -f '{{.Id}}' "$image")"
-[ "$before" = "$after" ] || { echo "check_wheel: the wheel's sandboxes/ built another $image" >&2; exit 1; }
-echo "check_wheel: sandbox terminal build from the wheel: same image, $((SECONDS - t0)) s"
+# `sandbox build` from the wheel's own copy of sandboxes/ (the base is reused: the wheel's recipe
+# digest must equal the one the image was built from, or status would not say ready). It
+# rebuilds the default terminal image in place, so only under CI=true (a machine of its own) or
+# when asked: MTE_CHECK_WHEEL_BUILD=1.
+if [ "${CI:-}" = true ] || [ "${MTE_CHECK_WHEEL_BUILD:-}" = 1 ]; then
+  t0=$SECONDS
+  "$cli" sandbox terminal build
+  "$cli" sandbox terminal status | grep -q "terminal image: ready"
+  echo "check_wheel: sandbox terminal build from the wheel: $((SECONDS - t0)) s"
+fi
 for env in MT/DeepCoder-v0 MT/Terminal-v0; do
   out="$tmp/$(echo "$env" | tr '/' '_').jsonl"
   t0=$SECONDS
