@@ -61,10 +61,12 @@ def ca_variables(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _ours_on(engine: DockerEngine) -> list[str]:
     """Containers of this process's engine handle still on ``engine``."""
-    found = engine.client.containers.list(
-        all=True, filters={"label": f"multiturn-envs.owner={engine.owner}"}
+    # the low-level list: the SDK's containers.list inspects each one after listing, which
+    # fails on a container the reaper removes in between
+    found = engine.api.containers(
+        all=True, quiet=True, filters={"label": f"multiturn-envs.owner={engine.owner}"}
     )
-    return [c.id for c in found]
+    return [str(c["Id"]) for c in found]
 
 
 def _wait_none_left(engine: DockerEngine, timeout_s: float = 30.0) -> None:
@@ -152,18 +154,20 @@ def test_placement_follows_load_over_two_engines_and_leaves_nothing(
     second: SecondEngine,
 ) -> None:
     """Load is running containers (the engine's own count, others' included) per capacity: the
-    empty remote engine (capacity 2) takes the first box; then this machine's engine, whose
-    few containers over a capacity of 1000 weigh less than the remote's 1 of 2, takes the rest."""
+    empty remote engine (capacity 2, listed first: it wins a tie) takes the first box; then
+    this machine's engine, whose containers (fewer than 500, whoever runs them) over a
+    capacity of 1000 weigh less than the remote's 1 of 2, takes the rest."""
     from multiturn_envs.sandbox.engine_set import EngineSet
 
     remote = second.tls_address("remote-tls") + "&capacity=2"
-    engines = EngineSet(["local?name=here&capacity=1000", remote])
+    engines = EngineSet([remote, "local?name=here&capacity=1000"])
     spec = BoxSpec(image=IMAGE, limits=ResourceLimits(memory_mb=64))
     boxes = []
+    seen = {e.name: (e.live_boxes(), engines._running(e), e.capacity) for e in engines.engines}
     try:
         for _ in range(4):
             boxes.append(engines.create(spec))
-        assert [b.engine for b in boxes] == ["remote-tls", "here", "here", "here"]
+        assert [b.engine for b in boxes] == ["remote-tls", "here", "here", "here"], seen
         assert engines.placed == {"here": 3, "remote-tls": 1}
         for box in boxes:
             assert box.exec(["true"], user="65534:65534", timeout_s=30).exit_code == 0
