@@ -18,6 +18,9 @@
 3. **Reproducibility.** The records of every repeat must be equal (timings and run id aside),
    and so must the engine calls the policy made: seeded sampling gives the same tokens run
    after run, at any number of episodes in flight (on the CPU build too: vllm_backend).
+   **Tokens and the response cache**: each record's ``prompt_tokens``/``completion_tokens``
+   are the prompt's and the reply's ids; a run that fills a response cache and a rerun
+   answered from it (no engine call) write the records of the uncached runs.
 4. **Tools** through the same engine (the template's rendering and the Hermes parser).
 5. **Log-prob equality.** One episode's trajectory is scored by a separate scoring engine
    (prefix caching off, built from its spec as ``multiturn-envs nll`` does), started after the
@@ -154,14 +157,15 @@ class GcClock:
         return self.seconds, self.full
 
 
-def timed_policy(llm: Any, sampling: Sampling) -> Any:
+def timed_policy(llm: Any, sampling: Sampling, cache: str | None = None) -> Any:
     """A fresh :class:`VLLMPolicy` over ``llm`` (no kept ids from an earlier run) that records
-    every engine call (``calls``) and times the engine (``engine_s``) and ``act`` (``act_s``)."""
+    every engine call (``calls``) and times the engine (``engine_s``) and ``act`` (``act_s``);
+    ``cache``: a response cache file (a question found there makes no engine call)."""
     from multiturn_envs.policies.vllm_backend import VLLMPolicy
 
     class TimedPolicy(VLLMPolicy):
         def __init__(self) -> None:
-            super().__init__(llm, sampling)
+            super().__init__(llm, sampling, cache=cache)
             self.calls: list[Call] = []
             self.engine_s = self.act_s = 0.0
 
@@ -211,11 +215,12 @@ class Workload:
             seed=0,
         )
 
-    def harness(self, tag: str) -> tuple[float, Any, str]:
-        """One ``run_eval`` from an empty prefix cache: seconds, the timed policy, the file."""
+    def harness(self, tag: str, cache: str | None = None) -> tuple[float, Any, str]:
+        """One ``run_eval`` from an empty prefix cache: seconds, the timed policy, the file
+        (``cache``: the policy's response cache file)."""
         from multiturn_envs.harness import run_eval
 
-        policy = timed_policy(self.llm, self.sampling)
+        policy = timed_policy(self.llm, self.sampling, cache)
         path = f"{self.workdir}/records-{tag}.jsonl"
         self.llm.reset_prefix_cache()
         gc0, full0 = self.gc.read()
@@ -314,6 +319,27 @@ def compare(work: Workload, repeats: int) -> list[Call]:
     return calls
 
 
+def check_tokens_and_cache(work: Workload) -> None:
+    """The tokens a record keeps per turn are what the engine read and wrote (the prompt's
+    ids, the reply's ids), and a run answered from the response cache makes no engine call and
+    writes the records of the run that filled it, which are those of the uncached runs."""
+    uncached = records_of(f"{work.workdir}/records-0.jsonl")
+    counted = all(
+        r["prompt_tokens"] == [t["prompt_len"] for t in r["turn_tokens"]]
+        and r["completion_tokens"] == [len(t["ids"]) for t in r["turn_tokens"]]
+        for r in uncached
+    )
+    print(f"tokens per turn are the prompt's and the reply's ids: {counted}")
+    cache = f"{work.workdir}/responses.sqlite"
+    _, filling, filled = work.harness("cache-fill", cache)
+    _, answered, rerun = work.harness("cache-rerun", cache)
+    same = records_of(filled) == records_of(rerun) == uncached
+    print(
+        f"response cache: {len(filling.calls)} engine calls filled it, the rerun made "
+        f"{len(answered.calls)}; records equal to the uncached run's: {same}"
+    )
+
+
 def main() -> None:
     args = parse_args()
     import gymnasium as gym
@@ -358,6 +384,7 @@ def main() -> None:
         gc.freeze()
         print(f"gc.freeze(): {gc.get_freeze_count()} objects no full collection walks")
     calls = compare(work, args.repeats)
+    check_tokens_and_cache(work)
     one_s = work.one_call(calls)
     print(
         f"raw vLLM, all {sum(len(c[0]) for c in calls)} prompts in one call "

@@ -63,6 +63,8 @@ from multiturn_envs.tools import (
 
 BudgetMode = Literal["hidden", "announced"]
 BUDGET_MODES: tuple[str, ...] = ("hidden", "announced")
+TURN_BUDGET = "turn_budget"
+"""``info["truncation_reason"]`` of an episode whose turn budget is spent."""
 BUDGET_OPTIONS: tuple[str, ...] = ("max_turns", "budget_mode")
 """The ``reset`` options that name the episode's budget (every :class:`TextEnv` reads them)."""
 TOOL_TURNS_HINT = (
@@ -131,7 +133,7 @@ class TextEnv(gym.Env[str, str]):
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the last observation).
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": None}  # noqa: RUF012
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
     #: Replies longer than this are refused before ``_step`` parses them: the turn is spent and
     #: the observation says why (:meth:`_refuse`). Set it on the instance to change it.
     max_action_chars: int = MAX_ACTION_CHARS
@@ -143,6 +145,14 @@ class TextEnv(gym.Env[str, str]):
     reset_options: ClassVar[frozenset[str]] = frozenset()
     #: Tool calls one reply may hold (one action per turn: 1; BFCL: a turn's parallel calls).
     max_tool_calls: int = 1
+    #: Why an instance cannot be pickled (``None``: it can, after ``reset`` too). An env that
+    #: holds what no pickle can carry (a database connection, a container) says why, and
+    #: ``pickle`` refuses it with a ``TypeError`` naming the way to branch an episode instead:
+    #: another instance and ``set_state(get_state())`` (docs/env-contract.md).
+    not_picklable: ClassVar[str | None] = None
+    #: Why an instance cannot be deep-copied (``None``: it can); ``copy.deepcopy`` refuses it as
+    #: ``pickle`` does.
+    not_copyable: ClassVar[str | None] = None
     #: In a tool-calling episode, what a reply without any tool call is: ``"stop"`` (the agent
     #: is done: the episode ends there, not a turn; TRL ends its rollout there too) or
     #: ``"action"`` (a text action, e.g. BFCL's message to the user that ends a user turn).
@@ -457,8 +467,37 @@ class TextEnv(gym.Env[str, str]):
             parse_error=outcome.parse_error,
             extra=outcome.info,
         )
-        info["truncation_reason"] = "turn_budget" if truncated else None
+        info["truncation_reason"] = TURN_BUDGET if truncated else None
         return observation, float(outcome.reward), terminated, bool(truncated), info
+
+    def _refuse_copy(self, what: str, why: str) -> TypeError:
+        name = self.spec.id if self.spec is not None else type(self).__name__
+        return TypeError(
+            f"{name} cannot be {what}: {why}. To branch an episode, make another instance "
+            "and set_state(get_state()) on it (docs/env-contract.md)"
+        )
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        if self.not_picklable is not None:
+            raise self._refuse_copy("pickled", self.not_picklable)
+        return super().__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        """The default deep copy (every attribute deep-copied), or a clear refusal
+        (:attr:`not_copyable`); it does not go through pickling, so an env that refuses
+        pickling (:attr:`not_picklable`) may still be deep-copied."""
+        if self.not_copyable is not None:
+            raise self._refuse_copy("deep-copied", self.not_copyable)
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        getstate = getattr(self, "__getstate__", None)  # object's (3.11+): the __dict__
+        state = copy.deepcopy(getstate() if getstate is not None else self.__dict__, memo)
+        if hasattr(new, "__setstate__"):
+            new.__setstate__(state)
+        elif state:
+            new.__dict__.update(state)
+        return new
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":

@@ -37,6 +37,12 @@ class RunMismatch(RecordFileError):
     """The file's header describes a different run than the one asked for."""
 
 
+class OutputFileError(ValueError):
+    """An output file (JSON results, a plot, an exported log) that may not be written: the path
+    holds a file this project did not write, or one it wrote but ``overwrite`` was not given
+    (:mod:`multiturn_envs.output_files`)."""
+
+
 class ReplayError(ValueError):
     """Replaying a record did not reproduce it (another env, options or seed, or a bad record)."""
 

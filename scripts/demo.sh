@@ -23,7 +23,8 @@ start=$SECONDS
 $cli eval "${common[@]}" --policy "$smol" --out "$out/smollm2.jsonl"
 echo "demo: SmolLM2 eval done after $((SECONDS - start)) s" >&2
 $cli eval "${common[@]}" --policy random --out "$out/random.jsonl"
-$cli report "$out/smollm2.jsonl" "$out/random.jsonl" --out-dir "$out" | tee "$out/report.txt"
+# --overwrite: a rerun replaces the plots and JSON this script wrote (never a file it did not)
+$cli report "$out/smollm2.jsonl" "$out/random.jsonl" --out-dir "$out" --overwrite | tee "$out/report.txt"
 $cli nll "$out/smollm2.jsonl" "$out/random.jsonl" --scoring-model hf:smollm2 --bootstrap 1000 \
-  --json-out "$out/nll.json" | tee "$out/nll.txt"
+  --json-out "$out/nll.json" --overwrite | tee "$out/nll.txt"
 echo "demo: records, report, plots and NLL in $out ($((SECONDS - start)) s after setup)"

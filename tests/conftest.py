@@ -49,6 +49,7 @@ SLOW_TESTS = (
     "policies/test_openai_backend.py",
     "policies/test_policies_scoring.py",
     "policies/test_spec.py::test_smollm2_resolves_to_the_wheel_and_acts",
+    "policies/test_token_usage.py::test_the_tokens_of_a_served_model_are_the_servers_count",
     "policies/test_tool_policies.py",
     "policies/test_transformers_backend.py",
     "policies/test_vllm_offline.py",

@@ -21,6 +21,8 @@ LAYERS: dict[str, int] = {
     "safejson": 0,
     "step_gate": 0,
     "untrusted": 0,
+    "output_files": 0,
+    "extras": 0,
     "deprecation": 0,
     "spaces": 1,
     "core": 1,

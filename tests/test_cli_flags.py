@@ -84,7 +84,13 @@ def test_the_renamed_flags_mean_one_thing_each() -> None:
     options = _options()
     # --seed is a run's seed; the analyses' bootstrap seed is --bootstrap-seed
     assert {c for c, _ in options["--seed"]} == {"eval", "compare", "train"}
-    assert {c for c, _ in options["--bootstrap-seed"]} == {"report", "nll", "llr", "dynamics"}
+    assert {c for c, _ in options["--bootstrap-seed"]} == {
+        "report",
+        "nll",
+        "llr",
+        "dynamics",
+        "export",
+    }
     # --out is eval's record file only; JSON results are --json-out, train's folder --output-dir
     assert {c for c, _ in options["--out"]} == {"eval"}
     assert {c for c, _ in options["--json-out"]} == {"compare", "nll", "llr", "dynamics"}

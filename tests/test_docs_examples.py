@@ -29,3 +29,22 @@ def test_the_write_your_own_env_example_passes_the_contract() -> None:
         env.close()
     finally:
         gym.registry.pop("Mine/Guess-v0", None)
+
+
+def test_the_async_vector_env_example_runs() -> None:
+    text = (DOCS / "env-contract.md").read_text(encoding="utf-8")
+    code = _python_blocks(text, "## Checks, copies and vector envs")[0]
+    namespace: dict[str, object] = {"__name__": "docs_example"}
+    exec(compile(code, "docs/env-contract.md", "exec"), namespace)
+    rewards = namespace["rewards"]
+    assert len(rewards) == 2  # type: ignore[arg-type]
+
+
+def test_the_plain_function_policy_example_runs() -> None:
+    text = (DOCS / "harness.md").read_text(encoding="utf-8")
+    code = _python_blocks(text, "A plain function is a policy")[0]
+    namespace: dict[str, object] = {"__name__": "docs_example"}
+    exec(compile(code, "docs/harness.md", "exec"), namespace)
+    records = namespace["records"]
+    assert len(records) == 2  # type: ignore[arg-type]
+    assert all(r["actions"][0] == "<answer>Down</answer>" for r in records)  # type: ignore[attr-defined]

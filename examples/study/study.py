@@ -364,7 +364,11 @@ def run_study(
     t = time.perf_counter()
     surfaces, gaps = surfaces_and_gaps(files, list(config["arms"]), n_boot, seed)
     best_vs_base = main_report(
-        [str(files[best]), str(files["base"])], out_dir=str(out), n_boot=n_boot, seed=seed
+        [str(files[best]), str(files["base"])],
+        out_dir=str(out),
+        n_boot=n_boot,
+        seed=seed,
+        overwrite=True,  # this seed's own folder: a rerun replaces the plots it wrote
     )
     times["report_s"] = time.perf_counter() - t
 
@@ -475,7 +479,7 @@ def run_study(
         n_boot=n_boot,
         seed=seed,
     )
-    dyn_png = plot_dynamics(dyn, out / "dynamics.png")
+    dyn_png = plot_dynamics(dyn, out / "dynamics.png", overwrite=True)
     times["dynamics_s"] = time.perf_counter() - t
     times["total_s"] = time.perf_counter() - t0
 

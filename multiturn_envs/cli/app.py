@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from multiturn_envs.cli import (
     compare,
     dynamics,
+    export,
     likelihood,
     list_envs,
     report,
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_cmd.add_parser(sub)
     report.add_parser(sub)
     compare.add_parser(sub)
+    export.add_parser(sub)
     likelihood.add_parsers(sub)
     dynamics.add_parser(sub)
     sandbox.add_parser(sub)
@@ -71,6 +73,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "machine",
             file=sys.stderr,
         )
+        return EXIT_USAGE
+    except ImportError as exc:  # an optional extra missing: one line naming it
+        from multiturn_envs.extras import missing_extra
+
+        line = missing_extra(exc)
+        if line is None:
+            raise
+        print(f"multiturn-envs: error: {line}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(

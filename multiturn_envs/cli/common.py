@@ -14,13 +14,11 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
-import json
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import gymnasium as gym
@@ -74,6 +72,8 @@ SAMPLE_LIST = IntList(1, 100_000)
 STEP_LIST = IntList(0, 10_000_000)
 """Training steps of checkpoints (``--checkpoint-steps``)."""
 STEP_WEIGHT = FloatRange(0.0, MAX_STEP_WEIGHT)
+TOKEN_LIMIT = IntRange(1, 10**12)
+"""Tokens one episode may use (``eval --token-limit``)."""
 
 
 class UsageError(Exception):
@@ -110,14 +110,27 @@ def user_errors(*extra: type[Exception], missing: str = "no such file") -> Itera
     except FileNotFoundError as exc:
         raise UsageError(f"{missing}: {exc.filename}") from None
     except (*_USER_MISTAKES, *extra) as exc:
-        raise UsageError(str(exc).strip("'\"")) from None
+        text = str(exc)
+        if isinstance(exc, KeyError):  # a KeyError's text is the repr of its key
+            text = text.strip("'\"")
+        raise UsageError(text) from None
 
 
-def write_json(out: str | None, payload: Mapping[str, Any]) -> str:
-    """Write ``payload`` to ``out`` (if given); the line that says so, or ``""``."""
+def write_json(out: str | None, payload: Mapping[str, Any], overwrite: bool = False) -> str:
+    """Write ``payload`` to ``out`` (if given) under the output rule (a new file, or one this
+    project wrote with ``overwrite``: :mod:`multiturn_envs.output_files`); the line that says
+    so, or ``""``."""
     if out is None:
         return ""
-    Path(out).write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    from multiturn_envs.errors import OutputFileError
+    from multiturn_envs.output_files import write_json_output
+
+    try:
+        write_json_output(out, payload, overwrite=overwrite)
+    except OutputFileError as exc:
+        raise UsageError(
+            f"--json-out: {exc} (--overwrite replaces one this project wrote)"
+        ) from None
     return f"\nwritten: {out}"
 
 
@@ -154,8 +167,16 @@ def env_factory(env_id: str, env_kwargs: Mapping[str, Any]) -> Callable[[], gym.
     return EnvMaker(env_id, kwargs, checker=True)
 
 
-def resolve_tasks(available: Sequence[str], spec: str | None) -> list[str]:
-    """``None`` -> all tasks; ``"N"`` -> the first N; ``"a,b"`` -> those ids (checked)."""
+def resolve_tasks(
+    available: Sequence[str],
+    spec: str | None,
+    refusal: Callable[[str], str | None] | None = None,
+) -> list[str]:
+    """``None`` -> all tasks; ``"N"`` -> the first N; ``"a,b"`` -> those ids (checked).
+
+    An id the env does not list is taken when ``refusal(id)`` is ``None`` (the env's ``reset``
+    accepts it: FrozenLake's ``4x4`` or ``map:...``, which no list can hold), else refused
+    with the env's reason."""
     ids = [str(t) for t in available]
     if spec is None:
         return ids
@@ -169,10 +190,21 @@ def resolve_tasks(available: Sequence[str], spec: str | None) -> list[str]:
         return ids[:n]
     wanted = [t.strip() for t in spec.split(",") if t.strip()]
     known = set(ids)
-    unknown = [t for t in wanted if t not in known]
-    if unknown:
+    reasons = {t: "not listed" for t in wanted if t not in known}
+    if refusal is not None:
+        for task in list(reasons)[:100]:  # each check resets an env: a bounded number
+            why = refusal(task)
+            if why is None:
+                del reasons[task]
+            else:
+                reasons[task] = why
+    if reasons:
         example = ", ".join(ids[:3])
-        raise UsageError(f"unknown task id(s) {unknown[:3]}; the env's ids look like: {example}")
+        first = next(iter(reasons.items()))
+        raise UsageError(
+            f"unknown task id(s) {list(reasons)[:3]} ({first[0]}: {first[1][:200]}); the env's "
+            f"ids look like: {example}"
+        )
     if len(set(wanted)) != len(wanted):
         raise UsageError("--tasks lists a task id twice")
     return wanted
@@ -184,19 +216,35 @@ def env_tasks(env_id: str, env_kwargs: Mapping[str, Any], spec: str | None) -> l
 
     env = make_env(env_id, env_kwargs)
     try:
-        return resolve_tasks(text_env_of(env).task_ids(), spec)
+        return resolve_tasks(text_env_of(env).task_ids(), spec, reset_refusal(env))
     except TypeError as exc:
         raise UsageError(str(exc)) from None
     finally:
         env.close()
 
 
-def load_policy(spec: str) -> Policy | AsyncPolicy:
-    """A policy spec (``--policy``), with a bad spec as a :class:`UsageError`."""
+def reset_refusal(env: gym.Env[str, str]) -> Callable[[str], str | None]:
+    """Whether ``env`` accepts a task id: ``None`` when its ``reset`` takes it, else why not."""
+
+    def refusal(task_id: str) -> str | None:
+        try:
+            env.reset(seed=0, options={"task_id": task_id})
+        except KeyError as exc:  # its text is the repr of the key
+            return str(exc).strip("'\"") or "KeyError"
+        except (ValueError, LookupError) as exc:
+            return str(exc) or type(exc).__name__
+        return None
+
+    return refusal
+
+
+def load_policy(spec: str, cache: str | None = None) -> Policy | AsyncPolicy:
+    """A policy spec (``--policy``; ``cache``: ``--cache``, a response cache file), with a bad
+    spec or cache as a :class:`UsageError`."""
     from multiturn_envs.policies import load_policy as load
 
     try:
-        return load(spec)
+        return load(spec, cache=cache)
     except (ValueError, ImportError, OSError) as exc:
         raise UsageError(f"policy {spec!r}: {exc}") from None
 
@@ -276,6 +324,14 @@ FLAGS: dict[str, Flag] = {
         Flag(
             ("--json-out",),
             dict(default=None, metavar="FILE.json", help="also write the numbers as JSON here"),
+        ),
+        Flag(
+            ("--overwrite",),
+            dict(
+                action="store_true",
+                help="replace an output file this project wrote (a file it did not write is "
+                "never replaced: name another)",
+            ),
         ),
         Flag(
             ("--system-prompt",),
@@ -371,7 +427,9 @@ def add_executor_args(p: argparse.ArgumentParser) -> None:
     add_flags(p, "--policy-actors")
 
 
-def executor_of(args: argparse.Namespace, policy_spec: str) -> RayExecutor | None:
+def executor_of(
+    args: argparse.Namespace, policy_spec: str, cache: str | None = None
+) -> RayExecutor | None:
     """``--executor``: ``None`` (this process) or a ``RayExecutor`` running ``policy_spec``
     (docs/scale-out.md)."""
     if args.executor == "local":
@@ -391,5 +449,5 @@ def executor_of(args: argparse.Namespace, policy_spec: str) -> RayExecutor | Non
         num_workers=args.ray_workers,
         policy_placement=args.policy_placement or "worker",
         policy_actors=args.policy_actors or 1,
-        policy_factory=functools.partial(load, policy_spec),
+        policy_factory=functools.partial(load, policy_spec, cache=cache),
     )

@@ -66,7 +66,7 @@ multiturn-envs compare MT/FrozenLake-v0 --mode continuation --policy-a A --polic
     p.add_argument("--actions", type=ACTIONS, default=16, help="actions per policy and state")
     # --samples: A's episodes per task (same-state) or continuations per task (continuation);
     # --error-after: continuation needs it; --seed also seeds the paired bootstrap
-    add_flags(p, "--samples", "--max-turns", "--error-after", "--seed", "--json-out")
+    add_flags(p, "--samples", "--max-turns", "--error-after", "--seed", "--json-out", "--overwrite")
     add_executor_args(p)  # the episodes compare runs (states, continuations)
     p.set_defaults(func=run)
 
@@ -143,5 +143,8 @@ def run(args: argparse.Namespace) -> int:
                 ]
             )
             payload = {"a": res[0].to_dict(), "b": res[1].to_dict(), "diff": diff.to_dict()}
-    print(text + write_json(args.json_out, payload).replace("\nwritten:", "\n  written:"))
+    print(
+        text
+        + write_json(args.json_out, payload, args.overwrite).replace("\nwritten:", "\n  written:")
+    )
     return 0

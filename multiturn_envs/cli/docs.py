@@ -22,9 +22,13 @@ multiturn_envs/cli/; edit the parsers (help, description, epilog), not this file
 
 Installed with the package (`multiturn_envs.cli:main`; also `python -m multiturn_envs.cli`).
 A user mistake (bad argument, unknown env id, unknown task or policy, a record file of another
-run or a broken one, a missing file) prints ONE line `multiturn-envs: error: ...` on stderr and
-exits with status 2, never a traceback. Numeric flags are range-checked while parsing (each
-flag's range is in its row below: `--in-flight 1000000000` or `--bootstrap 66000000` stop there,
+run or a broken one, a missing file, a missing optional extra, which the line names with its
+`pip install`) prints ONE line `multiturn-envs: error: ...` on stderr and exits with status 2,
+never a traceback. No command writes over a file it did not write: an existing output is
+replaced only with `--overwrite`, and only when the project wrote it
+([harness.md](harness.md#files-the-project-writes)). Numeric flags are range-checked while
+parsing (each flag's range is in its row below: `--in-flight 1000000000` or
+`--bootstrap 66000000` stop there,
 before anything is allocated); record files are read within bounds (a line over 64 MiB or nested
 deeper than 64 is refused, naming the file and line; [security.md](security.md#the-command-line)).
 A failure inside a run (a bug in an env or a policy) keeps its traceback. `Ctrl-C` exits with

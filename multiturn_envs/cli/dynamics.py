@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--plot", default=None, metavar="PNG", help="write the two curves here")
     add_ci_args(p)
-    add_flags(p, "--json-out")
+    add_flags(p, "--json-out", "--overwrite")
     p.set_defaults(func=run)
 
 
@@ -61,6 +61,6 @@ def run(args: argparse.Namespace) -> int:
         )
         text = result.format()
         if args.plot is not None:
-            text += f"\nPlot: {plot_dynamics(result, args.plot)}"
-    print(text + write_json(args.json_out, result.to_dict()))
+            text += f"\nPlot: {plot_dynamics(result, args.plot, args.overwrite)}"
+    print(text + write_json(args.json_out, result.to_dict(), args.overwrite))
     return 0

@@ -12,6 +12,7 @@ from typing import Any
 
 from multiturn_envs.cli.common import (
     IN_FLIGHT,
+    TOKEN_LIMIT,
     TURN_LIST,
     WORKERS,
     UsageError,
@@ -22,6 +23,7 @@ from multiturn_envs.cli.common import (
     executor_of,
     load_policy,
     parse_env_args,
+    reset_refusal,
     resolve_tasks,
     use_engines,
     user_errors,
@@ -77,7 +79,7 @@ multiturn-envs eval MT/FrozenLake-v0 --policy noisy-expert:0.3 --tasks 10 --samp
         default=True,
         help="continue an existing --out of the same run (default on)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_flags(p, "--overwrite")
     p.add_argument(
         "--in-flight",
         type=IN_FLIGHT,
@@ -96,6 +98,21 @@ multiturn-envs eval MT/FrozenLake-v0 --policy noisy-expert:0.3 --tasks 10 --samp
         metavar="URL",
         help="run against an env served by `multiturn-envs serve` at URL (token: "
         "$MTE_SERVE_TOKEN); the server's env arguments apply, not --env-arg",
+    )
+    p.add_argument(
+        "--cache",
+        default=None,
+        metavar="FILE.sqlite",
+        help="an LLM policy's response cache: calls made before are answered from it (off by "
+        "default; docs/policies.md)",
+    )
+    p.add_argument(
+        "--token-limit",
+        type=TOKEN_LIMIT,
+        default=None,
+        metavar="N",
+        help="end an episode once its turns used N tokens (prompt + completion), truncated "
+        "with reason token_limit (default: none)",
     )
     add_executor_args(p)
     add_flags(p, "--quiet")
@@ -133,12 +150,12 @@ def run(args: argparse.Namespace) -> int:
         make_env = served_env_factory(args.env_url, args.env_id)
         probe = make_env()
         try:
-            tasks = resolve_tasks(probe.task_ids(), args.tasks)
+            tasks = resolve_tasks(probe.task_ids(), args.tasks, reset_refusal(probe))
         finally:
             probe.close()
     else:
         tasks = env_tasks(args.env_id, env_kwargs, args.tasks)
-    policy = load_policy(args.policy)
+    policy = load_policy(args.policy, cache=args.cache)
     with user_errors():
         config = EvalConfig(
             env_id=args.env_id,
@@ -151,9 +168,10 @@ def run(args: argparse.Namespace) -> int:
             error_after=args.error_after,
             seed=args.seed,
             env_kwargs=env_kwargs,
+            token_limit=args.token_limit,
         )
     out = args.out or default_out(args.env_id, args.policy, args.samples, args.max_turns, args.seed)
-    executor = executor_of(args, args.policy)
+    executor = executor_of(args, args.policy, cache=args.cache)
     try:
         summary = run_eval(
             config,
@@ -175,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
             if summary.repaired_bytes
             else ""
         )
+        cache = getattr(policy, "cache", None)
+        if cache is not None:
+            note += f"; response cache: {cache.hits} hits, {cache.misses} misses"
         print(
             f"{summary.path}: {summary.written} trajectories written, {summary.skipped} already "
             f"there (of {summary.total}); {summary.steps} steps in {summary.policy_calls} "

@@ -29,7 +29,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--scoring-model", required=True, help=_MODEL_HELP)
     add_flags(p, "--system-prompt")
     add_ci_args(p)
-    add_flags(p, "--json-out")
+    add_flags(p, "--json-out", "--overwrite")
     p.set_defaults(func=run_nll)
 
     p = sub.add_parser(
@@ -48,7 +48,7 @@ def add_parsers(sub: Any) -> None:
     )
     add_flags(p, "--system-prompt")
     add_ci_args(p)
-    add_flags(p, "--json-out")
+    add_flags(p, "--json-out", "--overwrite")
     p.set_defaults(func=run_llr)
 
 
@@ -75,7 +75,7 @@ def run_nll(args: argparse.Namespace) -> int:
         ]
     payload = {"model": _identity(model), "runs": _per_run(summaries)}
     text = format_nll(summaries, model, args.alpha, args.bootstrap)
-    print(text + write_json(args.json_out, payload))
+    print(text + write_json(args.json_out, payload, args.overwrite))
     return 0
 
 
@@ -99,5 +99,5 @@ def run_llr(args: argparse.Namespace) -> int:
         ]
     payload = {"model_a": _identity(a), "model_b": _identity(b), "runs": _per_run(summaries)}
     text = format_llr(summaries, a, b, args.alpha, args.bootstrap)
-    print(text + write_json(args.json_out, payload))
+    print(text + write_json(args.json_out, payload, args.overwrite))
     return 0

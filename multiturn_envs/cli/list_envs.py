@@ -8,6 +8,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from multiturn_envs.extras import ENV_EXTRAS, MissingExtra, require
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -36,5 +38,11 @@ def run(args: argparse.Namespace) -> int:
             line = doc.splitlines()[0] if doc else ""
         except Exception as exc:  # an env whose optional deps are missing still gets listed
             line = f"(unavailable here: {type(exc).__name__}: {exc})"
+        needs = ENV_EXTRAS.get(env_id)
+        if needs is not None:
+            try:
+                require(env_id, *needs)
+            except MissingExtra as exc:
+                line = f"(unavailable here: {exc})"
         print(f"{env_id:<{width}}  {line}")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from multiturn_envs.cli.common import SAMPLE_LIST, TURN_LIST, add_ci_args, user_errors
+from multiturn_envs.cli.common import SAMPLE_LIST, TURN_LIST, add_ci_args, add_flags, user_errors
 
 
 def add_parser(sub: Any) -> None:
@@ -29,6 +29,14 @@ their common tasks; writes <stem>_heatmap.png, <stem>_k_curves.png and <stem>_t_
     )
     add_ci_args(p)
     p.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
+    p.add_argument(
+        "--prices",
+        default=None,
+        metavar="FILE.json",
+        help="a price table (docs/harness.md): print each run's cost in all, per episode and "
+        "per success",
+    )
+    add_flags(p, "--overwrite")
     p.set_defaults(func=run)
 
 
@@ -45,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             seed=args.bootstrap_seed,
             plots=not args.no_plots,
+            prices=args.prices,
+            overwrite=args.overwrite,
         )
     print(text)
     return 0

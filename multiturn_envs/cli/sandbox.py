@@ -56,7 +56,7 @@ def add_parser(sub: Any) -> None:
     tb.add_argument(
         "--extras",
         action="store_true",
-        help="also compilers, numpy, pandas, node, vim, ... "
+        help="also compilers, numpy, pandas, node, vim, Rust, ... "
         "(sandboxes/terminal/packages-extra.txt); never under the default image's tag "
         "(without --tag: multiturn-envs-terminal:extras)",
     )
@@ -75,7 +75,12 @@ def add_parser(sub: Any) -> None:
         "field out of range).",
     )
     tv.add_argument("folder", type=Path, help="a task folder or a folder of them")
-    tv.add_argument("--format", choices=("auto", "tb", "harbor"), default="auto")
+    tv.add_argument(
+        "--task-format",
+        choices=("auto", "tb", "harbor"),
+        default="auto",
+        help="the task folders' format: auto (found per folder), tb (Terminal-Bench 1) or harbor",
+    )
     tv.add_argument("--json", action="store_true", help="one JSON line per task")
     tv.set_defaults(func=run_terminal_verify)
 
@@ -138,7 +143,7 @@ def run_terminal_verify(args: argparse.Namespace) -> int:
     from multiturn_envs.envs.terminal.verify import verify_folder
 
     with user_errors():
-        rows = verify_folder(args.folder, args.format)
+        rows = verify_folder(args.folder, args.task_format)
     for row in rows:
         if args.json:
             print(json.dumps({**asdict(row), "as_expected": row.as_expected}))

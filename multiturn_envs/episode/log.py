@@ -12,8 +12,8 @@ inspect_ai's ``TaskState`` (the messages, whether and why the sample completed).
 **Why an episode ended.** An episode ends once, for one :class:`End` of :data:`ENDS`: the env
 ended it (``success``, ``terminal``, or a truncation such as ``turn_budget``, read from the
 env's ``info["truncation_reason"]``), the agent did (``agent_stopped``: a reply without a tool
-call), or the framework running it did (a cap on turns or tokens). A new reason, e.g. a token
-limit, is one more entry in :data:`ENDS`; an adapter that spells reasons its framework's way
+call), or the framework running it did (a cap on turns or tokens, the harness's token limit).
+A new reason is one more entry in :data:`ENDS`; an adapter that spells reasons its framework's way
 maps only the names it renames.
 """
 
@@ -55,10 +55,14 @@ ENDS: dict[str, End] = {
         End("turn_cap", "framework", True, "the trainer's cap on agent turns is reached"),
         End("user_turn_cap", "framework", True, "the trainer's cap on env turns is reached"),
         End("response_length", "framework", True, "the trainer's cap on tokens is reached"),
+        End("token_limit", "framework", True, "the episode's token limit is reached"),
     )
 }
 """Every reason an episode ends, by name. ``turn_budget`` is also the env's
-``info["truncation_reason"]`` for a spent budget (:class:`~multiturn_envs.core.TextEnv`)."""
+``info["truncation_reason"]`` for a spent budget (:class:`~multiturn_envs.core.TextEnv`);
+``token_limit`` is the harness's per-episode limit on the policy's tokens
+(``EvalConfig.token_limit``: the env counts turns, the runner counts tokens), written as a
+record's ``truncation_reason``."""
 
 
 def env_end(terminated: bool, truncated: bool, info: Mapping[str, Any]) -> End | None:

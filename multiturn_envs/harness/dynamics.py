@@ -229,8 +229,12 @@ def training_dynamics(
     return DynamicsResult(points, tasks, kind, alpha, n_boot)
 
 
-def plot_dynamics(result: DynamicsResult, path: str | Path) -> Path:
-    """Both rewards against the checkpoint (step when given) with their bands, as a PNG."""
+def plot_dynamics(result: DynamicsResult, path: str | Path, overwrite: bool = False) -> Path:
+    """Both rewards against the checkpoint (step when given) with their bands, as a PNG
+    (written under the output rule: :mod:`multiturn_envs.output_files`)."""
+    from multiturn_envs.output_files import PNG_METADATA, check_output, png_is_ours, write_output
+
+    check_output(path, overwrite=overwrite, is_ours=png_is_ours)  # before any drawing
     try:
         import matplotlib
     except ImportError:
@@ -259,8 +263,14 @@ def plot_dynamics(result: DynamicsResult, path: str | Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(f"Trajectory vs step reward ({len(result.tasks)} tasks)", fontsize=9)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    try:
+        return write_output(
+            path,
+            lambda tmp: fig.savefig(
+                tmp, format="png", dpi=110, bbox_inches="tight", metadata=PNG_METADATA
+            ),
+            overwrite=overwrite,
+            is_ours=png_is_ours,
+        )
+    finally:
+        plt.close(fig)

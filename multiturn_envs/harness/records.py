@@ -43,7 +43,13 @@ from pathlib import Path
 from typing import IO, Any, TypedDict, cast
 
 from multiturn_envs.errors import RecordFileError, RunMismatch, UntrustedInputError
-from multiturn_envs.harness.run_config import SCHEMA_VERSION, EvalConfig, RecordKey, RunConfig
+from multiturn_envs.harness.run_config import (
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    EvalConfig,
+    RecordKey,
+    RunConfig,
+)
 from multiturn_envs.policies.base import TurnTokens
 from multiturn_envs.safejson import JSONLimitError, loads_bounded
 from multiturn_envs.untrusted import open_regular
@@ -143,6 +149,15 @@ class TrajectoryRecord(_TrajectoryFields, total=False):
     agent_stopped: bool
     """The policy answered without a tool call where that ends the episode (not a turn); files
     written before tool-calling policies lack it (read it as False)."""
+    prompt_tokens: list[int | None] | None
+    """Per turn, the tokens of the prompt the policy read (``None``: the backend did not say;
+    the whole list ``None``: no turn said). Schema 2; files of schema 1 lack it."""
+    completion_tokens: list[int | None] | None
+    """Per turn, the tokens the policy wrote (as ``prompt_tokens``)."""
+    stop_tokens: list[int] | None
+    """``[prompt, completion]`` tokens of the reply that stopped the episode without a tool
+    call (``agent_stopped``: paid for, but no turn, so in no list above); ``None`` otherwise or
+    when the backend did not say. Schema 2."""
 
 
 # What every trajectory line must hold: its key (files of schema 1, from any version of this
@@ -162,6 +177,9 @@ _OPTIONAL: dict[str, tuple[tuple[type, ...], str]] = {
     "parse_errors": ((list,), "a list"),
     "action_logprobs": ((list, type(None)), "a list or null"),
     "turn_tokens": ((list, type(None)), "a list or null"),
+    "prompt_tokens": ((list, type(None)), "a list or null"),
+    "completion_tokens": ((list, type(None)), "a list or null"),
+    "stop_tokens": ((list, type(None)), "a list or null"),
 }
 # What a JSON value of each Python type is called in an error message (a config field of
 # another type fails here, at import: add how JSON spells it; a float field must also take ints).
@@ -226,6 +244,20 @@ def check_trajectory(obj: Mapping[str, Any], where: str) -> TrajectoryRecord:
     actions, rewards = obj.get("actions"), obj.get("rewards")
     if isinstance(actions, list) and isinstance(rewards, list) and len(actions) != len(rewards):
         raise RecordFileError(f"{where}: {len(actions)} actions but {len(rewards)} rewards")
+    for name in ("prompt_tokens", "completion_tokens"):
+        counts = obj.get(name)
+        if counts is None:
+            continue
+        if isinstance(actions, list) and len(counts) != len(actions):
+            raise RecordFileError(f"{where}: {len(actions)} actions but {len(counts)} {name}")
+        if not all(
+            c is None or (type(c) is int and c >= 0)  # a bool is no count
+            for c in counts
+        ):
+            raise RecordFileError(f"{where}: {name!r} holds a value that is no token count")
+    stop = obj.get("stop_tokens")
+    if stop is not None and (len(stop) != 2 or not all(type(c) is int and c >= 0 for c in stop)):
+        raise RecordFileError(f"{where}: 'stop_tokens' is not [prompt, completion] token counts")
     return cast(TrajectoryRecord, obj)
 
 
@@ -358,9 +390,10 @@ def _check_header(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> RunHe
     """``obj`` (a file's first line) as a :class:`RunHeader`, or why it is none."""
     if obj.get("kind") != "header":
         raise RecordFileError(f"{path}: not a multiturn-envs record file (no header line)")
-    if obj.get("schema") != SCHEMA_VERSION:
+    if obj.get("schema") not in READABLE_SCHEMAS:
+        readable = ", ".join(str(v) for v in READABLE_SCHEMAS)
         raise RecordFileError(
-            f"{path}: record schema {obj.get('schema')!r}, this version reads {SCHEMA_VERSION}"
+            f"{path}: record schema {obj.get('schema')!r}, this version reads {readable}"
         )
     if not isinstance(obj.get("config"), dict):
         raise RecordFileError(f"{path}: the header line has no 'config' object")
@@ -524,6 +557,12 @@ class RecordWriter:
                 if self.overwrite:
                     os.ftruncate(fd, 0)  # a record file, of this run or another: start afresh
                     return fd, False
+                if old.get("schema") != SCHEMA_VERSION:
+                    raise RecordFileError(
+                        f"{path} holds records of schema {old.get('schema')}, this version "
+                        f"writes schema {SCHEMA_VERSION}: it still reads (report, export), but "
+                        "is not appended to; write to another file, or overwrite it"
+                    )
                 if not same:
                     diff = _config_diff(old["config"], self.header["config"])
                     raise RunMismatch(

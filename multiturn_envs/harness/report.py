@@ -23,12 +23,14 @@ from typing import Any
 import numpy as np
 
 from multiturn_envs.harness.bootstrap import BootstrapCI, PairedBootstrapCI
+from multiturn_envs.harness.costs import PriceTable, format_costs, load_price_table, run_tokens
 from multiturn_envs.harness.passk import (
     PassSurface,
     pass_surface_from_first_success,
     pass_surface_per_budget,
 )
 from multiturn_envs.harness.records import RunFile, read_run
+from multiturn_envs.output_files import PNG_METADATA, check_output, png_is_ours, write_output
 
 __all__ = ["main_report", "surface_of_run"]
 
@@ -260,8 +262,12 @@ def write_plots(
     out_dir: str | os.PathLike[str],
     stem: str,
     diffs: Sequence[tuple[str, PassSurface, PassSurface]] = (),
+    overwrite: bool = False,
 ) -> list[Path]:
-    """Write ``<stem>_heatmap.png``, ``<stem>_k_curves.png`` and ``<stem>_t_curves.png``.
+    """Write ``<stem>_heatmap.png``, ``<stem>_k_curves.png`` and ``<stem>_t_curves.png``
+    under the output rule (:mod:`multiturn_envs.output_files`: a PNG that an earlier report
+    wrote is replaced with ``overwrite``; any other file at a path stops the report before it
+    writes a plot).
 
     With several runs, the heatmap figure has one panel per run plus one ``A - B`` panel per
     entry of ``diffs``; the curves overlay the runs (line style per run, colour per T or K) with
@@ -269,8 +275,25 @@ def write_plots(
     """
     plt = _pyplot()
     out = Path(out_dir)
+    names = [out / f"{stem}_{kind}.png" for kind in ("heatmap", "k_curves", "t_curves")]
+    for png in names:  # all checked before one is written
+        check_output(png, overwrite=overwrite, is_ours=png_is_ours)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+
+    def save(fig: Any, path: Path) -> None:
+        try:
+            write_output(
+                path,
+                lambda tmp: fig.savefig(
+                    tmp, format="png", dpi=110, bbox_inches="tight", metadata=PNG_METADATA
+                ),
+                overwrite=overwrite,
+                is_ours=png_is_ours,
+            )
+        finally:
+            plt.close(fig)
+        written.append(path)
 
     panels = len(tables) + len(diffs)
     fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.6), squeeze=False)
@@ -281,10 +304,7 @@ def write_plots(
     for ax, (title, sa, sb) in zip(axes[0, len(tables) :], diffs):
         im = _heatmap(ax, sa.ks, sa.ts, sa.values - sb.values, title, diff=True)
         fig.colorbar(im, ax=ax, label="difference")
-    path = out / f"{stem}_heatmap.png"
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    written.append(path)
+    save(fig, names[0])
 
     styles = ["-", "--", ":", "-."]
     cmap = plt.get_cmap("viridis")
@@ -315,10 +335,7 @@ def write_plots(
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         ax.set_title("Pass@K at fixed T" if axis_name == "k" else "Pass@T at fixed K", fontsize=9)
-        path = out / f"{stem}_{axis_name}_curves.png"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+        save(fig, out / f"{stem}_{axis_name}_curves.png")
     return written
 
 
@@ -332,10 +349,20 @@ def main_report(
     alpha: float = 0.05,
     seed: int = 0,
     plots: bool = True,
+    prices: PriceTable | str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
 ) -> str:
-    """What ``multiturn-envs report`` prints (and the PNGs it writes); returns the text."""
+    """What ``multiturn-envs report`` prints (and the PNGs it writes); returns the text.
+
+    Under each run's table: its tokens and, with ``prices`` (a :class:`~.costs.PriceTable` or
+    its file), what it cost in all, per episode and per success. ``overwrite``: replace PNGs
+    that an earlier report wrote (a file it did not write is never replaced).
+    """
     if n_boot < 0:
         raise ValueError(f"n_boot (bootstrap resamples) must be >= 0, got {n_boot}")
+    table_of_prices = (
+        prices if prices is None or isinstance(prices, PriceTable) else load_price_table(prices)
+    )
     runs = [read_run(f) for f in files]
     parts: list[str] = []
     tables: list[RunSummaryTable] = []
@@ -343,7 +370,8 @@ def main_report(
         table = summarise(run, ks, ts, n_boot, alpha, seed)
         tables.append(table)
         note = f"\n({run.duplicates} duplicate records ignored)" if run.duplicates else ""
-        parts.append(format_run(table, alpha) + note)
+        tokens = format_costs(run_tokens(run.config["policy"], run.records), table_of_prices)
+        parts.append(format_run(table, alpha) + note + "\n" + tokens)
     diffs: list[tuple[str, PassSurface, PassSurface]] = []
     for other in runs[1:]:
         sa, sb, paired = compare_runs(runs[0], other, ks, ts, n_boot, alpha, seed)
@@ -363,6 +391,6 @@ def main_report(
     if plots:
         first = Path(runs[0].path)
         stem = first.stem if len(runs) == 1 else "_vs_".join(Path(r.path).stem for r in runs)
-        paths = write_plots(tables, out_dir or first.parent, stem, diffs)
+        paths = write_plots(tables, out_dir or first.parent, stem, diffs, overwrite)
         parts.append("Plots: " + ", ".join(str(p) for p in paths))
     return "\n\n".join(parts)

@@ -10,20 +10,21 @@ episodes, seeds) lives in :mod:`.config`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from multiturn_envs.harness.config import RunOptions, RunSummary
 from multiturn_envs.harness.executors import Executor, resolve_executor
 from multiturn_envs.harness.records import TrajectoryRecord
 from multiturn_envs.harness.run_config import EvalConfig
-from multiturn_envs.policies.base import AsyncPolicy, Policy
+from multiturn_envs.policies.base import AsyncPolicy, Policy, as_policy
 
 __all__ = ["eval_records", "run_eval"]
 
 
 def run_eval(
     config: EvalConfig,
-    policy: Policy | AsyncPolicy,
+    policy: Policy | AsyncPolicy | Callable[[str], str],
     out: str | None = None,
     *,
     executor: Executor | str | None = None,
@@ -33,7 +34,10 @@ def run_eval(
 
     Args:
         config: what to run (written as the file's header).
-        policy: a sync :class:`Policy` or an :class:`AsyncPolicy`.
+        policy: a sync :class:`Policy`, an :class:`AsyncPolicy`, or a plain function
+            ``fn(observation) -> str`` (adapted by
+            :class:`~multiturn_envs.policies.base.CallablePolicy`, named after the function),
+            as :func:`~.same_state.same_state_comparison` takes it.
         out: the JSONL record file (created, or resumed when it exists and ``resume``);
             ``None``: no file, the records come back in memory as ``RunSummary.records``
             (equal to what ``read_run`` would give for the file).
@@ -49,14 +53,12 @@ def run_eval(
     if unknown:
         raise TypeError(f"run_eval got unknown run options {unknown} (RunOptions lists them)")
     run_options = RunOptions(**options)
-    if not isinstance(policy, Policy | AsyncPolicy):
-        raise TypeError(f"{policy!r} is not a Policy or AsyncPolicy (see policies/base.py)")
-    return resolve_executor(executor).run(config, policy, out, run_options)
+    return resolve_executor(executor).run(config, as_policy(policy), out, run_options)
 
 
 def eval_records(
     config: EvalConfig,
-    policy: Policy | AsyncPolicy,
+    policy: Policy | AsyncPolicy | Callable[[str], str],
     *,
     executor: Executor | str | None = None,
     **options: Any,

@@ -20,10 +20,22 @@ from typing import Any, TypedDict
 
 from multiturn_envs.core import BUDGET_MODES
 
-__all__ = ["MAX_TURN_GRID", "SCHEMA_VERSION", "EvalConfig", "RecordKey", "RunConfig"]
+__all__ = [
+    "MAX_TURN_GRID",
+    "READABLE_SCHEMAS",
+    "SCHEMA_VERSION",
+    "EvalConfig",
+    "RecordKey",
+    "RunConfig",
+]
 
-SCHEMA_VERSION = 1
-"""The version of the record file schema (the header and every trajectory line carry it)."""
+SCHEMA_VERSION = 2
+"""The version of the record file schema (the header and every trajectory line carry it).
+2 added the tokens of each turn (``prompt_tokens``, ``completion_tokens``), those of a reply
+that stopped the episode (``stop_tokens``) and the run's ``token_limit``."""
+
+READABLE_SCHEMAS = (1, 2)
+"""The schemas this version reads: a file of schema 1 lacks what 2 added (read as absent)."""
 
 MAX_TURN_GRID = 4096
 """The most budgets an announced-budget run may list (each gets its own episodes)."""
@@ -47,6 +59,9 @@ class EvalConfig:
         error_after: ``None``, or ``k`` for ``ErrorInjection(after_expert_steps=k)``.
         seed: the run seed (a non-negative int).
         env_kwargs: extra ``gym.make`` keyword arguments (JSON-able).
+        token_limit: ``None``, or the most tokens (prompt and completion, summed over the
+            turns) one episode may use: the turn whose reply reaches it is the episode's last,
+            truncated with the reason ``token_limit`` (the policy must report its tokens).
 
     A field's type is also what a header read from disk must hold (as JSON gives it); a
     field's ``metadata["expected"]``, where set, words that in the reader's error message.
@@ -62,8 +77,17 @@ class EvalConfig:
     error_after: int | None = None
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    token_limit: int | None = None
 
     def __post_init__(self) -> None:
+        if self.token_limit is not None and (
+            isinstance(self.token_limit, bool)
+            or not isinstance(self.token_limit, int)
+            or self.token_limit < 1
+        ):
+            raise ValueError(
+                f"token_limit must be a positive int or None, got {self.token_limit!r}"
+            )
         if self.budget_mode not in BUDGET_MODES:
             raise ValueError(f"budget_mode must be one of {BUDGET_MODES}, got {self.budget_mode!r}")
         if not isinstance(self.max_turns, int) or self.max_turns < 1:
@@ -133,3 +157,4 @@ class RunConfig(TypedDict):
     error_after: int | None
     seed: int
     env_kwargs: dict[str, Any]
+    token_limit: int | None

@@ -44,7 +44,8 @@ from typing import Any
 import gymnasium as gym
 
 from multiturn_envs.core import TextEnv, astep_env
-from multiturn_envs.episode import make_env
+from multiturn_envs.episode import ENDS, make_env
+from multiturn_envs.errors import PolicyError
 from multiturn_envs.harness.config import EpisodeSeeds, RunOptions, RunSummary
 from multiturn_envs.harness.progress import ProgressLine
 from multiturn_envs.harness.records import (
@@ -60,6 +61,7 @@ from multiturn_envs.policies.base import (
     Policy,
     PolicyCaller,
     Reply,
+    TokenUsage,
     TurnRequest,
     TurnTokens,
 )
@@ -139,12 +141,16 @@ class _Episode:
     reset_s: float
     injection: ErrorInjectionInfo | None
     episode_id: str = ""
+    token_limit: int | None = None
+    tokens_spent: int = 0
     actions: list[str] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     step_scores: list[float | None] = field(default_factory=list)
     parse_errors: list[bool] = field(default_factory=list)
     logprobs: list[float | None] = field(default_factory=list)
     tokens: list[TurnTokens | None] = field(default_factory=list)
+    prompt_tokens: list[int | None] = field(default_factory=list)
+    completion_tokens: list[int | None] = field(default_factory=list)
     env_s: list[float] = field(default_factory=list)
     policy_s: list[float] = field(default_factory=list)
     first_success: int | None = None
@@ -154,6 +160,8 @@ class _Episode:
     truncation_reason: str | None = None
     success: bool = False
     agent_stopped: bool = False
+    stop_tokens: list[int] | None = None
+    """The tokens of the reply that stopped the episode (paid for, but no turn)."""
 
     def request(self) -> TurnRequest:
         base = self.base
@@ -221,11 +229,12 @@ class _Turn:
     logprob: float | None
     tokens: TurnTokens | None
     tool_calls: list[ToolCall] | None = None  # None: a text-mode reply
+    usage: TokenUsage | None = None
 
     @staticmethod
     def of(reply: Reply) -> _Turn:
         logprob = None if reply.logprobs is None else float(sum(reply.logprobs))
-        return _Turn(reply.text, logprob, reply_tokens(reply), reply.tool_calls)
+        return _Turn(reply.text, logprob, reply_tokens(reply), reply.tool_calls, reply.usage)
 
 
 class _LocalRun:
@@ -289,6 +298,7 @@ class _LocalRun:
             now - t0,
             injection,
             f"{task_id}/{sample}/{budget}",
+            self.config.token_limit,
         )
 
     @staticmethod
@@ -297,6 +307,8 @@ class _LocalRun:
         if replies_stop(turn.tool_calls, turn.text, ep.base.reply_without_call):
             ep.done = ep.agent_stopped = True
             ep.success = ep.first_success is not None
+            if turn.usage is not None:
+                ep.stop_tokens = [turn.usage.prompt_tokens, turn.usage.completion_tokens]
             return True
         return False
 
@@ -342,6 +354,14 @@ class _LocalRun:
         ep.parse_errors.append(bool(info.get("parse_error")))
         ep.logprobs.append(turn.logprob)
         ep.tokens.append(turn.tokens)
+        usage = turn.usage
+        if usage is None:
+            ep.prompt_tokens.append(None)
+            ep.completion_tokens.append(None)
+        else:
+            ep.prompt_tokens.append(usage.prompt_tokens)
+            ep.completion_tokens.append(usage.completion_tokens)
+            ep.tokens_spent += usage.total
         if ep.first_success is None and info.get("success"):
             ep.first_success = len(ep.actions)
         if terminated or truncated:
@@ -349,6 +369,17 @@ class _LocalRun:
             ep.terminated, ep.truncated = bool(terminated), bool(truncated)
             ep.truncation_reason = info.get("truncation_reason")
             ep.success = ep.first_success is not None
+        elif ep.token_limit is not None:
+            if usage is None:
+                raise PolicyError(
+                    f"the run has a token limit ({ep.token_limit}) but the policy reported no "
+                    f"tokens for a reply (episode {ep.episode_id}); a policy must set "
+                    "Reply.usage for a token limit to hold"
+                )
+            if ep.tokens_spent >= ep.token_limit:  # the turn budget's way: truncated
+                ep.done = ep.truncated = True
+                ep.truncation_reason = ENDS["token_limit"].name
+                ep.success = ep.first_success is not None
 
     def _record(self, ep: _Episode) -> TrajectoryRecord:
         task_id, sample, budget = ep.key
@@ -377,6 +408,13 @@ class _LocalRun:
             "parse_errors": ep.parse_errors,
             "action_logprobs": ep.logprobs if any(x is not None for x in ep.logprobs) else None,
             "turn_tokens": ep.tokens if any(x is not None for x in ep.tokens) else None,
+            "prompt_tokens": ep.prompt_tokens
+            if any(x is not None for x in ep.prompt_tokens)
+            else None,
+            "completion_tokens": ep.completion_tokens
+            if any(x is not None for x in ep.completion_tokens)
+            else None,
+            "stop_tokens": ep.stop_tokens,
             "error_injection": ep.injection,
             "agent_stopped": ep.agent_stopped,
             "timings": {  # microsecond resolution: smaller lines, cheaper to encode

@@ -12,6 +12,7 @@ from multiturn_envs.policies import (
     base,
     baselines,
     prompting,
+    response_cache,
     sampling,
     scoring,
     spec,
@@ -20,6 +21,7 @@ from multiturn_envs.policies.action_extractor import *  # noqa: F403
 from multiturn_envs.policies.base import *  # noqa: F403
 from multiturn_envs.policies.baselines import *  # noqa: F403
 from multiturn_envs.policies.prompting import *  # noqa: F403
+from multiturn_envs.policies.response_cache import *  # noqa: F403
 from multiturn_envs.policies.sampling import *  # noqa: F403
 from multiturn_envs.policies.scoring import *  # noqa: F403
 from multiturn_envs.policies.spec import *  # noqa: F403
@@ -29,6 +31,7 @@ __all__ += action_extractor.__all__
 __all__ += base.__all__
 __all__ += baselines.__all__
 __all__ += prompting.__all__
+__all__ += response_cache.__all__
 __all__ += sampling.__all__
 __all__ += scoring.__all__
 __all__ += spec.__all__

@@ -27,6 +27,7 @@ __all__ = [
     "Policy",
     "PolicyCaller",
     "Reply",
+    "TokenUsage",
     "TurnRequest",
     "TurnTokens",
     "as_policy",
@@ -70,6 +71,36 @@ class TurnRequest:
         return self.env
 
 
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """What one reply cost in tokens: the prompt the model read and the completion it wrote.
+
+    Every backend reports it per reply (:attr:`Reply.usage`), so that records carry tokens per
+    turn and reports can price a run. ``prompt_tokens`` is the whole prompt of the call (a
+    multi-turn episode pays its history again every turn, as an API bills it), not only what
+    is new since the last turn. The scripted baselines read no prompt and write nothing: 0 and
+    0. A backend that cannot tell (a server that reports no usage) leaves ``Reply.usage``
+    ``None``, never a guess.
+    """
+
+    prompt_tokens: int
+    completion_tokens: int
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+NO_TOKENS = TokenUsage(0, 0)
+"""The usage of a reply that no model produced (the scripted baselines)."""
+
+
 @dataclass
 class Reply:
     """A policy's reply: the text sent to the env, plus what LLM backends know about it.
@@ -78,6 +109,8 @@ class Reply:
     well-formed calls it made (``text`` is then their canonical text, malformed blocks verbatim,
     or, with no call at all, the reply's text: see
     :func:`~multiturn_envs.policies.tool_layout.replies_stop` for what such a reply means).
+    ``usage``: the tokens the reply cost (:class:`TokenUsage`; ``None``: the backend cannot
+    tell).
     """
 
     text: str
@@ -85,6 +118,7 @@ class Reply:
     logprobs: list[float] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     tool_calls: list[ToolCall] | None = None
+    usage: TokenUsage | None = None
 
 
 class TurnTokens(TypedDict, total=False):
@@ -210,6 +244,11 @@ class PolicyCaller:
             text = reply.text if isinstance(reply, Reply) else reply
             if not isinstance(reply, Reply) or not isinstance(text, str):
                 raise PolicyError(f"policy {self.name!r} replied {type(text).__name__}, not str")
+            if reply.usage is not None and not isinstance(reply.usage, TokenUsage):
+                raise PolicyError(
+                    f"policy {self.name!r} gave a usage of {type(reply.usage).__name__}, not "
+                    "TokenUsage (or None)"
+                )
             replies.append(reply)
         return replies
 

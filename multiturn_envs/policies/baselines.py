@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from multiturn_envs.core import TextEnv
-from multiturn_envs.policies.base import AsyncPolicy, Policy, Reply, TurnRequest, as_policy
+from multiturn_envs.policies.base import (
+    NO_TOKENS,
+    AsyncPolicy,
+    Policy,
+    Reply,
+    TurnRequest,
+    as_policy,
+)
 
 __all__ = ["ExpertPolicy", "NoisyExpertPolicy", "RandomPolicy", "random_action"]
 
@@ -68,7 +75,7 @@ class RandomPolicy:
     name = "random"
 
     def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
-        return [Reply(text=random_action(req.live_env(), req.seed)) for req in requests]
+        return [Reply(random_action(req.live_env(), req.seed), usage=NO_TOKENS) for req in requests]
 
 
 class ExpertPolicy:
@@ -77,7 +84,7 @@ class ExpertPolicy:
     name = "expert"
 
     def act(self, requests: Sequence[TurnRequest]) -> list[Reply]:
-        return [Reply(text=req.live_env().expert_action()) for req in requests]
+        return [Reply(req.live_env().expert_action(), usage=NO_TOKENS) for req in requests]
 
 
 class NoisyExpertPolicy:
@@ -100,10 +107,15 @@ class NoisyExpertPolicy:
             coin, action_seed = seed_words(req.seed, 2)
             if _uniform(coin) < self.epsilon:
                 replies.append(
-                    Reply(text=random_action(req.live_env(), action_seed), meta={"noise": 1})
+                    Reply(
+                        random_action(req.live_env(), action_seed),
+                        meta={"noise": 1},
+                        usage=NO_TOKENS,
+                    )
                 )
             else:
-                replies.append(Reply(text=req.live_env().expert_action(), meta={"noise": 0}))
+                action = req.live_env().expert_action()
+                replies.append(Reply(action, meta={"noise": 0}, usage=NO_TOKENS))
         return replies
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -41,9 +42,10 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from multiturn_envs.policies.action_extractor import ActionExtractor
-from multiturn_envs.policies.base import Reply, TurnRequest
+from multiturn_envs.policies.base import Reply, TokenUsage, TurnRequest
 from multiturn_envs.policies.conversation import build_conversation, system_prompt_for
 from multiturn_envs.policies.prompting import ChatPrompter, ChatTokenizer, Completion
+from multiturn_envs.policies.response_cache import ResponseCache, open_cache
 from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
 from multiturn_envs.policies.tool_layout import parse_hermes, tool_conversation
 from multiturn_envs.tools import ToolCall, call_from_openai, within_bounds
@@ -145,6 +147,37 @@ def echoed_logprobs(data: Any) -> list[float | None]:
 def _finish_reason(value: Any) -> str | None:
     """The finish reason as text (a record keeps it): what is not a short string is dropped."""
     return value[:100] if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    """A token count from a server's answer (a non-negative int), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def usage_of(
+    data: Mapping[str, Any], prompt_ids: list[int] | None, token_ids: list[int] | None
+) -> TokenUsage | None:
+    """The tokens one choice of ``data`` cost, as far as the answer tells.
+
+    The prompt: the answer's ``usage.prompt_tokens`` (the prompt is shared by its choices),
+    else the length of the returned prompt ids. The completion: the choice's own ids, else
+    ``usage.completion_tokens`` when the answer holds this one choice only (with ``n`` choices
+    it is their sum). ``None`` when either is unknown: a count is never guessed.
+    """
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    prompt = _count(usage.get("prompt_tokens"))
+    if prompt is None and prompt_ids is not None:
+        prompt = len(prompt_ids)
+    completion = None if token_ids is None else len(token_ids)
+    choices = data.get("choices")
+    if completion is None and isinstance(choices, list) and len(choices) == 1:
+        completion = _count(usage.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    return TokenUsage(prompt, completion)
 
 
 def normalise_base_url(base_url: str) -> str:
@@ -327,6 +360,10 @@ class OpenAIPolicy:
             ``None``: not sent (the server's default).
         tool_prompt: ``"native"`` (send ``tools=``) or ``"hermes"`` (tools in the system
             message, calls read from the text), chat mode only.
+        cache: a :class:`~.response_cache.ResponseCache` (or its file): a request body sent
+            before is answered with the server's answer then (default: none).
+        revision: what the served model is, beyond its id, in the cache's keys (a server may
+            serve another checkpoint under the same id: name it, e.g. a commit or a date).
     """
 
     def __init__(
@@ -353,7 +390,11 @@ class OpenAIPolicy:
         tools: bool = False,
         tool_choice: str | Mapping[str, Any] | None = None,
         tool_prompt: Literal["native", "hermes"] = "native",
+        cache: ResponseCache | str | os.PathLike[str] | None = None,
+        revision: str | None = None,
     ) -> None:
+        self.cache = open_cache(cache)
+        self.revision = revision
         if mode not in ("chat", "completions"):
             raise ValueError(f"mode must be 'chat' or 'completions', got {mode!r}")
         if server not in ("vllm", "generic"):
@@ -447,14 +488,29 @@ class OpenAIPolicy:
             raise ValueError("top_k is not a standard OpenAI field: use server='vllm'")
         return body
 
+    def cache_identity(self) -> dict[str, Any]:
+        """What a response cache keys this server's model by (the request body holds the
+        rest: model id, messages, tools, sampling, seed, ``n``)."""
+        return {"engine": "openai", "model": self.client.model, "revision": self.revision}
+
+    async def _post(self, path: str, body: Mapping[str, Any]) -> Any:
+        """POST ``body``, answered from the cache when it was sent before (then stored)."""
+        if self.cache is None:
+            return await self.client.post(path, body)
+        key = self.cache.key(self.cache_identity(), {"path": path, "body": dict(body)})
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        data = await self.client.post(path, body)
+        self.cache.put(key, data)
+        return data
+
     async def _fan_out(
         self, path: str, body: dict[str, Any], base_seed: int, n: int
     ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
         """``n`` choices for ``body``: one request with ``n`` or ``n`` requests with seed + i."""
         if self.native_n:
-            data = as_object(
-                await self.client.post(path, {**body, "n": n, "seed": base_seed}), "it"
-            )
+            data = as_object(await self._post(path, {**body, "n": n, "seed": base_seed}), "it")
             choices = [
                 as_object(c, f"choices[{i}]")
                 for i, c in enumerate(as_list(data.get("choices"), "choices"))
@@ -466,7 +522,7 @@ class OpenAIPolicy:
                 choices = [c for _, c in sorted(zip(index, choices), key=lambda p: p[0])]
             return [(data, c) for c in choices]
         datas = await asyncio.gather(
-            *(self.client.post(path, {**body, "seed": base_seed + i}) for i in range(n))
+            *(self._post(path, {**body, "seed": base_seed + i}) for i in range(n))
         )
         out = []
         for data in datas:
@@ -566,11 +622,12 @@ class OpenAIPolicy:
             lp = choice.get("logprobs") or {}
             content = as_list(lp.get("content") or [], "logprobs.content") if lp else []
             prompt_ids = as_numbers(data.get("prompt_token_ids"), "prompt_token_ids", int)
+            token_ids = as_numbers(choice.get("token_ids"), "token_ids", int)
             entries = message.get("tool_calls")
             replies.append(
                 Reply(
                     text=action,
-                    token_ids=as_numbers(choice.get("token_ids"), "token_ids", int),
+                    token_ids=token_ids,
                     logprobs=as_numbers(
                         [as_object(c, "a logprobs entry").get("logprob") for c in content],
                         "logprobs.content[].logprob",
@@ -592,6 +649,7 @@ class OpenAIPolicy:
                         ),
                     },
                     tool_calls=calls,
+                    usage=usage_of(data, prompt_ids, token_ids),
                 )
             )
         return replies

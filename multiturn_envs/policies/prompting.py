@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from multiturn_envs.policies.action_extractor import ActionExtractor
-from multiturn_envs.policies.base import Reply, TurnRequest
+from multiturn_envs.policies.base import Reply, TokenUsage, TurnRequest
 from multiturn_envs.policies.conversation import build_conversation, system_prompt_for
 from multiturn_envs.policies.token_sequences import ScoringSequence
 from multiturn_envs.policies.tool_layout import (
@@ -395,6 +395,7 @@ class ChatPrompter:
             else [float(x) for x in completion.logprobs],
             meta=meta,
             tool_calls=calls,
+            usage=TokenUsage(len(prompt.token_ids), len(completion.token_ids)),
         )
 
     def read_completion(self, text: str) -> tuple[str, list[ToolCall] | None]:

@@ -15,7 +15,9 @@ backends, so that ``eval`` and ``compare`` run a real model without a line of Py
 Every LLM spec also takes the sampling keys ``temperature``, ``top_p``, ``top_k``,
 ``max_tokens`` and ``max_batch_size`` (transformers only), and ``tools=true`` (offer the env's
 typed tools and read the model's tool calls, docs/policies.md; ``openai:`` also takes
-``tool_choice=auto|required|none`` and ``tool_prompt=native|hermes``). The same strings name
+``tool_choice=auto|required|none`` and ``tool_prompt=native|hermes``), and ``revision=`` (the
+model's revision: vLLM's hub revision, and for every engine what a response cache keys the
+model by, :mod:`.response_cache`). The same strings name
 the *scoring* models of the likelihood analyses (:mod:`multiturn_envs.harness.likelihood`).
 One table, :data:`ENGINES`, says per engine which keys it takes and how it builds the policy AND the
 scoring model of a spec, from the same engine arguments (adding a backend is one entry). A
@@ -25,6 +27,7 @@ spec is split on commas; the first field is the model (path, name or URL) and th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -34,8 +37,12 @@ from multiturn_envs.errors import SpecError
 from multiturn_envs.policies.base import AsyncPolicy, Policy
 
 if TYPE_CHECKING:
+    from multiturn_envs.policies.response_cache import ResponseCache
     from multiturn_envs.policies.sampling import Sampling
     from multiturn_envs.policies.scoring import ScoringModel
+
+CacheArg = Any
+"""A response cache, its file, or ``None`` (:func:`~.response_cache.open_cache` reads it)."""
 
 __all__ = [
     "ENGINES",
@@ -93,7 +100,7 @@ class Engine:
     """One LLM backend: the spec keys it takes and how it builds a policy and a scoring model."""
 
     keys: tuple[str, ...]
-    build_policy: Callable[[LLMSpec], Policy | AsyncPolicy]
+    build_policy: Callable[[LLMSpec, CacheArg], Policy | AsyncPolicy]
     build_scorer: Callable[[LLMSpec, str | None], ScoringModel]
 
 
@@ -119,7 +126,7 @@ def hf_location(spec: LLMSpec) -> tuple[str, str | None]:
     return spec.model, spec.get("gguf")
 
 
-def _hf_policy(spec: LLMSpec) -> Policy:
+def _hf_policy(spec: LLMSpec, cache: CacheArg = None) -> Policy:
     from multiturn_envs.policies.transformers_backend import TransformersPolicy
 
     folder, gguf = hf_location(spec)
@@ -132,6 +139,8 @@ def _hf_policy(spec: LLMSpec) -> Policy:
         name=spec.name,
         max_batch_size=spec.number("max_batch_size", int, 32),
         tools=bool(spec.flag("tools")),
+        cache=cache,
+        revision=spec.get("revision"),
     )
 
 
@@ -176,10 +185,12 @@ def _vllm_engine_args(spec: LLMSpec) -> dict[str, Any]:
     eager = spec.flag("enforce_eager")
     if eager is not None:
         args["enforce_eager"] = eager
+    if spec.get("revision"):
+        args["revision"] = spec.get("revision")
     return args
 
 
-def _vllm_policy(spec: LLMSpec) -> Policy:
+def _vllm_policy(spec: LLMSpec, cache: CacheArg = None) -> Policy:
     from multiturn_envs.policies.vllm_backend import VLLMPolicy
 
     return VLLMPolicy(
@@ -187,6 +198,7 @@ def _vllm_policy(spec: LLMSpec) -> Policy:
         sampling_of(spec),
         name=spec.name,
         tools=bool(spec.flag("tools")),
+        cache=cache,
         **_vllm_engine_args(spec),
     )
 
@@ -214,7 +226,7 @@ def _tokenizer_of(spec: LLMSpec) -> Any:
     return AutoTokenizer.from_pretrained(folder)
 
 
-def _openai_policy(spec: LLMSpec) -> AsyncPolicy:
+def _openai_policy(spec: LLMSpec, cache: CacheArg = None) -> AsyncPolicy:
     from multiturn_envs.policies.openai_backend import OpenAIPolicy
 
     mode = spec.get("mode") or "chat"
@@ -242,6 +254,8 @@ def _openai_policy(spec: LLMSpec) -> AsyncPolicy:
         tools=bool(spec.flag("tools")),
         tool_choice=tool_choice,
         tool_prompt=cast(Literal["native", "hermes"], tool_prompt),
+        cache=cache,
+        revision=spec.get("revision"),
     )
 
 
@@ -265,7 +279,16 @@ def _openai_scorer(spec: LLMSpec, system_prompt: str | None) -> ScoringModel:
 ENGINES: Mapping[str, Engine] = MappingProxyType(
     {
         "hf": Engine(
-            (*_SAMPLING_KEYS, "gguf", "dtype", "device", "max_batch_size", "name", "tools"),
+            (
+                *_SAMPLING_KEYS,
+                "gguf",
+                "dtype",
+                "device",
+                "max_batch_size",
+                "name",
+                "tools",
+                "revision",
+            ),
             _hf_policy,
             _hf_scorer,
         ),
@@ -280,6 +303,7 @@ ENGINES: Mapping[str, Engine] = MappingProxyType(
                 "enforce_eager",
                 "name",
                 "tools",
+                "revision",
             ),
             _vllm_policy,
             _vllm_scorer,
@@ -298,6 +322,7 @@ ENGINES: Mapping[str, Engine] = MappingProxyType(
                 "tools",
                 "tool_choice",
                 "tool_prompt",
+                "revision",
             ),
             _openai_policy,
             _openai_scorer,
@@ -339,10 +364,13 @@ def parse_llm_spec(spec: str) -> LLMSpec:
     return LLMSpec(engine, fields[0], options, spec)
 
 
-def load_llm_policy(spec_text: str) -> Policy | AsyncPolicy:
-    """Build the policy an LLM spec names (loads the model: seconds to minutes)."""
+def load_llm_policy(
+    spec_text: str, cache: ResponseCache | str | os.PathLike[str] | None = None
+) -> Policy | AsyncPolicy:
+    """Build the policy an LLM spec names (loads the model: seconds to minutes); ``cache``: a
+    response cache (:mod:`.response_cache`) or its file, off by default."""
     spec = parse_llm_spec(spec_text)
-    return ENGINES[spec.engine].build_policy(spec)
+    return ENGINES[spec.engine].build_policy(spec, cache)
 
 
 def load_scoring_model(spec_text: str, system_prompt: str | None = None) -> ScoringModel:
@@ -353,10 +381,19 @@ def load_scoring_model(spec_text: str, system_prompt: str | None = None) -> Scor
     return ENGINES[spec.engine].build_scorer(spec, system_prompt)
 
 
-def load_policy(spec: str) -> Policy | AsyncPolicy:
-    """Any policy spec: an LLM spec (this module) or a baseline / ``module:attr`` spec."""
+def load_policy(
+    spec: str, cache: ResponseCache | str | os.PathLike[str] | None = None
+) -> Policy | AsyncPolicy:
+    """Any policy spec: an LLM spec (this module) or a baseline / ``module:attr`` spec.
+    ``cache`` (a response cache or its file) is for LLM specs: another spec with one is a
+    :class:`SpecError` (nothing to cache)."""
     if is_llm_spec(spec):
-        return load_llm_policy(spec)
+        return load_llm_policy(spec, cache)
+    if cache is not None:
+        raise SpecError(
+            f"{spec!r}: a response cache is for LLM policies (hf:, vllm:, openai:); this one "
+            "calls no model"
+        )
     from multiturn_envs.policies.baselines import load_policy as load_baseline_or_import
 
     return load_baseline_or_import(spec)

@@ -13,13 +13,21 @@ forward pass).
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import Reply, TurnRequest
 from multiturn_envs.policies.prompting import ChatPrompter, Completion, Prompt
+from multiturn_envs.policies.response_cache import (
+    ResponseCache,
+    cached_completions,
+    folder_revision,
+    open_cache,
+)
 from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
 
 
@@ -98,6 +106,11 @@ class TransformersPolicy:
             (:class:`ChatPrompter`; the parser is ``"hermes"``, Hermes/Qwen ``<tool_call>``).
         extractor: raw completion -> action (default :class:`ActionExtractor`).
         max_batch_size: rows per forward pass (bounds memory; more requests are chunked).
+        cache: a :class:`~.response_cache.ResponseCache` (or its file) answering questions
+            asked before (default: none); it needs the model's ``revision``.
+        revision: what distinguishes this checkpoint from another of the same name (default:
+            the hub commit of the model's config, or, from :meth:`from_pretrained`, a hash of
+            the folder's files).
     """
 
     def __init__(
@@ -114,9 +127,19 @@ class TransformersPolicy:
         max_batch_size: int = 32,
         tools: bool = False,
         tool_parser: str = "hermes",
+        cache: ResponseCache | str | os.PathLike[str] | None = None,
+        revision: str | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
+        commit = getattr(getattr(model, "config", None), "_commit_hash", None)
+        self.revision = revision or (str(commit) if commit else None)
+        if cache is not None and self.revision is None:
+            raise ValueError(
+                "a response cache keys replies by the model's revision: pass revision= (or "
+                "load the model with from_pretrained, which takes it from the folder)"
+            )
+        self.cache = open_cache(cache)
         self.model = model
         self.tokenizer = tokenizer
         self.sampling = sampling or Sampling()
@@ -151,6 +174,10 @@ class TransformersPolicy:
             path, gguf_file=gguf_file, dtype=dtype, device=device
         )
         kwargs.setdefault("name", gguf_file if gguf_file else Path(path).name)
+        if kwargs.get("cache") is not None and kwargs.get("revision") is None:
+            local = Path(path) / gguf_file if gguf_file else Path(path)
+            if local.exists():
+                kwargs["revision"] = folder_revision(local)
         return cls(model, tokenizer, **kwargs)
 
     # ------------------------------------------------------------------ policy protocol
@@ -166,16 +193,34 @@ class TransformersPolicy:
         if n < 1:
             raise ValueError("n must be >= 1")
         prompts: list[Prompt] = [self.prompter.prompt(r) for r in requests]
-        rows = [p.token_ids for p in prompts for _ in range(n)]
-        seeds = [sample_seed_base(r.seed) + i for r in requests for i in range(n)]
-        completions = self.generate(rows, seeds)
-        out: list[list[Reply]] = []
-        for j, (request, prompt) in enumerate(zip(requests, prompts)):
-            group = completions[j * n : (j + 1) * n]
-            out.append(
-                [self.prompter.finish(request, prompt, c, keep=keep and n == 1) for c in group]
-            )
-        return out
+        bases = [sample_seed_base(r.seed) for r in requests]
+
+        def generate(todo: list[int]) -> list[list[Completion]]:
+            rows = [prompts[j].token_ids for j in todo for _ in range(n)]
+            seeds = [bases[j] + i for j in todo for i in range(n)]
+            completions = self.generate(rows, seeds)
+            return [completions[m * n : (m + 1) * n] for m in range(len(todo))]
+
+        questions = [
+            {"prompt_ids": p.token_ids, "sampling": asdict(self.sampling), "seed": b}
+            for p, b in zip(prompts, bases)
+        ]
+        groups = cached_completions(self.cache, self.cache_identity(), questions, n, generate)
+        return [
+            [self.prompter.finish(request, prompt, c, keep=keep and n == 1) for c in group]
+            for request, prompt, group in zip(requests, prompts, groups)
+        ]
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What a response cache keys this model by: engine, model, revision and the decoding
+        settings that are not sampling parameters (a miss when any differs)."""
+        return {
+            "engine": "transformers",
+            "model": str(getattr(self.model, "name_or_path", "") or self.name),
+            "revision": self.revision,
+            "dtype": str(getattr(self.model, "dtype", "")),
+            "device": str(getattr(self.model, "device", "")),
+        }
 
     # ------------------------------------------------------------------ decoding
     def generate(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int]) -> list[Completion]:

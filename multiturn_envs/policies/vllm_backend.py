@@ -32,12 +32,21 @@ in a spawned process).
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from multiturn_envs.policies.base import Reply, TurnRequest
 from multiturn_envs.policies.prompting import ChatPrompter, Completion, Prompt
+from multiturn_envs.policies.response_cache import (
+    ResponseCache,
+    cached_completions,
+    folder_revision,
+    open_cache,
+)
 from multiturn_envs.policies.sampling import Sampling, sample_seed_base
 
 
@@ -145,6 +154,10 @@ class VLLMPolicy:
         engine_args: passed to ``vllm.LLM`` when ``llm`` is a path (:func:`engine_args_for`:
             ``enable_prefix_caching`` defaults to True, ``seed`` to 0, and on the CPU platform
             chunked prefill is off).
+        cache: a :class:`~.response_cache.ResponseCache` (or its file) answering questions
+            asked before (default: none). The model's revision in its keys is the engine's
+            ``revision`` argument, else a hash of the local model folder's files; a hub model
+            without ``revision`` cannot be cached (a ``ValueError``).
 
     :meth:`close` stops an engine the policy built (not one it was given).
     """
@@ -162,8 +175,22 @@ class VLLMPolicy:
         tokenizer: Any = None,
         tools: bool = False,
         tool_parser: str = "hermes",
+        cache: ResponseCache | str | os.PathLike[str] | None = None,
         **engine_args: Any,
     ) -> None:
+        self.revision: str | None = None
+        if cache is not None:
+            model_path = llm if isinstance(llm, str) else self._model_of(llm)
+            if engine_args.get("revision"):
+                self.revision = str(engine_args["revision"])
+            elif model_path and Path(model_path).exists():
+                self.revision = folder_revision(model_path)
+            else:
+                raise ValueError(
+                    "a response cache keys replies by the model's revision: give the engine's "
+                    "revision= (a hub model) or a local model folder"
+                )
+        self.cache = open_cache(cache)
         self.vllm = import_vllm()
         self.owns_engine = isinstance(llm, str)
         if isinstance(llm, str):
@@ -188,6 +215,21 @@ class VLLMPolicy:
             tool_parser=tool_parser,
         )
 
+    @staticmethod
+    def _model_of(llm: Any) -> str:
+        config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+        return str(getattr(config, "model", "") or "")
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What a response cache keys this model by (engine, model, revision, dtype)."""
+        config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        return {
+            "engine": "vllm",
+            "model": self._model_of(self.llm) or self.name,
+            "revision": self.revision,
+            "dtype": str(getattr(config, "dtype", "")),
+        }
+
     def close(self) -> None:
         """Stop the engine if this policy built it (its memory is then free for another)."""
         if self.owns_engine:
@@ -208,9 +250,17 @@ class VLLMPolicy:
         if not requests:
             return []
         prompts: list[Prompt] = [self.prompter.prompt(r) for r in requests]
-        outputs = self.generate_ids(
-            [p.token_ids for p in prompts], [sample_seed_base(r.seed) for r in requests], n
-        )
+        bases = [sample_seed_base(r.seed) for r in requests]
+
+        def generate(todo: list[int]) -> list[list[Completion]]:
+            ids = [prompts[j].token_ids for j in todo]
+            return self.generate_ids(ids, [bases[j] for j in todo], n)
+
+        questions = [
+            {"prompt_ids": p.token_ids, "sampling": asdict(self.sampling), "seed": b}
+            for p, b in zip(prompts, bases)
+        ]
+        outputs = cached_completions(self.cache, self.cache_identity(), questions, n, generate)
         return [
             [self.prompter.finish(r, p, c, keep=keep and n == 1) for c in group]
             for r, p, group in zip(requests, prompts, outputs)

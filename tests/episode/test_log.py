@@ -76,13 +76,21 @@ def test_the_agent_or_the_framework_end_an_episode_the_env_did_not() -> None:
 
 
 def test_a_new_reason_to_end_is_one_entry() -> None:
-    """The shape issue 32's ``token_limit`` takes: an entry, read wherever the name comes."""
+    """A new reason is an entry, read wherever the name comes (issue 32's ``token_limit`` is
+    one; ``End`` builds any other)."""
     names = list(ENDS)
     assert len(names) == len(set(names)) and all(ENDS[n].name == n for n in names)
     assert all(e.by in ("env", "agent", "framework") and e.note for e in ENDS.values())
-    token_limit = End("token_limit", "framework", True, "the token limit is reached")
+    other = End("cost_limit", "framework", True, "the cost limit is reached")
     assert env_end(False, True, {"truncation_reason": "turn_budget"}) == ENDS["turn_budget"]
     assert env_end(False, True, {"truncation_reason": "unknown"}) == ENDS["turn_budget"]
     assert env_end(True, False, {"success": True}) == ENDS["success"]
     assert env_end(False, False, {}) is None
-    assert token_limit.truncated and token_limit.name not in ENDS
+    assert other.truncated and other.name not in ENDS
+    limit = ENDS["token_limit"]
+    assert limit.by == "framework" and limit.truncated
+    assert env_end(False, True, {"truncation_reason": "token_limit"}) == limit
+    log = EpisodeLog()
+    log.begin({"task_id": "t"})
+    log.stop("token_limit")
+    assert log.end == limit and log.truncated and log.summary()["end"] == "token_limit"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from harness_toy import ENV_ID
 
-from multiturn_envs.harness import EvalConfig, run_eval
+from multiturn_envs.harness import SCHEMA_VERSION, EvalConfig, run_eval
 from multiturn_envs.harness.records import (
     RecordFileError,
     RecordWriter,
@@ -59,7 +59,7 @@ def test_header_then_one_line_per_trajectory(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     run_eval(config(), RandomPolicy(), str(out))
     lines = lines_of(out)
-    assert lines[0]["kind"] == "header" and lines[0]["schema"] == 1
+    assert lines[0]["kind"] == "header" and lines[0]["schema"] == SCHEMA_VERSION
     assert lines[0]["config"]["tasks"] == TASKS and lines[0]["config"]["samples"] == 4
     trajectories = lines[1:]
     assert len(trajectories) == 16 and all(r["kind"] == "trajectory" for r in trajectories)

@@ -42,6 +42,8 @@ def test_to_dict_has_run_configs_keys() -> None:
 
 # The header line of two runs, as written before EvalConfig moved to harness/run_config.py
 # (the run id hashes the config: a change here would make every old file "another run").
+# Schema 2 (tokens per turn, token_limit) changed them once, on purpose: a schema-1 file still
+# reads, and a resume of one is refused with a message (test_records.py).
 PINNED = [
     (
         EvalConfig(
@@ -56,18 +58,18 @@ PINNED = [
             seed=7,
             env_kwargs={"size": 4, "é": [1, None]},
         ),
-        '{"schema":1,"kind":"header","run_id":"7c0e9e125991e722","config":{"budget_mode":'
+        '{"schema":2,"kind":"header","run_id":"15515105960fa22e","config":{"budget_mode":'
         '"announced","env_id":"MT/FrozenLake-v0","env_kwargs":{"size":4,"é":[1,null]},'
-        '"error_after":1,"max_turns":5,"policy":"random","samples":3,"schema":1,"seed":7,'
-        '"tasks":["b","a"],"turn_grid":[2,5]},"created":"2026-01-01T00:00:00+00:00",'
-        '"package_version":"0.0"}\n',
+        '"error_after":1,"max_turns":5,"policy":"random","samples":3,"schema":2,"seed":7,'
+        '"tasks":["b","a"],"token_limit":null,"turn_grid":[2,5]},"created":'
+        '"2026-01-01T00:00:00+00:00","package_version":"0.0"}\n',
     ),
     (
         EvalConfig("x", "p", ["t"], 1, 1),
-        '{"schema":1,"kind":"header","run_id":"fb353516a09106ab","config":{"budget_mode":'
+        '{"schema":2,"kind":"header","run_id":"6556783db3fcdc42","config":{"budget_mode":'
         '"hidden","env_id":"x","env_kwargs":{},"error_after":null,"max_turns":1,"policy":"p",'
-        '"samples":1,"schema":1,"seed":0,"tasks":["t"],"turn_grid":null},"created":'
-        '"2026-01-01T00:00:00+00:00","package_version":"0.0"}\n',
+        '"samples":1,"schema":2,"seed":0,"tasks":["t"],"token_limit":null,"turn_grid":null},'
+        '"created":"2026-01-01T00:00:00+00:00","package_version":"0.0"}\n',
     ),
 ]
 
@@ -94,6 +96,7 @@ _OLD_CONFIG: dict[str, tuple[tuple[type, ...], str]] = {
     "error_after": ((int, type(None)), "an int or null"),
     "seed": ((int,), "an int"),
     "env_kwargs": ((dict,), "an object"),
+    "token_limit": ((int, type(None)), "an int or null"),  # schema 2
 }
 _ABSENT = object()
 
@@ -102,8 +105,8 @@ def _old_check(obj: Mapping[str, Any], path: str) -> str | None:
     """The old ``read_header`` after its line was parsed: ``None`` (accepted) or the message."""
     if obj.get("kind") != "header":
         return f"{path}: not a multiturn-envs record file (no header line)"
-    if obj.get("schema") != SCHEMA_VERSION:
-        return f"{path}: record schema {obj.get('schema')!r}, this version reads {SCHEMA_VERSION}"
+    if obj.get("schema") not in (1, SCHEMA_VERSION):  # schema 2 reads schema 1 too
+        return f"{path}: record schema {obj.get('schema')!r}, this version reads 1, 2"
     if not isinstance(obj.get("config"), dict):
         return f"{path}: the header line has no 'config' object"
     where = f"{path}: the header's config"

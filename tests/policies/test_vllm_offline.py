@@ -7,7 +7,8 @@ the generation engine is shut down. Here it runs at the size that used to kill t
 engine (16 episodes in flight, 4 turns, 48 tokens: the first turn's prompts alone exceed the
 scheduler's token budget, so without the policy's engine settings vLLM splits a seeded prompt
 and dies with ``CPU Generator does not use offset``). What is checked is that the path works
-end to end, that two identical runs write equal records, and that scoring gives back the
+end to end, that two identical runs write equal records (with their tokens per turn, also when
+answered from the response cache), and that scoring gives back the
 generation log-probs; not the throughput (the GPU check's figure, docs/policies.md).
 """
 
@@ -64,6 +65,10 @@ def test_sixteen_episodes_in_flight_and_the_gpu_check_end_to_end_on_the_cpu_buil
         assert ratio is not None, out[-3000:]
         assert 0 < float(ratio[2]) <= float(ratio[1]) <= float(ratio[3])
     assert "records equal across repeats: True" in out, out[-3000:]
+    assert "tokens per turn are the prompt's and the reply's ids: True" in out, out[-3000:]
+    cache = re.search(r"response cache: (\d+) engine calls filled it, the rerun made (\d+)", out)
+    assert cache is not None and int(cache[1]) >= 1 and int(cache[2]) == 0, out[-3000:]
+    assert "records equal to the uncached run's: True" in out, out[-3000:]
     assert re.search(r"all \d+ prompts in one call \(no turn barrier\): [\d.]+ s", out)
     assert re.search(r"tools: (native|hermes) rendering, schema shown: True, calls read: True", out)
     assert "generation engine stopped: True" in out, out[-3000:]

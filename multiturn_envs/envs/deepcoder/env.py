@@ -209,7 +209,8 @@ class DeepCoderEnv(TextEnv):
       falls back to a program that answers nothing.
     * ``cache_size`` (256): results of recently run programs, per task; a program submitted
       twice is run once (this also makes nondeterministic programs score consistently).
-    * ``verify_timeout_s`` (0.5): per-test limit while ``error_action`` verifies a mutant.
+    * ``verify_timeout_s`` (0.5): per-test limit while ``error_action`` verifies a mutant (one
+      that reaches it is run again under ``test_timeout_s``: slow and endless are told apart).
     * Old spellings, read for one release with a ``DeprecationWarning``: ``timeout_s``
       (``test_timeout_s``), ``deadline_s`` (``submission_timeout_s``).
 
@@ -230,6 +231,10 @@ class DeepCoderEnv(TextEnv):
     """
 
     blocking_io = True  # submissions wait on a sandbox: astep runs them in a worker thread
+    not_picklable = (
+        "its sandbox backend belongs to this process (the Docker pool and its factory); "
+        "a deep copy in this process shares it"
+    )
 
     def __init__(
         self,
@@ -665,7 +670,9 @@ class DeepCoderEnv(TextEnv):
         """A verified buggy variant of the reference, drawn with ``rng``.
 
         Candidates (single-site mutants) are tried in an order drawn from ``rng`` until one runs
-        without a timeout and fails at least one test; verdicts are remembered per task, so the
+        without a timeout and fails at least one test (one that reaches the short
+        ``verify_timeout_s`` is run again under the env's own limits, so a loaded machine does
+        not change the pick); verdicts are remembered per task, so the
         same generator state always gives the same program. Without a reference, or when no
         mutant qualifies within ``max_error_tries``, a program that answers nothing.
         """
@@ -689,12 +696,17 @@ class DeepCoderEnv(TextEnv):
             ok = False
             if self._check_program(program) is None:
                 result = self._run(program, self._verify_limits)
+                if any(r.timed_out for r in result.results) and self._verify_limits != self.limits:
+                    # slow or endless? Under load a mutant that takes 0.1 s can pass the short
+                    # limit in one env and not in another, and two envs would draw different
+                    # errors from the same generator: the full limits decide
+                    result = self._run(program, self.limits)
                 ok = (
                     result.error is None
                     and not result.all_passed
                     and not any(r.timed_out for r in result.results)
                 )
-                if ok:  # no test came near the short limit: the full limits give the same
+                if ok:  # no test reached a limit: the full limits give the same
                     digest = hashlib.sha256(program.encode("utf-8")).hexdigest()
                     self._remember((self.task.task_id, digest, self.limits.timeout_s), result)
             self._verdicts[key] = ok

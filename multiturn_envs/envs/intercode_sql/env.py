@@ -48,6 +48,8 @@ from multiturn_envs.envs.intercode_sql.scoring import (
     score_result,
 )
 from multiturn_envs.envs.intercode_sql.tasks import DatabaseCatalog, SQLTask, load_tasks
+from multiturn_envs.extras import ENV_EXTRAS
+from multiturn_envs.extras import require as require_extra
 from multiturn_envs.tools import Tool, ToolCall
 
 MAX_QUERY_CHARS = 20_000
@@ -168,6 +170,10 @@ class InterCodeSQLEnv(TextEnv):
     """
 
     max_tool_calls = 2  # execute_sql then submit
+    not_picklable = not_copyable = (
+        "it holds SQLite connections (the episode's private copy of the database and the "
+        "pristine one)"
+    )
 
     def __init__(
         self,
@@ -196,6 +202,7 @@ class InterCodeSQLEnv(TextEnv):
         clock: dt.datetime = DEFAULT_CLOCK,
         **old: Any,
     ) -> None:
+        require_extra("MT/InterCode-SQL-v0", *ENV_EXTRAS["MT/InterCode-SQL-v0"])
         (query_timeout_s,) = renamed_kwargs(
             type(self).__name__,
             old,

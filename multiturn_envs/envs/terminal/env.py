@@ -22,6 +22,8 @@ from multiturn_envs.envs.terminal.parsing import (
 from multiturn_envs.envs.terminal.prepare import Prepared, Preparer
 from multiturn_envs.envs.terminal.tasks import TerminalTask, select_tasks
 from multiturn_envs.envs.terminal.verdicts import CheckReport, report_from_answer
+from multiturn_envs.extras import ENV_EXTRAS
+from multiturn_envs.extras import require as require_extra
 from multiturn_envs.sandbox.checker import Checker
 from multiturn_envs.sandbox.provider import (
     UNTRUSTED_CODE,
@@ -225,6 +227,7 @@ class TerminalEnv(TextEnv):
 
     blocking_io = True  # commands and checks wait on containers: astep runs in a thread
     max_tool_calls = 2  # run_command then submit
+    not_picklable = not_copyable = "it holds a Docker container and the connection to it"
 
     def __init__(
         self,
@@ -247,6 +250,7 @@ class TerminalEnv(TextEnv):
         image: str | None = None,
         engines: Sequence[str] | str | None = None,
     ) -> None:
+        require_extra("MT/Terminal-v0", *ENV_EXTRAS["MT/Terminal-v0"])
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
         self.action_space = ShellText()
         if isinstance(tasks, str):

@@ -61,8 +61,8 @@ from multiturn_envs.envs.terminal.loading import (
     LoadedTasks,
     difficulty_of,
     load_all,
+    script_solution,
     solution_turns,
-    solution_upload,
     task_folder,
 )
 from multiturn_envs.envs.terminal.tasks import MAX_MEMORY_MB, TerminalTask
@@ -272,18 +272,19 @@ def load_harbor_task(
         checks = [Check("test.sh", "bash /tests/test.sh")]
         verdict = "reward-file"
     solve = "solution/solve.sh"
-    solution = (
-        solution_turns(files.read_text(solve, max_bytes=MAX_SCRIPT_BYTES))
-        if files.is_file(solve)
-        else ()
-    )
-    solution_files = _solution_files(files) if solution else {}
-    if not solution:
+    script = files.read_text(solve, max_bytes=MAX_SCRIPT_BYTES) if files.is_file(solve) else ""
+    solution: tuple[str, ...] = ()
+    solution_files: dict[str, bytes] = {}
+    if not solution_turns(script):
         notes.append("no reference solution (solution/solve.sh)")
-    elif DOWNLOADS.search("\n".join(solution)):
-        notes.append("the reference solution downloads or installs something: offline it may fail")
-    if solution_files:  # Harbor's oracle uploads solution/ to /solution before solve.sh
-        solution = (solution_upload(solution_files), *solution)
+    else:
+        if DOWNLOADS.search(script):
+            notes.append(
+                "the reference solution downloads or installs something: offline it may fail"
+            )
+        # Harbor's oracle uploads solution/ to /solution before solve.sh
+        solution, solution_files, more = script_solution("solve.sh", script, _solution_files(files))
+        notes += more
     name = path.name
     plan: BuildPlan | None = None
     task_image = image or _prebuilt(docker_image, files, notes)

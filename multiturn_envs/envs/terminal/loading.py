@@ -9,11 +9,11 @@ from __future__ import annotations
 import base64
 import re
 import shlex
-import textwrap
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from multiturn_envs.envs.terminal.parsing import MAX_COMMAND_CHARS
 from multiturn_envs.envs.terminal.tasks import TerminalTask
 from multiturn_envs.errors import TaskUnavailable, UntrustedInputError
 from multiturn_envs.sandbox.task_images import MAX_CONTEXT_DEPTH, MAX_CONTEXT_ENTRIES
@@ -188,20 +188,63 @@ def difficulty_of(value: object) -> str:
     return text if text in ("easy", "medium", "hard") else "medium"
 
 
-def solution_upload(files: Mapping[str, bytes]) -> str:
-    """A shell command (one turn) that writes ``files`` (path -> bytes, relative) into
-    :data:`~.tasks.SOLUTION_DIR` as Harbor uploads a task's ``solution/`` folder before its
-    oracle runs ``solve.sh``; a file whose name ends in ``.sh`` is made executable."""
+def solution_upload(
+    files: Mapping[str, bytes], max_chars: int = MAX_COMMAND_CHARS
+) -> tuple[str, ...]:
+    """Shell commands (turns, each at most ``max_chars`` characters: the longest command the
+    env runs) that write ``files`` (path -> bytes, relative) into :data:`~.tasks.SOLUTION_DIR`
+    as Harbor uploads a task's ``solution/`` folder before its oracle runs ``solve.sh``; a file
+    whose name ends in ``.sh`` is made executable. Each file travels as base64 in pieces
+    appended one after another, so a file of any size takes as many turns as it needs rather
+    than one command the env would refuse."""
     from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR
 
     lines = [f"mkdir -p {SOLUTION_DIR}"]
     for path in sorted(files):
         target = shlex.quote(f"{SOLUTION_DIR}/{path}")
-        data = base64.b64encode(files[path]).decode("ascii")
-        lines.append(f'mkdir -p -- "$(dirname -- {target})"')
-        lines.append(f"base64 -d > {target} <<'MTE_SOLUTION_FILE'")
-        lines += textwrap.wrap(data, 76) or [""]
-        lines.append("MTE_SOLUTION_FILE")
+        lines.append(f'mkdir -p -- "$(dirname -- {target})" && : > {target}')
+        append = f"printf %s  | base64 -d >> {target}"
+        per_line = (max_chars - len(append) - 1) // 4 * 3  # raw bytes: whole base64 groups
+        if per_line <= 0:
+            raise ValueError(f"solution/{path}: a name too long to upload in one command")
+        data = files[path]
+        for at in range(0, len(data), per_line):
+            piece = base64.b64encode(data[at : at + per_line]).decode("ascii")
+            lines.append(f"printf %s {piece} | base64 -d >> {target}")
         if path.endswith(".sh"):
             lines.append(f"chmod +x {target}")
-    return "\n".join(lines)
+    turns: list[str] = []
+    for line in lines:  # as many lines a turn as fit
+        if turns and len(turns[-1]) + 1 + len(line) <= max_chars:
+            turns[-1] += "\n" + line
+        else:
+            turns.append(line)
+    return tuple(turns)
+
+
+def script_solution(
+    name: str, script: str, files: Mapping[str, bytes]
+) -> tuple[tuple[str, ...], dict[str, bytes], list[str]]:
+    """A reference solution script as the turns that run it, with the files those turns
+    upload first (``files``: the folder's other solution files) and a note.
+
+    A script whose every turn fits one command is typed turn by turn, as an agent would. One
+    with a turn longer than :data:`~.parsing.MAX_COMMAND_CHARS` (a Terminal-Bench 2.0
+    ``solve.sh`` may hold a 25 KB program in a here-document) is uploaded with the other
+    files and run from :data:`~.tasks.SOLUTION_DIR` as ``bash``, which is how Harbor's oracle
+    runs every ``solve.sh``; typed, the env would refuse it and the reference would fail."""
+    from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR
+
+    turns = solution_turns(script)
+    uploads = dict(files)
+    notes: list[str] = []
+    if any(len(turn) > MAX_COMMAND_CHARS for turn in turns):
+        uploads[name] = script.encode("utf-8")
+        turns = (f"bash {SOLUTION_DIR}/{shlex.quote(name)}",)
+        notes.append(
+            f"{name} has a command longer than {MAX_COMMAND_CHARS:,} characters: the reference "
+            f"solution runs it from {SOLUTION_DIR} as a script, as Harbor's oracle does"
+        )
+    if uploads:
+        turns = (*solution_upload(uploads), *turns)
+    return turns, uploads, notes

@@ -49,8 +49,10 @@ from multiturn_envs.envs.terminal.loading import (
     LoadedTasks,
     difficulty_of,
     load_all,
+    script_solution,
     task_folder,
 )
+from multiturn_envs.envs.terminal.parsing import MAX_COMMAND_CHARS
 from multiturn_envs.envs.terminal.tasks import TerminalTask
 from multiturn_envs.errors import TaskUnavailable, UntrustedInputError
 from multiturn_envs.sandbox.checker import Check
@@ -64,9 +66,15 @@ TEST_TIMEOUT_S = 60.0
 _TEST_TOOLS = re.compile(r"\b(uv |uvx|pip3? install|curl|apt-get)")
 
 
-def _solution(files: Folder) -> tuple[str, ...]:
+def _solution(files: Folder) -> tuple[tuple[str, ...], dict[str, bytes], list[str]]:
+    """The reference solution's turns (``solution.sh`` as one command, as Terminal-Bench types
+    it; one longer than a command is uploaded and run as a script), the files those turns
+    upload, and a note on how."""
     if files.is_file("solution.sh"):
-        return (files.read_text("solution.sh", max_bytes=MAX_SCRIPT_BYTES),)
+        script = files.read_text("solution.sh", max_bytes=MAX_SCRIPT_BYTES)
+        if len(script) <= MAX_COMMAND_CHARS:
+            return (script,), {}, []
+        return script_solution("solution.sh", script, {})
     if files.is_file("solution.yaml"):
         steps = files.read_yaml("solution.yaml", max_bytes=MAX_META_BYTES) or []
         where = files.name("solution.yaml")
@@ -82,7 +90,7 @@ def _solution(files: Folder) -> tuple[str, ...]:
             if command:
                 commands.append(command.rstrip("\n"))
         if commands:
-            return tuple(commands)
+            return tuple(commands), {}, []
     raise ValueError(f"{files.where}: no solution.sh or solution.yaml with commands")
 
 
@@ -213,7 +221,8 @@ def load_terminal_bench_task(
             "stand-ins serve them with its own pytest (7.2; no files written in the working "
             "directory by `uv init`)"
         )
-    solution = _solution(files)
+    solution, solution_files, more = _solution(files)
+    notes += more
     if DOWNLOADS.search("\n".join(solution)):
         notes.append("the reference solution downloads something: offline it cannot pass")
     if meta.get("run_tests_in_same_shell"):
@@ -235,6 +244,7 @@ def load_terminal_bench_task(
         instruction=instruction,
         checks=(Check(RUN_TESTS, f"bash {TESTS_DIR}/{RUN_TESTS}"),),
         solution=solution,
+        solution_files=solution_files,
         category=category,
         difficulty=difficulty_of(meta.get("difficulty")),
         image=task_image,

@@ -1,7 +1,7 @@
 """Check that tasks run here: each one's reference solution passes its tests and an empty
 submission fails, in MT/Terminal-v0 itself (the numbers of docs/envs/terminal.md's table).
 
-    multiturn-envs sandbox terminal verify FOLDER [--format auto|tb|harbor] [--json]
+    multiturn-envs sandbox terminal verify FOLDER [--task-format auto|tb|harbor] [--json]
 
 ``FOLDER`` holds task folders (Terminal-Bench 1: ``task.yaml``; Harbor: ``task.toml``) or is
 one. For each task it prints whether it loaded (or why not), the notes on what differs from

@@ -286,6 +286,37 @@ def test_verify_runs_the_reference_solution_under_the_task_agent_timeout(
     assert "did not finish within 3 s" in row.detail
 
 
+def test_a_solution_longer_than_a_command_runs_as_harbor_runs_it(
+    terminal_ready: None, tmp_path: Path
+) -> None:
+    """A ``solve.sh`` with a 30,000-character here-document (write-compressor's is 25 KB) and a
+    20 KB binary solution file: typed, the env refuses the command (longer than 20,000
+    characters) and the reference fails; uploaded in pieces and run from ``/solution`` as
+    ``bash``, as Harbor's oracle runs it, it passes, the file byte for byte."""
+    import hashlib
+    import random
+
+    folder = harbor_task(  # a light build: no docker build, the test is about the solution
+        tmp_path,
+        "long",
+        "ARG BASE=multiturn-envs-terminal:latest\nFROM ${BASE}\nCOPY n.txt /srv/report/n.txt\n",
+    )
+    blob = random.Random(0).randbytes(20_000)
+    (folder / "solution" / "data.bin").write_bytes(blob)
+    padding = "\n".join("x" * 99 for _ in range(300))
+    (folder / "solution" / "solve.sh").write_text(
+        "#!/bin/bash\nset -e\ncat > /tmp/pad.txt <<'PAD'\n" + padding + "\nPAD\n"
+        f'echo "{hashlib.sha256(blob).hexdigest()}  /solution/data.bin" | sha256sum -c\n'
+        'cd /srv/report\nprintf \'{"total": %s}\' "$(cat n.txt)" > out.json\n'
+    )
+    task = load_harbor_task(folder)
+    assert task.solution[-1] == "bash /solution/solve.sh"
+    assert all(len(turn) <= 20_000 for turn in task.solution), [len(t) for t in task.solution]
+    assert any("longer than 20,000 characters" in note for note in task.notes)
+    row = verify_task(task)
+    assert row.as_expected and row.cause == "", row
+
+
 TB2_IN_CI = ("regex-log", "sqlite-db-truncate")
 """The real Terminal-Bench 2.0 tasks CI runs (the fastest that run offline on the lean image;
 docs/envs/terminal.md has every task's verdict)."""

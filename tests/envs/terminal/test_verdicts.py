@@ -9,7 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from multiturn_envs.envs.terminal.loading import solution_turns, solution_upload
+from multiturn_envs.envs.terminal.loading import (
+    script_solution,
+    solution_turns,
+    solution_upload,
+)
 from multiturn_envs.envs.terminal.verdicts import (
     parse_pytest_summary,
     parse_reward,
@@ -300,24 +304,40 @@ def test_light_plans_and_the_reason_a_dockerfile_needs_docker_build(tmp_path: Pa
         st.from_regex(r"[A-Za-z0-9_.' -]{1,12}(/[A-Za-z0-9_.-]{1,8})?", fullmatch=True).filter(
             lambda p: not any(part in (".", "..") for part in p.split("/"))
         ),
-        st.binary(max_size=300),
+        st.binary(max_size=3000),
         min_size=1,
         max_size=4,
-    )
+    ),
+    st.integers(min_value=120, max_value=4000),
 )
-def test_solution_files_are_put_where_harbor_puts_them(files: dict[str, bytes]) -> None:
-    """The turn that stands for Harbor's upload of ``solution/`` writes every file byte for
-    byte (any name a folder may hold, any content), run by bash as the agent's shell runs it."""
+def test_solution_files_are_put_where_harbor_puts_them(
+    files: dict[str, bytes], max_chars: int
+) -> None:
+    """The turns that stand for Harbor's upload of ``solution/`` write every file byte for
+    byte (any name a folder may hold, any content, any size), each turn at most the longest
+    command the env runs, run by bash one after another as the agent's shell runs them."""
     import subprocess
     import tempfile
 
-    command = solution_upload(files)
-    assert command.startswith("mkdir -p /solution")
+    turns = solution_upload(files, max_chars=max_chars)
+    assert turns[0].startswith("mkdir -p /solution")
+    assert all(len(turn) <= max_chars for turn in turns), [len(t) for t in turns]
     with tempfile.TemporaryDirectory() as tmp:
-        script = command.replace("/solution", f"{tmp}/solution")
-        subprocess.run(["bash", "-c", script], check=True, capture_output=True)
+        for turn in turns:
+            script = turn.replace("/solution", f"{tmp}/solution")
+            subprocess.run(["bash", "-c", script], check=True, capture_output=True)
         for name, data in files.items():
             assert Path(tmp, "solution", name).read_bytes() == data
+
+
+def test_a_script_longer_than_a_command_is_uploaded_and_run_from_the_solution_folder() -> None:
+    short, uploads, notes = script_solution("solve.sh", "#!/bin/bash\necho hi\n", {})
+    assert (short, uploads, notes) == (("echo hi",), {}, [])
+    script = "#!/bin/bash\ncat <<'E'\n" + "y" * 25_000 + "\nE\n"
+    turns, uploads, notes = script_solution("solve.sh", script, {"a.txt": b"a"})
+    assert uploads == {"a.txt": b"a", "solve.sh": script.encode()}
+    assert turns[-1] == "bash /solution/solve.sh" and len(notes) == 1
+    assert all(len(turn) <= 20_000 for turn in turns)
 
 
 def test_solution_scripts_become_turns() -> None:
