@@ -175,3 +175,21 @@ def test_the_cli_engines_become_the_process_default(monkeypatch: pytest.MonkeyPa
     set_ = use_engines(["local", "tcp://b:2375?capacity=3"])
     assert os.environ["MTE_ENGINES"] == set_["MTE_ENGINES"]
     assert [a.capacity for a in parse_engines(None)] == [None, 3]
+
+
+def test_both_envs_refuse_a_bad_engine_when_made_and_keep_a_good_list() -> None:
+    import gymnasium as gym
+
+    import multiturn_envs  # noqa: F401
+
+    for env_id in ("MT/DeepCoder-v0", "MT/Terminal-v0"):
+        with pytest.raises(ValueError, match="engine address"):
+            gym.make(env_id, engines=["tcp://a:2375", "tcp://b:99999"])
+        env = gym.make(env_id, engines="tcp://a:2375?name=a, tcp://b:2375?capacity=3")
+        try:
+            assert [EngineAddress.parse(a).label for a in env.unwrapped.engines] == [
+                "a",
+                "tcp://b:2375",
+            ]
+        finally:
+            env.close()
