@@ -62,6 +62,22 @@ CORPUS: list[tuple[str, str, str]] = [
 ]
 
 
+COUNT_AGENT = (
+    "n=0; for d in /proc/[0-9]*; do "
+    "u=$(awk '/^Uid:/ {print $3}' $d/status 2>/dev/null); s=$(awk '/^State:/ {print $2}' "
+    '$d/status 2>/dev/null); [ "$u" = 65534 ] && [ "$s" != Z ] && n=$((n+1)); done; echo $n'
+)
+"""How many live processes of the agent's uid the box holds, counted by root from outside the
+agent's processes (awk over /proc, not the killer's own builtins)."""
+
+
+def agent_processes(env: TerminalEnv) -> str:
+    """:data:`COUNT_AGENT` in the episode's current box."""
+    assert env._episode is not None
+    done = env._episode.box.exec(["sh", "-c", COUNT_AGENT], user="0:0", timeout_s=60)
+    return done.output.decode().split()[-1]
+
+
 def _alive(ids: list[str]) -> set[str]:
     return {c.id for c in docker.from_env().containers.list(all=True)} & set(ids)
 
@@ -71,6 +87,7 @@ def test_the_corpus_is_contained_and_the_env_keeps_working(terminal_ready: None)
     try:
         env.reset(seed=0, options={"task_id": "count-errors"})
         env.step("cd /app && marker=kept")
+        idle = agent_processes(env)  # the shell alone
         for command, expected, forbidden in CORPUS:
             obs, _, terminated, _, info = env.step(command)
             assert not terminated, command
@@ -79,11 +96,15 @@ def test_the_corpus_is_contained_and_the_env_keeps_working(terminal_ready: None)
                 body = obs.rsplit("[exit status", 1)[0]
                 assert forbidden not in body.replace(command, ""), (command, obs[-600:])
             assert len(obs) < env.output_cap + 600, command
-            # whatever the command left (a fork bomb's children included), the next command
-            # works at once: a command that times out ends with every process of the agent
-            # gone (the kill loop counts them down to 0) before the shell restarts
-            obs, *_ = env.step("echo ok $marker")
-            assert obs.startswith("ok kept"), (command, obs[-600:])
+            # a command may leave processes behind (background jobs persist): a fork bomb's
+            # starve the next command, which then times out, and every process of the agent
+            # is killed (counted down to 0, the shell alone after its restart); from then on
+            # the env works at once, with no survivor forking
+            obs, *_, info = env.step("echo ok $marker")
+            if info["timed_out"]:
+                assert agent_processes(env) == idle, (command, obs[-600:])
+                obs, *_, info = env.step("echo ok $marker")
+            assert obs.startswith("ok kept") and not info["timed_out"], (command, obs[-600:])
             assert "Resource temporarily unavailable" not in obs, (command, obs[-600:])
         # the hidden checks never entered the agent's container; its own tampering is moot
         env.step("printf '#!/bin/sh\\nexit 0\\n' > /app/run-tests.sh; rm -f /app/fill")
@@ -315,15 +336,6 @@ def test_no_check_runs_what_the_agent_can_shadow(terminal_ready: None) -> None:
         env.close()
 
 
-COUNT_AGENT = (
-    "n=0; for d in /proc/[0-9]*; do "
-    "u=$(awk '/^Uid:/ {print $3}' $d/status 2>/dev/null); s=$(awk '/^State:/ {print $2}' "
-    '$d/status 2>/dev/null); [ "$u" = 65534 ] && [ "$s" != Z ] && n=$((n+1)); done; echo $n'
-)
-"""How many live processes of the agent's uid the box holds, counted by root from outside the
-agent's processes (awk over /proc, not the killer's own builtins)."""
-
-
 def test_after_a_fork_bomb_no_process_of_the_agent_is_left(terminal_ready: None) -> None:
     """The guarantee itself, three times: after a fork bomb that outlives its command's limit,
     the box the next command runs in holds the agent's shell and nothing else of the agent.
@@ -335,16 +347,11 @@ def test_after_a_fork_bomb_no_process_of_the_agent_is_left(terminal_ready: None)
         env.reset(seed=0, options={"task_id": "count-errors"})
         env.step("cd /app && marker=kept")
 
-        def agent_processes() -> str:
-            assert env._episode is not None
-            done = env._episode.box.exec(["sh", "-c", COUNT_AGENT], user="0:0", timeout_s=60)
-            return done.output.decode().split()[-1]
-
-        idle = agent_processes()  # the shell alone
+        idle = agent_processes(env)  # the shell alone
         for _ in range(3):
             obs, *_, info = env.step(":(){ :|:& };: ; sleep 30")
             assert info["timed_out"], obs[-300:]
-            assert agent_processes() == idle
+            assert agent_processes(env) == idle
             obs, *_ = env.step("echo ok $marker")
             assert obs.startswith("ok kept"), obs[-300:]
     finally:
