@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.envs.registration import load_env_creator
 from gymnasium.utils.env_checker import check_env
 
 import multiturn_envs
@@ -94,23 +95,33 @@ def test_copies_after_reset_play_on_or_refuse_clearly(env: gym.Env[str, str]) ->
             twin.close()
 
 
-def test_an_env_that_refuses_pickling_still_branches_with_set_state(
-    env: gym.Env[str, str],
-) -> None:
-    base = env.unwrapped
-    assert isinstance(base, TextEnv)
-    if base.not_picklable is None:
-        pytest.skip("this env pickles")
-    env.reset(seed=1)
-    state = base.get_state()
-    other = gym.make(env.spec.id if env.spec else "", max_turns=4)
+def _refuses_pickling(env_id: str) -> bool:
+    entry = gym.registry[env_id].entry_point
+    cls = load_env_creator(entry) if isinstance(entry, str) else entry
+    return getattr(cls, "not_picklable", None) is not None
+
+
+REFUSE_PICKLING = [i for i in ENV_IDS if _refuses_pickling(i)]
+"""The envs that refuse pickling (a container, a connection): they branch by state instead."""
+
+
+@pytest.mark.parametrize("env_id", REFUSE_PICKLING)
+def test_an_env_that_refuses_pickling_still_branches_with_set_state(env_id: str) -> None:
+    _needs(env_id)
+    env = gym.make(env_id, max_turns=4)
+    other = gym.make(env_id, max_turns=4)
     try:
+        base = env.unwrapped
+        assert isinstance(base, TextEnv) and base.not_picklable is not None
+        env.reset(seed=1)
+        state = base.get_state()
         other.reset(seed=1)
         other.unwrapped.set_state(state)  # type: ignore[attr-defined]
         action = _first_action(base)
         assert other.step(action)[:4] == env.step(action)[:4]
     finally:
         other.close()
+        env.close()
 
 
 def test_async_vector_env_runs_episodes_in_worker_processes() -> None:
