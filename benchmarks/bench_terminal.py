@@ -1,6 +1,10 @@
 """MT/Terminal-v0: command round trip, reset, oracle and snapshot costs, with their anchors.
 
-    python benchmarks/bench_terminal.py [--n 40] [--resets 8]
+    python benchmarks/bench_terminal.py [--n 40] [--resets 8] [--engine ADDRESS]
+
+``--engine`` runs every row on that Docker engine (e.g. ``tcp://HOST:2376?tls=DIR``,
+docs/sandbox-scale-out.md) instead of this machine's: the reset rows are then the warm pool vs
+a fresh container on a remote engine.
 
 Rows, all measured in this run on hardened containers of the terminal image:
 
@@ -22,9 +26,11 @@ import statistics
 import time
 from collections.abc import Callable
 
-from multiturn_envs.envs.terminal.containers import agent_container, put_trees
 from multiturn_envs.envs.terminal.env import TerminalEnv
+from multiturn_envs.sandbox.provider import Box
 from multiturn_envs.sandbox.shell_session import ShellSession
+from multiturn_envs.sandbox.task_box import agent_spec
+from multiturn_envs.sandbox.trees import put_trees
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:
@@ -53,22 +59,23 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=40, help="commands per round-trip row")
     parser.add_argument("--resets", type=int, default=8, help="episodes per reset row")
+    parser.add_argument("--engine", default="local", help="the Docker engine (default: local)")
     args = parser.parse_args()
     rows: list[tuple[str, float, float]] = []
-    env = TerminalEnv(max_turns=None, end_on_success=False, warm=1)
+    env = TerminalEnv(max_turns=None, end_on_success=False, warm=1, engines=args.engine)
     try:
         task = "rename-extensions"
         env.reset(seed=0, options={"task_id": task})
         prepared = env.prepared(task)
-        sandbox = env._sandbox(prepared.layout.image)
+        provider = env.provider()
+        spec = agent_spec(prepared.layout, prepared.root, env.limits)
 
-        def make() -> object:
-            return agent_container(sandbox, prepared.layout, prepared.root)
+        def make() -> Box:
+            return provider.create(spec)
 
-        def new_shell(c: object) -> ShellSession:
+        def new_shell(c: Box) -> ShellSession:
             return ShellSession(
-                c.client.api,  # type: ignore[attr-defined]
-                c.id,  # type: ignore[attr-defined]
+                c,
                 user=prepared.agent_user,
                 workdir=prepared.workdir,
                 environment=prepared.agent_env,
@@ -90,14 +97,14 @@ def main() -> None:
             )
 
             def exec_once() -> None:
-                container.exec_run(  # type: ignore[attr-defined]
+                container.exec(
                     ["bash", "-c", "true"], user=prepared.agent_user, workdir=prepared.workdir
                 )
 
             rows.append(("command, one `docker exec` each", *_ms(_time(exec_once, args.n))))
             shell.close()
         finally:
-            container.remove(force=True, v=True)  # type: ignore[attr-defined]
+            container.close()
 
         resets = []
         for _ in range(args.resets):
@@ -113,7 +120,7 @@ def main() -> None:
                 put_trees(c, prepared.initial)
                 new_shell(c)
             finally:
-                c.remove(force=True, v=True)  # type: ignore[attr-defined]
+                c.close()
 
         rows.append(("episode on a fresh `docker run`", *_ms(_time(fresh, args.resets))))
 

@@ -54,3 +54,16 @@ class PolicyError(RuntimeError):
 
 class SpecError(ValueError):
     """A policy or scoring-model spec string that cannot be parsed or built."""
+
+
+class TaskUnavailable(RuntimeError):
+    """One task folder cannot run here; the message says why (and what to do). ``cause``: one
+    word for reports: ``base`` (an image that cannot be pulled), ``network`` (a build step
+    that downloads), ``package``, ``command``, ``file``, ``step`` (a build step's own
+    error), ``timeout``, ``services`` (several containers), ``gpu``, ``env`` (a host variable
+    not given), ``format`` (a format this env does not run)."""
+
+    def __init__(self, message: str, cause: str = "format", log: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.log = log

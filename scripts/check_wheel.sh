@@ -44,17 +44,27 @@ cli="$tmp/venv/bin/multiturn-envs"
 "$tmp/venv/bin/python" - "$repo" <<'EOF'
 import os, sys
 import multiturn_envs
-from multiturn_envs.sandbox.image import recipes_folder
+from multiturn_envs.sandbox.recipes import recipes_folder
 repo = os.path.realpath(sys.argv[1])
 where = os.path.realpath(multiturn_envs.__file__)
 assert not where.startswith(repo + os.sep), f"imported from the checkout: {where}"
 recipes = recipes_folder()
 for name in ("Dockerfile", "bootstrap.sh", "finalize.sh", "terminal/Dockerfile", "terminal/packages.txt"):
-    assert (recipes / name).is_file(), f"the wheel lacks sandbox/images/{name}"
+    assert (recipes / name).is_file(), f"the wheel lacks sandboxes/{name} (as multiturn_envs/sandbox/images/)"
 print(f"check_wheel: multiturn_envs from {where}; image definitions in {recipes}")
 EOF
 "$cli" sandbox status
 "$cli" sandbox terminal status
+# `sandbox build` from the wheel's own copy of sandboxes/ (the base is reused: the wheel's recipe
+# digest must equal the one the image was built from, or status would not say ready). It
+# rebuilds the default terminal image in place, so only under CI=true (a machine of its own) or
+# when asked: MTE_CHECK_WHEEL_BUILD=1.
+if [ "${CI:-}" = true ] || [ "${MTE_CHECK_WHEEL_BUILD:-}" = 1 ]; then
+  t0=$SECONDS
+  "$cli" sandbox terminal build
+  "$cli" sandbox terminal status | grep -q "terminal image: ready"
+  echo "check_wheel: sandbox terminal build from the wheel: $((SECONDS - t0)) s"
+fi
 for env in MT/DeepCoder-v0 MT/Terminal-v0; do
   out="$tmp/$(echo "$env" | tr '/' '_').jsonl"
   t0=$SECONDS

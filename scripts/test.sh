@@ -19,11 +19,19 @@ apt_install() {  # root only: the offline image bootstrap and the local backend'
   local missing=()
   for tool in "$@"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
   [ "${#missing[@]}" = 0 ] && return 0
-  local pkgs=("${missing[@]/bwrap/bubblewrap}")
+  local pkgs=() tool
+  for tool in "${missing[@]}"; do
+    case "$tool" in
+      bwrap) pkgs+=(bubblewrap) ;;
+      sshd) pkgs+=(openssh-server openssh-client) ;;  # the second engine's SSH path
+      ip | tc) pkgs+=(iproute2) ;;                      # its network namespace and latency
+      *) pkgs+=("$tool") ;;
+    esac
+  done
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null 2>&1 || {
     apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null; }
 }
-apt_install debootstrap bwrap chromium  # chromium: `inspect view` in a headless browser
+apt_install debootstrap bwrap chromium sshd ip tc  # chromium: `inspect view` in a headless browser; sshd, ip, tc: the tests' second Docker engine
 if bash scripts/ensure_docker.sh; then
   if ! .venv/bin/multiturn-envs sandbox status >/dev/null 2>&1; then
     .venv/bin/multiturn-envs sandbox build

@@ -68,7 +68,10 @@ SLOW_TESTS = (
     "adapters/test_openenv_remote_eval.py",
     "adapters/test_openenv_server.py",
     "harness/test_ray_executor.py",
+    "harness/test_ray_sandboxes.py",
     "server/test_server_hostile.py",
+    # a second Docker engine of the tests' own (a dockerd in a network namespace)
+    "sandbox/test_remote_engines.py",
     # whole real datasets: InterCode's published runs and databases, every HumanEval solution
     "envs/intercode_sql/test_conversion.py",
     "envs/intercode_sql/test_intercode_replay.py",

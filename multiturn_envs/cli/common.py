@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
+import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -284,6 +285,18 @@ FLAGS: dict[str, Flag] = {
             ),
         ),
         Flag(
+            ("--engine",),
+            dict(
+                action="append",
+                default=[],
+                metavar="ADDRESS",
+                help="a Docker engine for the sandboxed envs (local, unix://PATH, "
+                "tcp://HOST:2376?tls=DIR, ssh://USER@HOST); repeat it for several, placed by "
+                "load (sets $MTE_ENGINES for this process and its workers; "
+                "docs/sandbox-scale-out.md)",
+            ),
+        ),
+        Flag(
             ("--tasks",),
             dict(
                 default=None,
@@ -387,7 +400,25 @@ def add_ci_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_env_args(p: argparse.ArgumentParser) -> None:
-    add_flags(p, "--env-arg")
+    add_flags(p, "--env-arg", "--engine")
+
+
+def use_engines(addresses: Sequence[str]) -> dict[str, str]:
+    """``--engine``: check the addresses and make them the process's default engines
+    (``$MTE_ENGINES``, read by every sandboxed env that names none, by a server's workers and
+    by Ray workers through :func:`executor_of`); returns the variables set (``{}``: none
+    given, the environment's choice stands)."""
+    if not addresses:
+        return {}
+    from multiturn_envs.sandbox.engines import ENGINES_VARIABLE, parse_engines
+
+    try:
+        parsed = parse_engines(list(addresses))
+    except ValueError as exc:
+        raise UsageError(f"--engine: {exc}") from None
+    variables = {ENGINES_VARIABLE: " ".join(str(a) for a in parsed)}
+    os.environ.update(variables)
+    return variables
 
 
 def add_executor_args(p: argparse.ArgumentParser) -> None:
@@ -411,7 +442,9 @@ def executor_of(
     from multiturn_envs.harness.ray_executor import RayExecutor
     from multiturn_envs.policies import load_policy as load
 
+    engines = use_engines(getattr(args, "engine", []))
     return RayExecutor(
+        init_kwargs={"runtime_env": {"env_vars": engines}} if engines else {},
         address=args.ray_address,
         num_workers=args.ray_workers,
         policy_placement=args.policy_placement or "worker",

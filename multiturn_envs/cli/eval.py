@@ -25,6 +25,7 @@ from multiturn_envs.cli.common import (
     parse_env_args,
     reset_refusal,
     resolve_tasks,
+    use_engines,
     user_errors,
 )
 from multiturn_envs.core import TextEnv
@@ -138,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
     from multiturn_envs.harness import EvalConfig, run_eval
 
     env_kwargs = parse_env_args(args.env_arg)
+    use_engines(args.engine)
     for reserved in ("max_turns", "budget_mode"):
         if reserved in env_kwargs:
             raise UsageError(f"set {reserved} with --{reserved.replace('_', '-')}, not --env-arg")

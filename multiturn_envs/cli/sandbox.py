@@ -2,7 +2,7 @@
 
 ``sandbox build|status|reap`` is the DeepCoder code sandbox (:mod:`multiturn_envs.sandbox.image`);
 ``sandbox terminal build|status`` is MT/Terminal-v0's shell image
-(:mod:`multiturn_envs.envs.terminal.image`). Both build offline when no registry answers.
+(:mod:`multiturn_envs.sandbox.terminal_image`). Both build offline when no registry answers.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ def add_parser(sub: Any) -> None:
     tb.add_argument(
         "--extras",
         action="store_true",
-        help="also compilers, numpy, pandas, node, vim, Rust, ..."
-        " (images/terminal/packages-extra.txt); never under the default image's tag"
-        " (without --tag: multiturn-envs-terminal:extras)",
+        help="also compilers, numpy, pandas, node, vim, Rust, ... "
+        "(sandboxes/terminal/packages-extra.txt); never under the default image's tag "
+        "(without --tag: multiturn-envs-terminal:extras)",
     )
     tb.set_defaults(func=run_terminal_build)
     ts = tcmds.add_parser("status", help="say whether MT/Terminal-v0 can run (exit 0/1)")
@@ -102,7 +102,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_path(args: argparse.Namespace) -> int:
-    from multiturn_envs.sandbox.image import recipes_folder
+    from multiturn_envs.sandbox.recipes import recipes_folder
 
     print(recipes_folder())
     return 0
@@ -119,7 +119,7 @@ def run_reap(args: argparse.Namespace) -> int:
 
 
 def run_terminal_build(args: argparse.Namespace) -> int:
-    from multiturn_envs.envs.terminal.image import build
+    from multiturn_envs.sandbox.terminal_image import build
 
     with user_errors(RuntimeError):
         print(f"terminal image: {build(args.force, tag=args.tag, extras=args.extras)}")
@@ -127,7 +127,7 @@ def run_terminal_build(args: argparse.Namespace) -> int:
 
 
 def run_terminal_status(args: argparse.Namespace) -> int:
-    from multiturn_envs.envs.terminal.image import terminal_unavailable
+    from multiturn_envs.sandbox.terminal_image import terminal_unavailable
 
     problem = terminal_unavailable()
     print("terminal image: ready" if problem is None else f"terminal image: {problem}")

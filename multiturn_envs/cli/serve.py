@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from multiturn_envs.cli.argtypes import FloatRange, IntRange
-from multiturn_envs.cli.common import UsageError, add_env_args, parse_env_args
+from multiturn_envs.cli.common import UsageError, add_env_args, parse_env_args, use_engines
 
 SECONDS = FloatRange(0.0, 10_000_000.0, low_open=True)
 """Any timeout: positive and finite (a year at most)."""
@@ -213,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
     from multiturn_envs.server.serve import TOKEN_ENV, serve
 
     env_kwargs = parse_env_args(args.env_arg)
+    use_engines(args.engine)
     if not _known_id(args.env_id):
         raise UsageError(
             f"unknown env id {args.env_id!r}; registered MT ids: "

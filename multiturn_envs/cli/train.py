@@ -12,6 +12,7 @@ from multiturn_envs.cli.common import (
     TURN_LIST,
     add_flags,
     parse_env_args,
+    use_engines,
     user_errors,
 )
 from multiturn_envs.rewards import reward_names
@@ -35,7 +36,7 @@ multiturn-envs train --config run.json --output-dir runs/g --resume-checkpoint""
     )
     p.add_argument("--config", default=None, help="a JSON train config (TrainConfig fields)")
     p.add_argument("--env", dest="env_id", default=None, help="env id, e.g. MT/FrozenLake-v0")
-    add_flags(p, "--env-arg")
+    add_flags(p, "--env-arg", "--engine")
     p.add_argument("--train-tasks", default=None, help="comma-separated training task ids")
     p.add_argument("--model", default=None, help="'tiny', 'smollm2' or a local HF folder")
     p.add_argument(
@@ -91,6 +92,7 @@ def config_of(args: argparse.Namespace) -> Any:
             data[name] = getattr(args, name)
     if args.warm_start is not None:
         data["warm_start"] = args.warm_start
+    use_engines(args.engine)
     if args.env_arg:
         data["env_kwargs"] = {**data.get("env_kwargs", {}), **parse_env_args(args.env_arg)}
     if args.train_tasks:

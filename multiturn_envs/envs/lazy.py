@@ -5,7 +5,7 @@ starts with the env's id, a ``TYPE_CHECKING`` block importing its public names (
 checkers), ``HOMES`` (each public name -> the module it lives in), ``__all__``, and
 ``__getattr__, __dir__ = lazy_exports(__name__, HOMES)`` (PEP 562). Importing the package then
 imports nothing else: the registration's ``"module:Class"`` entry points stay lazy, and
-``python -m multiturn_envs.envs.terminal.image`` runs its module once, not again after the env
+``python -m multiturn_envs.envs.terminal.verify`` runs its module once, not again after the env
 that imports it. ``tests/envs/test_env_packages.py`` holds every env package to it, and the
 env template (:mod:`multiturn_envs.testing.env_template`) shows it.
 """

@@ -85,6 +85,8 @@ class ClusterRunSummary(RunSummary):
         rerun_episodes: episodes handed to a replacement actor.
         per_worker: records streamed by each actor, keyed ``host:pid``.
         duplicates: records received for a key already written (dropped; should stay 0).
+        sandbox_runs: with ``sandbox_placement="node"``, the code runs each node's sandbox
+            actor served, keyed by node id (:mod:`~multiturn_envs.harness.ray_sandboxes`).
     """
 
     workers: int = 0
@@ -92,6 +94,7 @@ class ClusterRunSummary(RunSummary):
     rerun_episodes: int = 0
     per_worker: dict[str, int] = dataclasses.field(default_factory=dict)
     duplicates: int = 0
+    sandbox_runs: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def shard_keys(config: EvalConfig, done: set[RecordKey], n_shards: int) -> list[list[RecordKey]]:
@@ -297,6 +300,12 @@ class RayExecutor:
         shards_per_worker: shards per worker (1: one static shard each; more: load balance).
         max_retries: replacement actors per shard before the run fails.
         init_kwargs: extra ``ray.init`` arguments (``runtime_env``, ``namespace``...).
+        sandbox_placement: ``"spread"`` (each worker's sandboxes on the engines it is given,
+            placed by load) or ``"node"``: one sandbox actor per node owns that node's engines
+            and code pool, and each worker is pinned to a node and uses that node's engines
+            (:mod:`~multiturn_envs.harness.ray_sandboxes`).
+        sandbox_engines: with ``"node"``, a node's engines by node id or IP (default: the
+            node's own engine).
     """
 
     address: str | None = None
@@ -310,8 +319,17 @@ class RayExecutor:
     shards_per_worker: int = 1
     max_retries: int = 3
     init_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    sandbox_placement: str = "spread"
+    sandbox_engines: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from multiturn_envs.harness.ray_sandboxes import SANDBOX_PLACEMENTS
+
+        if self.sandbox_placement not in SANDBOX_PLACEMENTS:
+            raise ValueError(
+                f"sandbox_placement must be one of {SANDBOX_PLACEMENTS}, got "
+                f"{self.sandbox_placement!r}"
+            )
         if self.policy_placement not in PLACEMENTS:
             raise ValueError(
                 f"policy_placement must be one of {PLACEMENTS}, got {self.policy_placement!r}"
@@ -401,6 +419,7 @@ class RayExecutor:
         servers: list[Any] = []
         jobs: dict[Any, _Job] = {}
         idle: list[Any] = []
+        nodes: list[tuple[str, list[str] | None, Any]] = []
         try:
             n_workers = self.num_workers or default_workers(
                 float(ray.cluster_resources().get("CPU", 1)), self.worker_cpus
@@ -415,6 +434,11 @@ class RayExecutor:
                     server_cls.options(**opts).remote(make_policy)
                     for _ in range(self.policy_actors)
                 ]
+            if self.sandbox_placement == "node":
+                from multiturn_envs.harness.ray_sandboxes import place_node_sandboxes
+
+                nodes = place_node_sandboxes(self.sandbox_engines)
+                ray.get([actor.node_id.remote() for _, _, actor in nodes])  # up and pinned
             worker_cls = ray.remote(RolloutWorker)
             worker_opts = {
                 "num_cpus": self.worker_cpus,
@@ -428,7 +452,7 @@ class RayExecutor:
                 index = summary.workers
                 summary.workers += 1
                 server = servers[index % len(servers)] if servers else None
-                return worker_cls.options(**worker_opts).remote(
+                return worker_cls.options(**_on_node(worker_opts, nodes, index)).remote(
                     config,
                     writer.header,
                     None if server is not None else policy_ref,
@@ -508,6 +532,14 @@ class RayExecutor:
             bar.close()
             for actor in [*(j.actor for j in jobs.values()), *idle, *servers]:
                 _kill(ray, actor)
+            if nodes:
+                with contextlib.suppress(Exception):
+                    stats = ray.get([a.stats.remote() for _, _, a in nodes], timeout=60)
+                    summary.sandbox_runs = {str(x["node"]): int(x["runs"]) for x in stats}
+                with contextlib.suppress(Exception):
+                    ray.get([a.close.remote() for _, _, a in nodes], timeout=60)
+                for _, _, actor in nodes:
+                    _kill(ray, actor)
             if started_ray:
                 ray.shutdown()
         if summary.skipped + summary.written != total:
@@ -527,6 +559,26 @@ class _Pickled:
 
     def __call__(self) -> Policy | AsyncPolicy:
         return self.policy
+
+
+def _on_node(
+    options: dict[str, Any], nodes: Sequence[tuple[str, list[str] | None, Any]], index: int
+) -> dict[str, Any]:
+    """A worker's Ray options: pinned to node ``index`` (in turn) with that node's engines as
+    ``$MTE_ENGINES``, when sandboxes are placed per node; else ``options`` as they are."""
+    if not nodes:
+        return options
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from multiturn_envs.sandbox.engines import ENGINES_VARIABLE
+
+    node_id, engines, _ = nodes[index % len(nodes)]
+    pinned = {**options, "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, False)}
+    if engines:
+        runtime_env = dict(pinned.get("runtime_env") or {})
+        env_vars = {**runtime_env.get("env_vars", {}), ENGINES_VARIABLE: " ".join(engines)}
+        pinned["runtime_env"] = {**runtime_env, "env_vars": env_vars}
+    return pinned
 
 
 def _kill(ray: Any, actor: Any) -> None:

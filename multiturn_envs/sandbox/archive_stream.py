@@ -172,15 +172,31 @@ def read_archive(
         _close_response(response)
 
 
-def read_small_file(api: Any, container_id: str, path: str, cap_bytes: int) -> bytes | None:
-    """The content of one regular file of a container, or ``None`` when it is missing, is not
-    a regular file (a FIFO, a link, a directory) or is larger than ``cap_bytes``."""
+class ContainerArchive:
+    """``get_archive`` of one container through a low-level client: what
+    :func:`read_small_file` reads from when the container is not a box (an image's holder)."""
+
+    def __init__(self, api: Any, container_id: str) -> None:
+        self.api, self.id = api, container_id
+
+    def get_archive(self, path: str, out: IO[bytes], cap_bytes: int) -> int:
+        return read_archive(self.api, self.id, path, out, cap_bytes)
+
+
+def read_small_file(source: Any, path: str, cap_bytes: int) -> bytes | None:
+    """The content of one regular file of a container (a box, or a :class:`ContainerArchive`:
+    anything with ``get_archive(path, out, cap_bytes)``), or ``None`` when it is missing, is
+    not a regular file (a FIFO, a link, a directory) or is larger than ``cap_bytes``."""
     import io
     import tarfile
 
+    from multiturn_envs.sandbox.provider import EngineGone
+
     buf = io.BytesIO()
     try:
-        read_archive(api, container_id, path, buf, cap_bytes)
+        source.get_archive(path, buf, cap_bytes)
+    except EngineGone:
+        raise  # the engine is away: not "no such file"
     except Exception:
         return None
     buf.seek(0)

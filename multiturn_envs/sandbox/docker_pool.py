@@ -56,14 +56,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase
-from multiturn_envs.sandbox.engine import BUILD_HINT, ENGINE_HINT, IMAGE
-from multiturn_envs.sandbox.exec_session import RunnerSession, exec_exit_code, oom_killed
+from multiturn_envs.sandbox.engine import BUILD_HINT, IMAGE
+from multiturn_envs.sandbox.exec_session import RunnerSession
 from multiturn_envs.sandbox.hardening import (
     CODE_UID,
     SCRATCH,
     WIPE,
     ContainerLimits,
-    hardened_container,
+    install_runner,
 )
 from multiturn_envs.sandbox.jobs import (
     RUNNER_STDERR_CAP,
@@ -73,7 +73,15 @@ from multiturn_envs.sandbox.jobs import (
     parse_report,
     report_bytes,
 )
-from multiturn_envs.sandbox.orphans import owner_tag, reap_orphans
+from multiturn_envs.sandbox.provider import (
+    UNTRUSTED_CODE,
+    Box,
+    BoxSpec,
+    Capability,
+    MissingCapability,
+    Provider,
+    require,
+)
 from multiturn_envs.sandbox.shared_pools import SharedPools
 
 __all__ = ["SIZE_VARIABLE", "DockerSandbox", "PoolSaturated", "default_pool_size"]
@@ -120,7 +128,7 @@ def _job_archive(program: str, job: bytes) -> bytes:
 
 @dataclass
 class _Worker:
-    container: Any
+    box: Box
     uses: int = 0
     session: RunnerSession | None = None
 
@@ -166,7 +174,11 @@ class DockerSandbox(Sandbox):
         guard_slack_s: how long past a job's own time guard the host waits for its report
             before it gives up on the container (the runner's alarm should end a runaway job
             first; this covers a runner that is stopped or an engine that hangs).
-        client: a ``docker.DockerClient`` to use (default: ``docker.from_env``).
+        engines: the Docker engines to run on (addresses, :mod:`.engines`: ``local``,
+            ``tcp://HOST:2376?tls=DIR``, ``ssh://USER@HOST``; several: placement by load,
+            :mod:`.engine_set`); ``None``: ``$MTE_ENGINES``, else this machine's engine.
+        provider: a :class:`~.provider.Provider` to use instead (``engines`` is then ignored);
+            refused unless it declares the hardening untrusted code needs.
     """
 
     name = "docker"
@@ -184,7 +196,8 @@ class DockerSandbox(Sandbox):
         transport: str = "stdin",
         max_waiting: int | None = None,
         guard_slack_s: float = 15.0,
-        client: Any = None,
+        engines: Sequence[str] | str | None = None,
+        provider: Provider | None = None,
     ) -> None:
         if transport not in ("stdin", "archive"):
             raise ValueError(f"transport must be 'stdin' or 'archive', not {transport!r}")
@@ -202,7 +215,10 @@ class DockerSandbox(Sandbox):
         self.transport = transport
         self.max_waiting = max_waiting
         self.guard_slack_s = float(guard_slack_s)
-        self._client = client
+        if isinstance(engines, str):
+            engines = (engines,)
+        self.engines: tuple[str, ...] | None = None if engines is None else tuple(engines)
+        self._provider = provider
         self._lock = threading.Lock()
         self._idle: collections.deque[_Worker] = collections.deque()
         self._waiters: collections.deque[_Waiter] = collections.deque()
@@ -212,7 +228,6 @@ class DockerSandbox(Sandbox):
         self._closed = False
         self._shared = False
         self._pid = os.getpid()
-        self._owner = owner_tag()
         self._runs = 0
         self._wait_s = 0.0
         self._most_waiting = 0
@@ -229,10 +244,15 @@ class DockerSandbox(Sandbox):
         :meth:`shutdown_shared`. A forked child gets its own pool, never its parent's.
         Tests and benchmarks that want a pool of their own construct ``DockerSandbox(...)``.
         """
-        if "client" in options:
-            raise TypeError("a shared pool makes its own client; pass client= to a private pool")
+        if "provider" in options:
+            raise TypeError(
+                "a shared pool makes its own provider; pass provider= to a private pool"
+            )
         if options.get("size") is None:
             options["size"] = default_pool_size()
+        if isinstance(options.get("engines"), (list, str)):
+            engines = options["engines"]
+            options["engines"] = (engines,) if isinstance(engines, str) else tuple(engines)
         return cls._registry.get(options)
 
     @classmethod
@@ -257,61 +277,59 @@ class DockerSandbox(Sandbox):
                 raise RuntimeError("this DockerSandbox is closed")
             if self._started:
                 return
-            import docker
+            if self._provider is None:
+                from multiturn_envs.sandbox.engine_set import EngineSet
 
-            if self._client is None:
-                try:
-                    self._client = docker.from_env(max_pool_size=self.size + 4, timeout=120)
-                    self._client.ping()
-                except Exception as exc:
-                    raise RuntimeError(
-                        f"no Docker engine answers ({exc}); start one: {ENGINE_HINT}"
-                    ) from exc
+                self._provider = EngineSet(self.engines)
+            require(
+                self._provider,
+                UNTRUSTED_CODE | {Capability.LONG_LIVED_PROCESS},
+                "untrusted code (the code sandbox)",
+            )
             try:
-                self._client.images.get(self.image)
-            except docker.errors.ImageNotFound as exc:
-                raise RuntimeError(
-                    f"the sandbox image {self.image} is missing; build it: {BUILD_HINT}"
-                ) from exc
-            reap_orphans(self._client)
+                self._provider.ensure_image(self.image)
+            except RuntimeError as exc:
+                if "missing" in str(exc) and "engine" not in str(exc):
+                    raise RuntimeError(
+                        f"the sandbox image {self.image} is missing; build it: {BUILD_HINT}"
+                    ) from exc
+                raise
             atexit.register(self._shutdown)
             self._started = True
 
-    def hardened_container(
-        self,
-        mounts: Sequence[Any] = (),
-        *,
-        runner: bool = True,
-        tmpfs: dict[str, str] | None = None,
-        cap_add: Sequence[str] = (),
-        fsize_mb: int | None = None,
-        keepalive: Sequence[str] | None = None,
-    ) -> Any:
-        """A new container with this pool's hardening (:mod:`.hardening`, where the options are
-        described), limits and labels; no session, not part of the pool (the caller removes
-        it). The pool's own containers are made here, and so are the benchmark's and
-        MT/Terminal-v0's."""
+    @property
+    def provider(self) -> Provider:
+        """Where this pool's containers run (started on first use)."""
         self._start()
+        assert self._provider is not None
+        return self._provider
+
+    def box_spec(self) -> BoxSpec:
+        """What each container of this pool is made of (:mod:`.hardening`)."""
         limits = ContainerLimits(self.memory_mb, self.cpus, self.pids_limit, self.tmpfs_mb)
-        return hardened_container(
-            self._client,
-            self.image,
-            limits,
-            self._owner,
-            mounts,
-            runner=runner,
-            tmpfs=tmpfs,
-            cap_add=cap_add,
-            fsize_mb=fsize_mb,
-            keepalive=keepalive,
-        )
+        return BoxSpec(self.image, limits, job_volume=True)
+
+    def hardened_container(self) -> Box:
+        """A new container with this pool's hardening, limits and the runner installed; no
+        session, not part of the pool (the caller closes it). The pool's own containers are
+        made here, and so are the benchmark's."""
+        box = self.provider.create(self.box_spec())
+        try:
+            install_runner(box)
+        except BaseException:
+            box.close()
+            raise
+        return box
 
     def _create(self) -> _Worker:
         worker = _Worker(self.hardened_container())
         with self._lock:
-            self._all[worker.container.id] = worker
+            self._all[worker.box.id] = worker
         try:
-            worker.session = RunnerSession(self._client.api, worker.container.id)
+            stream = worker.box.process(
+                RunnerSession.RUNNER, user=f"{CODE_UID}:{CODE_UID}", workdir="/tmp"
+            )
+            worker.session = RunnerSession(stream)
         except Exception:
             self._discard(worker)
             raise
@@ -391,12 +409,11 @@ class DockerSandbox(Sandbox):
 
     def _discard(self, worker: _Worker) -> None:
         with self._lock:
-            self._all.pop(worker.container.id, None)
+            self._all.pop(worker.box.id, None)
             self._hand_over()  # room for a new container
         if worker.session is not None:
             worker.session.close()
-        with contextlib.suppress(Exception):
-            worker.container.remove(force=True, v=True)
+        worker.box.close()  # the engine's reaper removes it
 
     def close(self) -> None:
         """Remove every container of this pool (by id). Idempotent.
@@ -418,6 +435,7 @@ class DockerSandbox(Sandbox):
         if os.getpid() == self._pid:  # a forked child never removes its parent's containers
             for worker in workers:
                 self._discard(worker)
+            _wait_removed([w.box for w in workers])
         if self._started:
             atexit.unregister(self._shutdown)
 
@@ -444,9 +462,12 @@ class DockerSandbox(Sandbox):
     def footprint(self) -> dict[str, int]:
         """Memory in use per container (bytes, from the engine's cgroup statistics)."""
         sizes = {}
-        for cid in self.container_ids():
+        with self._lock:
+            boxes = [w.box for w in self._all.values()]
+        for box in boxes:
+            cid = box.id
             with contextlib.suppress(Exception):
-                stats = self._client.api.stats(cid, stream=False, one_shot=True)
+                stats = box.api.stats(cid, stream=False, one_shot=True)  # type: ignore[attr-defined]
                 mem = stats.get("memory_stats", {})
                 cache = mem.get("stats", {}).get("cache", 0)
                 sizes[cid] = int(mem.get("usage", 0)) - int(cache)
@@ -462,6 +483,8 @@ class DockerSandbox(Sandbox):
         for _attempt in range(2):  # one retry on a fresh container when the engine misbehaves
             try:
                 worker = self._acquire()
+            except MissingCapability:
+                raise  # a refused provider is the caller's configuration, never a run's result
             except RuntimeError as exc:
                 return RunResult(results=(), backend=self.name, error=str(exc))
             except Exception as exc:
@@ -508,8 +531,7 @@ class DockerSandbox(Sandbox):
         if self.transport == "stdin":
             request = job
         else:
-            if not worker.container.put_archive("/job", _job_archive(program, job)):
-                raise RuntimeError("put_archive of the job failed")
+            worker.box.put_archive("/job", _job_archive(program, job))
             request = header_frame({"job_file": "/job/work/job.jsonl"})
         started = time.time()
         with contextlib.suppress(OSError):  # a session that died since: read_report sees it
@@ -527,8 +549,8 @@ class DockerSandbox(Sandbox):
                 f"{RUNNER_STDERR_CAP:,} on its stderr)"
             )
         elif ended == "eof":
-            exit_code = exec_exit_code(self._client.api, session.exec_id)
-            if oom_killed(self._client.api, worker.container.id, started):
+            exit_code = session.exit_code()
+            if worker.box.oom_since(started):
                 died = "the container ran out of memory"
             elif exit_code in (137, 142, -9, None):
                 died = "the runner was killed (its overall time guard, memory, or the program)"
@@ -536,6 +558,17 @@ class DockerSandbox(Sandbox):
                 tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
                 died = f"the runner exited with status {exit_code} {tail[0]}".strip()
         return parse_report(report, tests, self.name, died), died is None
+
+
+def _wait_removed(boxes: Sequence[Box], timeout_s: float = 60.0) -> None:
+    """Wait (bounded) until the engines' reapers removed ``boxes``."""
+    deadline = time.monotonic() + timeout_s
+    for box in boxes:
+        owner = getattr(box, "owner", None)
+        while owner is not None and time.monotonic() < deadline:
+            if box.id not in owner.box_ids() or owner.gone:
+                break
+            time.sleep(0.02)
 
 
 def _make_shared(options: dict[str, Any]) -> DockerSandbox:

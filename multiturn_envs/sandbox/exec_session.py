@@ -1,10 +1,15 @@
-"""A runner session: one long-lived exec of the runner in a container, and the engine's framing.
+"""Attached execs on a Docker engine: the engine's stream framing, a bounded reader, the runner
+session.
 
-The pool (:mod:`.docker_pool`) sends each job on the session's stdin and reads the report back
-from the exec's attached stream, which the engine multiplexes (:func:`pop_frames`). A session
-ends with ``{"done": true}`` per job; an exec that ended is asked for its exit code
-(:func:`exec_exit_code`) and the engine's event log for an OOM kill (:func:`oom_killed`).
-The Terminal env's shell session (:mod:`.shell_session`) reads the same framing.
+An exec started with stdin open and ``socket=True`` gives one socket: what is written goes to
+the process's stdin, and its stdout (stream 1) and stderr (stream 2) come back multiplexed in
+frames (:func:`pop_frames`). :class:`ExecStream` is that socket with a deadline-bound reader
+and a close that reaches the engine at once; it is what a Docker box's ``process`` returns
+(:class:`~multiturn_envs.sandbox.provider.ProcessStream`). The code pool's
+:class:`RunnerSession` (``runner.py --serve`` in a container, one job after another) and the
+Terminal's shell (:mod:`.shell_session`) and checker (:mod:`.checker`) all read through it.
+An exec that ended is asked for its exit code (:meth:`ExecStream.exit_code`) and the engine's
+event log for an OOM kill (:func:`oom_killed`).
 """
 
 from __future__ import annotations
@@ -13,16 +18,17 @@ import contextlib
 import socket
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from multiturn_envs.sandbox.hardening import CODE_UID
 from multiturn_envs.sandbox.jobs import RUNNER_STDERR_CAP
 
 __all__ = [
     "DONE_LINE",
     "STDERR_CAP",
+    "ExecStream",
     "RunnerSession",
+    "close_stream",
     "exec_exit_code",
     "oom_killed",
     "pop_frames",
@@ -79,34 +85,111 @@ def oom_killed(api: Any, container_id: str, since: float) -> bool:
         return False
 
 
-class RunnerSession:
-    """The attached stream of a container's runner session (``runner.py --serve``).
+def close_stream(sock: Any, raw: socket.socket) -> None:
+    """Close an exec's attached stream for good: ``shutdown`` on the raw socket first, which
+    reaches the kernel even while the SDK's response object still references the socket
+    (``close`` alone would not, and the engine would keep copying the process's output into a
+    socket nobody reads), then both objects. Never raises."""
+    with contextlib.suppress(Exception):
+        raw.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception):
+        raw.close()
+    with contextlib.suppress(Exception):
+        sock.close()
 
-    :meth:`read_report` splits the exec's multiplexed stream (:func:`pop_frames`) as it arrives
-    and stops at the report's last line, leaving the stream open for the next job.
+
+class ExecStream:
+    """One attached exec (stdin open, stdout+stderr multiplexed) with a deadline-bound reader.
+
+    Args:
+        api: the engine's low-level client (``docker.APIClient``).
+        container_id: the container.
+        command: what to run.
+        user: ``uid:gid`` it runs as.
+        workdir: its working directory.
+        environment: added to the image's environment.
+        stdin: keep the process's stdin open (``False``: it reads end of file at once).
     """
 
-    RUNNER: tuple[str, ...] = ("python3", "-I", "/job/runner.pyc", "--serve")
-
     def __init__(
-        self, api: Any, container_id: str, command: tuple[str, ...] | list[str] = RUNNER
+        self,
+        api: Any,
+        container_id: str,
+        command: Sequence[str],
+        *,
+        user: str,
+        workdir: str = "/",
+        environment: Mapping[str, str] | None = None,
+        stdin: bool = True,
     ) -> None:
         self.api = api
-        command = list(command)  # another one: tests of the reader against a broken runner
         self.exec_id: str = api.exec_create(
-            container_id, command, stdin=True, user=f"{CODE_UID}:{CODE_UID}", workdir="/tmp"
+            container_id,
+            list(command),
+            stdin=stdin,
+            user=user,
+            workdir=workdir,
+            environment=dict(environment) if environment else None,
         )["Id"]
         self.sock = api.exec_start(self.exec_id, socket=True)
         self.raw: socket.socket = getattr(self.sock, "_sock", self.sock)
-        self.frames = bytearray()
+        if self.raw.family in (socket.AF_INET, socket.AF_INET6):
+            # an engine over TCP: a job sent in two writes must not wait on Nagle for the
+            # engine's delayed ACK (+40 ms a submission on a remote engine, measured)
+            with contextlib.suppress(OSError):
+                self.raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._frames = bytearray()
+        self.closed = False
+
+    def send(self, data: bytes) -> None:
+        self.raw.settimeout(30)
+        self.raw.sendall(data)
+
+    def read_frames(self, deadline: float) -> list[tuple[int, bytes]] | None:
+        """The next complete frames; ``[]`` at end of stream, ``None`` at the deadline."""
+        while True:
+            frames = list(pop_frames(self._frames))
+            if frames:
+                return frames
+            if self.closed:
+                return []
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.raw.settimeout(left)
+            try:
+                data = self.raw.recv(1 << 16)
+            except TimeoutError:
+                return None
+            except OSError:
+                data = b""
+            if not data:
+                self.closed = True
+                continue
+            self._frames.extend(data)
+
+    def unread(self, frames: Sequence[tuple[int, bytes]]) -> None:
+        """Put frames back at the head of the stream (a reader that stopped mid-batch)."""
+        head = b"".join(struct.pack(">BxxxL", kind, len(chunk)) + chunk for kind, chunk in frames)
+        self._frames[:0] = head
+
+    def read(self, deadline: float) -> bytes | None:
+        """The next payload bytes (both streams), ``b""`` at end of stream, ``None`` at the
+        deadline."""
+        frames = self.read_frames(deadline)
+        if frames is None:
+            return None
+        return b"".join(chunk for _kind, chunk in frames)
 
     def idle_and_alive(self) -> bool:
-        """Whether the session is still there and has nothing unread, checked without a call.
+        """Whether the process is still there and has nothing unread, checked without a call.
 
-        A session can end between jobs (the engine restarted, someone killed it): the socket
-        then reads as closed. Anything readable between jobs is garbage. Either way the
-        container is replaced before a job is lost to it.
+        A process can end between uses (the engine restarted, someone killed it): the socket
+        then reads as closed. Anything readable between uses is garbage. Either way the caller
+        replaces it before a job is lost to it.
         """
+        if self.closed:
+            return False
         try:
             self.raw.setblocking(False)
             try:
@@ -114,16 +197,50 @@ class RunnerSession:
             finally:
                 self.raw.setblocking(True)
         except BlockingIOError:  # nothing to read: alive and idle
-            return not self.frames
+            return not self._frames
         except ValueError:  # a TLS socket takes no flags: cannot tell, let the job find out
-            return not self.frames
+            return not self._frames
         except OSError:
             return False
         return False  # closed (b"") or unexpected output
 
+    def exit_code(self) -> int | None:
+        """The process's exit status once it ended (``None``: still running or unknown)."""
+        try:
+            return exec_exit_code(self.api, self.exec_id)
+        except Exception:
+            return None
+
+    def close(self) -> None:
+        """End the exec's connection for good.
+
+        ``shutdown`` ends the TCP/unix connection whatever else still holds the socket (the
+        SDK's response object keeps a reference, so ``close`` alone never reaches the kernel):
+        the engine stops copying the process's output at once. Without it a process flooding
+        its output (``yes``) keeps the engine's copy loop blocked on a full socket and every
+        later call that waits for that exec (removing the container) hangs.
+        """
+        self.closed = True
+        close_stream(self.sock, self.raw)
+
+
+class RunnerSession:
+    """The code runner's session (``runner.py --serve``) in a container, on a process stream.
+
+    :meth:`read_report` splits the stream as it arrives and stops at the report's last line,
+    leaving the stream open for the next job.
+    """
+
+    RUNNER: tuple[str, ...] = ("python3", "-I", "/job/runner.pyc", "--serve")
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def idle_and_alive(self) -> bool:
+        return bool(self.stream.idle_and_alive())
+
     def send(self, data: bytes) -> None:
-        self.raw.settimeout(30)
-        self.raw.sendall(data)
+        self.stream.send(data)
 
     def read_report(
         self, guard_s: float, max_bytes: int, max_stderr: int = RUNNER_STDERR_CAP
@@ -140,7 +257,12 @@ class RunnerSession:
         err_seen = 0
         deadline = time.monotonic() + guard_s
         while True:
-            for kind, chunk in pop_frames(self.frames):
+            frames = self.stream.read_frames(deadline)
+            if frames is None:
+                return bytes(out), bytes(err), "hung"
+            if not frames:
+                return bytes(out), bytes(err), "eof"
+            for index, (kind, chunk) in enumerate(frames):
                 if kind == 2:
                     err_seen += len(chunk)
                     if len(err) < STDERR_CAP:
@@ -150,38 +272,15 @@ class RunnerSession:
                     continue
                 out.extend(chunk)
                 if out.endswith(DONE_LINE):
+                    if index + 1 < len(frames):  # not ours: idle_and_alive will see it
+                        self.stream.unread(frames[index + 1 :])
                     return bytes(out), bytes(err), None
                 if len(out) > max_bytes:
                     return bytes(out[:max_bytes]), bytes(err), "flood"
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return bytes(out), bytes(err), "hung"
-            self.raw.settimeout(left)
-            try:
-                data = self.raw.recv(1 << 16)
-            except TimeoutError:
-                return bytes(out), bytes(err), "hung"
-            except OSError:
-                data = b""
-            if not data:
-                return bytes(out), bytes(err), "eof"
-            self.frames.extend(data)
+
+    def exit_code(self) -> int | None:
+        return self.stream.exit_code()  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """End the session's connection for good (``shutdown`` reaches the kernel even while the
-        SDK's response still references the socket; ``close`` alone would not, and the engine
-        would keep copying the runner's output into a socket nobody reads)."""
-        close_stream(self.sock, self.raw)
-
-
-def close_stream(sock: Any, raw: socket.socket) -> None:
-    """Close an exec's attached stream for good: ``shutdown`` on the raw socket first, which
-    reaches the kernel even while the SDK's response object still references the socket
-    (``close`` alone would not, and the engine would keep copying the process's output into a
-    socket nobody reads), then both objects. Never raises."""
-    with contextlib.suppress(Exception):
-        raw.shutdown(socket.SHUT_RDWR)
-    with contextlib.suppress(Exception):
-        raw.close()
-    with contextlib.suppress(Exception):
-        sock.close()
+        """End the session's connection for good (:meth:`ExecStream.close`)."""
+        self.stream.close()

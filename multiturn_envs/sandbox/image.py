@@ -1,10 +1,10 @@
 """Build the sandbox image and pick the default backend (the command line,
 ``multiturn-envs sandbox build|status|reap``, is :mod:`multiturn_envs.cli.sandbox`).
 
-The image definitions ship in the package (``multiturn_envs/sandbox/images/``, package data read
-through :func:`image_recipes`), so an installed wheel builds the images without a checkout.
-``build`` tries ``images/Dockerfile`` (needs a pullable base image) and falls back to the offline
-bootstrap ``images/bootstrap.sh`` (debootstrap of a minimal Debian with python3, then ``docker
+The image definitions are ``sandboxes/`` at the top of a checkout, shipped in the wheel too
+(:mod:`.recipes`), so an installed wheel builds the images without a checkout. ``build`` tries
+``sandboxes/Dockerfile`` (needs a pullable base image) and falls back to the offline bootstrap
+``sandboxes/bootstrap.sh`` (debootstrap of a minimal Debian with python3, then ``docker
 import``; needs root, debootstrap and a Debian package mirror), and prints what it did.
 :func:`default_sandbox` returns the docker pool when an engine answers and the image
 exists, else raises with the command that fixes it (or, with ``allow_local=True``, falls back
@@ -13,50 +13,14 @@ to the local backend, loudly).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from multiturn_envs.sandbox.base import Sandbox
 from multiturn_envs.sandbox.engine import IMAGE, docker_unavailable
-
-if TYPE_CHECKING:
-    from importlib.abc import Traversable
-
-
-def recipes_folder() -> Traversable:
-    """The image definitions as the package ships them (a folder of an installed package)."""
-    return resources.files("multiturn_envs.sandbox") / "images"
-
-
-@contextmanager
-def image_recipes() -> Iterator[Path]:
-    """The image definitions as a real folder, which ``docker build`` and ``bash`` need: the
-    package's own folder when it is installed as files (a wheel, a checkout), else a temporary
-    copy (a zipped install) removed on exit."""
-    root = recipes_folder()
-    if isinstance(root, Path):
-        yield root
-        return
-    with tempfile.TemporaryDirectory(prefix="mte-images-") as tmp:
-        _copy_tree(root, Path(tmp))
-        yield Path(tmp)
-
-
-def _copy_tree(source: Traversable, dest: Path) -> None:
-    for item in source.iterdir():
-        if item.is_dir():
-            (dest / item.name).mkdir()
-            _copy_tree(item, dest / item.name)
-        else:
-            with item.open("rb") as src, open(dest / item.name, "wb") as out:
-                shutil.copyfileobj(src, out)
+from multiturn_envs.sandbox.recipes import image_recipes
 
 
 def build(tag: str = IMAGE, offline: bool = False, sandboxes_dir: Path | None = None) -> str:

@@ -21,8 +21,9 @@ looked for in the stream as it arrives (before any output is cut), so a flood of
 
 Failure handling, one path for all of them: a command that outlives its timeout, a shell
 that exits (``exit``, ``set -e``), is killed, or wedges its own stdout (``exec >/dev/null``)
-ends with every process of the agent's uid killed (``kill -9 -1`` from a second exec; the
-container's keep-alive runs under another uid and survives) and a new shell that loads the
+ends with every process of the agent's uid killed (``kill -9 -1`` from a second exec until a
+count over ``/proc`` finds none left: :data:`KILL_SCRIPT`; the container's keep-alive runs
+under another uid and survives) and a new shell that loads the
 state saved after the last completed command. That file is the agent's to write: the host
 reads it through the engine (bounded, no process in the container), and a saved state that
 stops or hangs the new shell is dropped for a clean shell, never an exception. The
@@ -34,13 +35,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import secrets
-import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from multiturn_envs.sandbox.archive_stream import read_small_file
-from multiturn_envs.sandbox.exec_session import close_stream, pop_frames
+from multiturn_envs.sandbox.provider import Box, EngineGone, ProcessStream
 
 AGENT_UID = 65534
 STATE_DIR = "/tmp/.mte-shell"
@@ -113,74 +113,6 @@ class CommandResult:
     state_lost: bool = False
 
 
-class ExecStream:
-    """One attached exec (stdin open, stdout+stderr multiplexed) with a deadline-bound reader."""
-
-    def __init__(
-        self,
-        api: Any,
-        container_id: str,
-        command: list[str],
-        *,
-        user: str,
-        workdir: str,
-        environment: dict[str, str] | None = None,
-    ) -> None:
-        self.api = api
-        self.exec_id: str = api.exec_create(
-            container_id,
-            command,
-            stdin=True,
-            user=user,
-            workdir=workdir,
-            environment=environment,
-        )["Id"]
-        self.sock = api.exec_start(self.exec_id, socket=True)
-        self.raw: socket.socket = getattr(self.sock, "_sock", self.sock)
-        self._frames = bytearray()
-        self.closed = False
-
-    def send(self, data: bytes) -> None:
-        self.raw.settimeout(30)
-        self.raw.sendall(data)
-
-    def read(self, deadline: float) -> bytes | None:
-        """The next payload bytes (both streams), ``b""`` at end of stream, ``None`` at the
-        deadline."""
-        while True:
-            chunks = [chunk for _kind, chunk in pop_frames(self._frames)]
-            if chunks:
-                return b"".join(chunks)
-            if self.closed:
-                return b""
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            self.raw.settimeout(left)
-            try:
-                data = self.raw.recv(1 << 16)
-            except TimeoutError:
-                return None
-            except OSError:
-                data = b""
-            if not data:
-                self.closed = True
-                continue
-            self._frames.extend(data)
-
-    def close(self) -> None:
-        """End the exec's connection for good.
-
-        ``shutdown`` ends the TCP/unix connection whatever else still holds the socket (the
-        SDK's response object keeps a reference, so ``close`` alone never reaches the kernel):
-        the engine stops copying the process's output at once. Without it a process flooding
-        its output (``yes``) keeps the engine's copy loop blocked on a full socket and every
-        later call that waits for that exec (removing the container) hangs.
-        """
-        self.closed = True
-        close_stream(self.sock, self.raw)
-
-
 class _CappedOutput:
     """Keeps the head and the tail of a stream, counting what was cut from the middle."""
 
@@ -211,12 +143,40 @@ def cap_marker(omitted: int) -> str:
     return f"\n[... output truncated: {omitted} bytes omitted ...]\n"
 
 
+KILL_SCRIPT = r"""
+n=0
+while :; do
+  while kill -9 -1 2>/dev/null; do n=$((n+1)); [ "$n" -ge 100000 ] && break; done
+  left=0
+  for d in /proc/[0-9]*; do
+    case "${d#/proc/}" in 1|"$$") continue;; esac
+    state=; uid=
+    while read -r key a b _; do
+      case "$key" in State:) state=$a;; Uid:) uid=$b; break;; esac
+    done < "$d/status" 2>/dev/null
+    [ "$uid" = "$EUID" ] || continue
+    [ "$state" = Z ] && continue
+    left=$((left+1))
+  done
+  [ "$left" -eq 0 ] && exit 0
+  [ "$SECONDS" -ge "$1" ] && { echo "$left process(es) of the agent survive"; exit 1; }
+done
+"""
+"""Kill every process of the caller's uid and return only once none is left (zombies aside,
+which the box's init reaps; pid 1 aside, the box's init, which a root agent shares a uid with
+and no signal from inside ends), or fail after ``$1`` seconds. ``kill -9 -1`` pass after pass
+until a pass finds nothing, then a count over ``/proc`` (the effective uid of each process,
+from its ``status``): a fork bomb's child forked while a pass walked the process table is
+found by the count, and the passes start again. Builtins only (``kill``, ``read``, globs, no
+command substitution), so once started the killer needs no free pid."""
+KILL_BOUND_S = 5
+
+
 class ShellSession:
-    """A persistent bash in ``container`` as the agent's user (see the module docstring).
+    """A persistent bash in ``box`` as the agent's user (see the module docstring).
 
     Args:
-        api: the engine's low-level client (``docker.APIClient``).
-        container_id: the container (kept alive by another uid).
+        box: the container (kept alive by another uid or by a root pid 1).
         user: the agent's ``uid:gid`` (default 65534, ``nobody``).
         workdir: the shell's first working directory.
         environment: the shell's initial environment (added to the image's).
@@ -227,27 +187,25 @@ class ShellSession:
 
     def __init__(
         self,
-        api: Any,
-        container_id: str,
+        box: Box,
         *,
         user: str = f"{AGENT_UID}:{AGENT_UID}",
         workdir: str = "/app",
-        environment: dict[str, str] | None = None,
+        environment: Mapping[str, str] | None = None,
         output_cap: int = 10_000,
         state_dir: str = STATE_DIR,
         pad: int = 2,
     ) -> None:
-        self.api = api
+        self.box = box
         self.user = user
         self.state_dir = state_dir
-        self.container_id = container_id
         self.workdir = workdir
         self.environment = dict(environment or {})
         self.output_cap = int(output_cap)
         self.cwd = workdir
         self.pid: int | None = None
         self.restarts = 0
-        self._stream: ExecStream | None = None
+        self._stream: ProcessStream | None = None
         self._pending = b""  # output that came after the last marker (a background job's)
         self.line = 0  # lines of the protocol this shell has read since its prelude
         self._start(pad)
@@ -262,9 +220,7 @@ class ShellSession:
         blank lines up to the count of the shell the state was saved from: either way the
         next command's line number is what the original shell's would have been.
         """
-        stream = ExecStream(
-            self.api,
-            self.container_id,
+        stream = self.box.process(
             ["bash", "--noprofile", "--norc"],
             user=self.user,
             workdir=self.workdir,
@@ -291,17 +247,22 @@ class ShellSession:
         self.pid = int(text.partition(nonce.encode())[2].split()[0])
 
     def kill_agent_processes(self) -> None:
-        """``kill -9 -1`` as the agent's user: every process of the agent, the shell included.
-
-        Pass after pass in one process (``kill`` is a shell builtin) until one finds nothing
-        left (at most 50): a fork bomb forks while a pass walks the process table. The
-        keep-alive runs as another uid or is the namespace's init, and the agent has no
-        ``CAP_KILL``, so the container survives."""
-        script = 'i=0; while [ "$i" -lt 50 ] && kill -9 -1 2>/dev/null; do i=$((i+1)); done; true'
-        exec_id = self.api.exec_create(self.container_id, ["sh", "-c", script], user=self.user)[
-            "Id"
-        ]
-        self.api.exec_start(exec_id)
+        """Every process of the agent's user is gone when this returns (the shell included):
+        :data:`KILL_SCRIPT` as that user, bounded by :data:`KILL_BOUND_S`. The keep-alive runs
+        as another uid or is the namespace's init, and the agent has no ``CAP_KILL``, so the
+        box survives. ``RuntimeError`` when processes survive the bound or the killer cannot
+        start (a fork bomb holding every pid): the caller moves to a fresh box."""
+        result = self.box.exec(
+            ["bash", "--noprofile", "--norc", "-c", KILL_SCRIPT, "kill", str(KILL_BOUND_S)],
+            user=self.user,
+            timeout_s=KILL_BOUND_S + 10,
+            output_cap=4096,
+        )
+        if result.exit_code != 0:
+            why = result.output.decode("utf-8", "replace").strip()[-200:] or (
+                "it did not finish" if result.timed_out else f"status {result.exit_code}"
+            )
+            raise RuntimeError(f"the agent's processes could not all be killed: {why}")
 
     def restart(self) -> bool:
         """Kill everything of the agent and start a shell with the last saved state.
@@ -312,15 +273,25 @@ class ShellSession:
         pid): the caller moves to a fresh container."""
         if self._stream is not None:
             self._stream.close()
-        with contextlib.suppress(Exception):
-            self.kill_agent_processes()
+        last: Exception | None = None
+        for _attempt in range(3):
+            try:
+                self.kill_agent_processes()
+                break
+            except EngineGone:
+                raise
+            except Exception as exc:  # survivors, or the engine refused the exec
+                last = exc
+        else:
+            raise RuntimeError(f"the shell could not be restarted: {last}")
         self.restarts += 1
         state = self.saved_state()
-        last: Exception | None = None
         for _attempt in range(3):
             try:
                 self._start(pad=0)
                 return self.load_state(state)
+            except EngineGone:
+                raise
             except Exception as exc:  # the engine refused the exec, or the shell died at once
                 last = exc
                 with contextlib.suppress(Exception):
@@ -463,7 +434,7 @@ class ShellSession:
         Read through the engine (no process in the container, so it works when the container
         can run none); ``""`` when the file is missing, is not a regular file or is larger
         than :data:`STATE_CAP` (the agent can write it: it is data, never trusted)."""
-        data = read_small_file(self.api, self.container_id, f"{self.state_dir}/state", STATE_CAP)
+        data = read_small_file(self.box, f"{self.state_dir}/state", STATE_CAP)
         return "" if data is None else data.decode("utf-8", "surrogateescape")
 
     def load_state(self, state: str, line: int | None = None) -> bool:
@@ -485,7 +456,11 @@ class ShellSession:
         # the state killed, hung or broke the shell: drop it
         if self._stream is not None:
             self._stream.close()
-        with contextlib.suppress(Exception):
+        try:
             self.kill_agent_processes()
+        except EngineGone:
+            raise
+        except Exception:
+            pass  # _start below fails too if the box is beyond use
         self._start(pad=2)
         return False

@@ -64,7 +64,7 @@ def docker_problem() -> str | None:
 def terminal_problem() -> str | None:
     """Why MT/Terminal-v0 cannot run here (no SDK, no engine, no terminal image), or ``None``."""
     try:
-        from multiturn_envs.envs.terminal.image import terminal_unavailable
+        from multiturn_envs.sandbox.terminal_image import terminal_unavailable
     except ImportError as exc:  # the docker SDK is not installed
         return f"the docker SDK ({exc})"
     return terminal_unavailable()

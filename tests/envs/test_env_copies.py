@@ -31,7 +31,7 @@ def _needs(env_id: str) -> None:
         problem = docker_unavailable()
         require(problem is None, f"Docker with the sandbox image ({problem})")
     elif env_id == "MT/Terminal-v0":
-        from multiturn_envs.envs.terminal.image import terminal_unavailable
+        from multiturn_envs.sandbox.terminal_image import terminal_unavailable
 
         problem = terminal_unavailable()
         require(problem is None, f"Docker with the terminal image ({problem})")

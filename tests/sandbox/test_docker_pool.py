@@ -30,7 +30,8 @@ def test_hardening_seen_from_inside(docker_sandbox: DockerSandbox) -> None:
     result = docker_sandbox.run(PROBE, [TestCase("stdio", "", "")])
     seen = json.loads(result.results[0].actual)
     assert seen == {"uid": 65534, "cap": "0000000000000000", "nnp": "1", "cwd": "/tmp/scratch"}
-    container = docker_sandbox._client.containers.get(docker_sandbox.container_ids()[0])
+    box = docker_sandbox._all[docker_sandbox.container_ids()[0]].box
+    container = box.owner.client.containers.get(box.id)  # type: ignore[attr-defined]
     host = container.attrs["HostConfig"]
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] and host["Init"]
     assert host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"][0]
@@ -196,7 +197,8 @@ def test_a_session_that_died_while_idle_is_replaced_before_the_next_job(
         (cid,) = sandbox.container_ids()
         session = sandbox._all[cid].session
         assert session is not None and session.idle_and_alive()
-        pid = sandbox._client.api.exec_inspect(session.exec_id)["Pid"]
+        stream = session.stream
+        pid = stream.api.exec_inspect(stream.exec_id)["Pid"]
         os.kill(pid, signal.SIGKILL)  # from the host, between two jobs
         for _ in range(100):
             if not session.idle_and_alive():
@@ -216,11 +218,9 @@ def test_a_runner_that_floods_its_exec_stream_is_cut_at_its_bound(
     floods, instead of draining it until the time guard (20 s here)."""
     from multiturn_envs.sandbox.exec_session import STDERR_CAP, RunnerSession
 
-    container = docker_sandbox.hardened_container()
+    box = docker_sandbox.hardened_container()
     try:
-        session = RunnerSession(
-            docker_sandbox._client.api, container.id, ["sh", "-c", f"yes flood {stream}"]
-        )
+        session = RunnerSession(box.process(["sh", "-c", f"yes flood {stream}"], user="0:0"))
         start = time.monotonic()
         out, err, ended = session.read_report(20.0, 100_000)
         assert ended == "flood"
@@ -228,4 +228,4 @@ def test_a_runner_that_floods_its_exec_stream_is_cut_at_its_bound(
         assert len(out) <= 100_000 and len(err) <= STDERR_CAP
         session.close()
     finally:
-        container.remove(force=True)
+        box.close()

@@ -54,8 +54,8 @@ def test_shared_is_one_pool_per_configuration_and_survives_close() -> None:
         assert pool.is_shared and not DockerSandbox().is_shared
         pool.close()  # a user's close: the other users keep their pool
         assert not pool.closed and DockerSandbox.shared() is pool
-        with pytest.raises(TypeError, match="client"):
-            DockerSandbox.shared(client=object())
+        with pytest.raises(TypeError, match="provider"):
+            DockerSandbox.shared(provider=object())
     finally:
         DockerSandbox.shutdown_shared()
     assert pool.closed

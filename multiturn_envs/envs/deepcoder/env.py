@@ -29,6 +29,7 @@ from multiturn_envs.sandbox.base import (
     TestResult,
     default_deadline,
 )
+from multiturn_envs.sandbox.provider import MissingCapability
 from multiturn_envs.tools import Tool, ToolCall, ToolCallError
 
 OLD_ARGUMENTS: dict[str, str] = {
@@ -101,12 +102,17 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:half]}{marker}{text[-half:]}"
 
 
-def _backend_factory(backend: str, shared: bool = True) -> Callable[[], Sandbox]:
+def _backend_factory(
+    backend: str, shared: bool = True, engines: tuple[str, ...] | None = None
+) -> Callable[[], Sandbox]:
     """A zero-argument constructor for the named backend (``"module:callable"`` also works).
 
-    ``shared``: the docker backend is the process's one pool (``DockerSandbox.shared()``),
-    used by every env instance; else each env gets a pool of its own.
+    ``shared``: the docker backend is the process's one pool (``DockerSandbox.shared()``, one
+    per configuration), used by every env instance; else each env gets a pool of its own.
+    ``engines``: the Docker engines the pool's containers run on (``None``: ``$MTE_ENGINES``
+    or this machine's).
     """
+    options: dict[str, Any] = {} if engines is None else {"engines": engines}
     if ":" in backend:
         module, _, attr = backend.partition(":")
         factory: Callable[[], Sandbox] = getattr(importlib.import_module(module), attr)
@@ -117,6 +123,8 @@ def _backend_factory(backend: str, shared: bool = True) -> Callable[[], Sandbox]
     def make() -> Sandbox:
         from multiturn_envs.sandbox import make_sandbox
 
+        if backend == "docker" or (backend == "auto" and engines is not None):
+            return make_sandbox("docker", shared=shared, **options)
         if backend != "auto":
             return make_sandbox(backend, shared=shared)
         from multiturn_envs.sandbox.local import LocalSandbox
@@ -128,7 +136,7 @@ def _backend_factory(backend: str, shared: bool = True) -> Callable[[], Sandbox]
         except ImportError as exc:  # the docker SDK (or the pool) is not installed
             problem = str(exc)
         if problem is None:
-            return make_sandbox("docker", shared=shared)
+            return make_sandbox("docker", shared=shared, **options)
         warnings.warn(
             f"backend='auto': docker is unavailable ({problem}); using the local backend",
             stacklevel=3,
@@ -179,6 +187,10 @@ class DeepCoderEnv(TextEnv):
     * ``sandbox_pool``: ``"shared"`` (default: every env instance of the process runs on the
       one docker pool, ``DockerSandbox.shared()``, sized from the machine; its submissions
       queue first come, first served) or ``"private"`` (a pool per env, closed with it).
+    * ``engines``: the Docker engines the pool runs on, placed by load (addresses: ``"local"``,
+      ``"tcp://host:2376?tls=/certs"``, ``"ssh://user@host"``; a list or one text); default
+      ``$MTE_ENGINES`` or this machine's engine. Naming engines implies the docker backend
+      under ``"auto"`` (docs/sandbox-scale-out.md).
     * ``test_timeout_s`` (6.0, LiveCodeBench's), ``memory_mb`` (512), ``numeric_tolerance``
       (None: exact decimal comparison): the per-test limits.
     * ``submission_timeout_s``: wall-clock cap on one submission (all its tests); ``"auto"``
@@ -237,6 +249,7 @@ class DeepCoderEnv(TextEnv):
         memory_mb: int = 512,
         numeric_tolerance: float | None = None,
         sandbox_pool: str = "shared",
+        engines: Sequence[str] | str | None = None,
         submission_timeout_s: float | str | None = "auto",
         after_timeout: AfterTimeout = "stop",
         reward: str = "binary",
@@ -292,7 +305,12 @@ class DeepCoderEnv(TextEnv):
         ):
             if int(count) < 0:
                 raise ValueError(f"{name} must be >= 0, got {count!r}")
-        self._factory = _backend_factory(backend, shared=sandbox_pool == "shared")
+        if engines is not None:
+            from multiturn_envs.sandbox.engines import parse_engines
+
+            engines = tuple(str(a) for a in parse_engines(engines))  # refused here if malformed
+        self.engines: tuple[str, ...] | None = engines
+        self._factory = _backend_factory(backend, sandbox_pool == "shared", self.engines)
         self.backend = backend
         self.sandbox_pool = sandbox_pool
         self.submission_timeout_s = submission_timeout_s
@@ -427,6 +445,8 @@ class DeepCoderEnv(TextEnv):
             sandbox = self._get_sandbox()
             try:
                 result = sandbox.run(program, self.task.tests, limits)
+            except MissingCapability:
+                raise  # a provider refused for untrusted code: the run's configuration
             except Exception as exc:  # the engine went away, a container died, ...
                 result = RunResult(
                     results=(),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import shlex
 import string
@@ -13,19 +12,6 @@ from typing import Any
 import numpy as np
 
 from multiturn_envs.core import BudgetMode, StepOutcome, TextEnv
-from multiturn_envs.envs.terminal.checker import Checker, CheckReport
-from multiturn_envs.envs.terminal.containers import (
-    SHELL_STATE_DIR,
-    Layout,
-    State,
-    agent_container,
-    checker_container,
-    put_trees,
-    read_state,
-    read_state_exec,
-    remove,
-)
-from multiturn_envs.envs.terminal.image import terminal_image
 from multiturn_envs.envs.terminal.oracle import error_command, expert_command
 from multiturn_envs.envs.terminal.parsing import (
     FORMAT_HINT,
@@ -35,9 +21,23 @@ from multiturn_envs.envs.terminal.parsing import (
 )
 from multiturn_envs.envs.terminal.prepare import Prepared, Preparer
 from multiturn_envs.envs.terminal.tasks import TerminalTask, select_tasks
+from multiturn_envs.envs.terminal.verdicts import CheckReport, report_from_answer
 from multiturn_envs.extras import ENV_EXTRAS
 from multiturn_envs.extras import require as require_extra
+from multiturn_envs.sandbox.checker import Checker
+from multiturn_envs.sandbox.provider import (
+    UNTRUSTED_CODE,
+    Box,
+    Capability,
+    EngineGone,
+    Provider,
+    ResourceLimits,
+    require,
+)
 from multiturn_envs.sandbox.shell_session import CommandResult, ShellSession
+from multiturn_envs.sandbox.task_box import SHELL_STATE_DIR, agent_spec, checker_spec
+from multiturn_envs.sandbox.terminal_image import terminal_image
+from multiturn_envs.sandbox.trees import State, put_trees, read_state, read_state_exec
 from multiturn_envs.sandbox.warm_containers import WarmContainers
 from multiturn_envs.spaces import UnicodeText
 from multiturn_envs.tools import Tool, ToolCall
@@ -137,11 +137,15 @@ class ShellText(UnicodeText):
         return "".join(self.ALPHABET[i] for i in chars)
 
 
+NEEDS = UNTRUSTED_CODE | {Capability.TMPFS_VOLUMES, Capability.LONG_LIVED_PROCESS}
+"""What a provider must enforce to run an agent's commands (``sandbox.provider``)."""
+
+
 @dataclass
 class _Episode:
-    """What belongs to the running episode's container."""
+    """What belongs to the running episode's box."""
 
-    container: Any
+    box: Box
     shell: ShellSession
     prepared: Prepared
     tar_inside: bool = True
@@ -200,7 +204,9 @@ class TerminalEnv(TextEnv):
     (512), ``pids_limit`` (128), ``cpus`` (1.0), ``app_mb`` (size of each writable directory,
     and the most file data a state may hold once archived, 256), ``check_timeout_s`` (30; a
     task may set its own), ``image`` (the terminal image: the default image and the base of
-    the bundled tasks).
+    the bundled tasks), ``engines`` (the Docker engines the boxes run on: addresses such as
+    ``"local"``, ``"tcp://host:2376?tls=/certs"``, ``"ssh://user@host"``, placed by load;
+    default ``$MTE_ENGINES`` or this machine's engine; docs/sandbox-scale-out.md).
 
     ## Oracle
     ``step_score``: share of the task's checks (or tests) passing after the action, or its
@@ -242,6 +248,7 @@ class TerminalEnv(TextEnv):
         app_mb: int = 256,
         check_timeout_s: float = 30.0,
         image: str | None = None,
+        engines: Sequence[str] | str | None = None,
     ) -> None:
         require_extra("MT/Terminal-v0", *ENV_EXTRAS["MT/Terminal-v0"])
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
@@ -274,9 +281,11 @@ class TerminalEnv(TextEnv):
         self.app_mb = int(app_mb)
         self.check_timeout_s = float(check_timeout_s)
         self.image = image or terminal_image()
+        from multiturn_envs.sandbox.engines import parse_engines
+
+        self.engines = tuple(str(a) for a in parse_engines(engines))  # refused here if malformed
         # heavy resources, started lazily
-        self._client: Any = None
-        self._sandboxes: dict[str, Any] = {}  # image -> DockerSandbox (its hardening)
+        self._provider: Provider | None = None
         self._preparer: Preparer | None = None
         self._prepared: dict[str, Prepared] = {}
         self._pools: dict[tuple[Any, ...], WarmContainers[ShellSession]] = {}
@@ -289,30 +298,34 @@ class TerminalEnv(TextEnv):
         self.last_command: CommandResult | None = None
 
     # ------------------------------------------------------------------ resources
-    def _sandbox(self, image: str) -> Any:
-        from multiturn_envs.sandbox.docker_pool import DockerSandbox
+    @property
+    def limits(self) -> ResourceLimits:
+        """Each box's limits (memory, CPU, processes)."""
+        return ResourceLimits(self.memory_mb, self.cpus, self.pids_limit)
 
-        sandbox = self._sandboxes.get(image)
-        if sandbox is None:
-            sandbox = DockerSandbox(
-                image=image, memory_mb=self.memory_mb, cpus=self.cpus, pids_limit=self.pids_limit
-            )
-            self._sandboxes[image] = sandbox
-        return sandbox
+    def provider(self) -> Provider:
+        """Where the episodes' boxes run (the engines, placement by load), refused unless it
+        enforces what an agent's commands need (:data:`NEEDS`)."""
+        if self._provider is None:
+            from multiturn_envs.sandbox.engine_set import EngineSet
 
-    def _docker(self) -> Any:
-        if self._client is None:
-            import docker
-
-            self._client = docker.from_env(timeout=300)
-        return self._client
+            provider = EngineSet(self.engines)
+            require(provider, NEEDS, "untrusted commands in MT/Terminal-v0")
+            self._provider = provider
+        return self._provider
 
     def _prepare(self, task: TerminalTask) -> Prepared:
         prepared = self._prepared.get(task.task_id)
         if prepared is None:
             if self._preparer is None:
+                from multiturn_envs.sandbox.docker_engine import DockerEngine
+
                 self._preparer = Preparer(
-                    self._docker(), self._sandbox, self.image, self.app_mb, self.check_timeout_s
+                    DockerEngine.shared("local"),
+                    self.limits,
+                    self.image,
+                    self.app_mb,
+                    self.check_timeout_s,
                 )
             prepared = self._preparer.prepare(task)
             self._prepared[task.task_id] = prepared
@@ -333,17 +346,16 @@ class TerminalEnv(TextEnv):
         )
         pool = self._pools.get(key)
         if pool is None:
-            sandbox = self._sandbox(prepared.layout.image)
-            layout, root = prepared.layout, prepared.root
+            provider = self.provider()
+            spec = agent_spec(prepared.layout, prepared.root, self.limits)
 
-            def make() -> Any:
-                return agent_container(sandbox, layout, root)
+            def make() -> Box:
+                return provider.create(spec)
 
-            def prepare(container: Any) -> ShellSession:
+            def prepare(box: Box) -> ShellSession:
                 # started before the task's files are in: in "/", moved at the episode's start
                 return ShellSession(
-                    container.client.api,
-                    container.id,
+                    box,
                     user=prepared.agent_user,
                     workdir="/",
                     environment=prepared.agent_env,
@@ -360,32 +372,43 @@ class TerminalEnv(TextEnv):
         key = (prepared.layout, prepared.job.user)
         checker = self._checkers.get(key)
         if checker is None:
-            sandbox = self._sandbox(prepared.layout.image)
-            layout: Layout = prepared.layout
+            provider = self.provider()
+            spec = checker_spec(prepared.layout, self.limits)
 
-            def make() -> Any:
-                return checker_container(sandbox, layout)
+            def make() -> Box:
+                return provider.create(spec)
 
-            checker = Checker(make, layout.paths)
+            checker = Checker(make, prepared.layout.paths)
             self._checkers[key] = checker
         return checker
 
     def _new_episode(
         self, prepared: Prepared, trees: dict[str, bytes], shell: str | None, line: int | None
     ) -> _Episode:
-        """A fresh container from the warm pool with ``trees`` in its writable directories and
-        ``shell`` (a saved shell state; ``None``: a fresh shell); the old one goes."""
+        """A fresh box from the warm pool with ``trees`` in its writable directories and
+        ``shell`` (a saved shell state; ``None``: a fresh shell); the old one goes. A box
+        whose engine went away is dropped for the next one (another engine's, once placement
+        leaves the gone engine out)."""
         pool = self._pool(prepared)
-        container, session = pool.take()
-        try:
-            put_trees(container, trees, prepared.root)
-            session.workdir = prepared.workdir  # where a clean shell starts from now on
-            session.load_state(shell or f"cd -- {shlex.quote(prepared.workdir)}", line)
-        except Exception:
-            pool.discard(container)
-            raise
+        for attempt in range(3):
+            box, session = pool.take()
+            try:
+                put_trees(box, trees, prepared.root)
+                session.workdir = prepared.workdir  # where a clean shell starts from now on
+                session.load_state(shell or f"cd -- {shlex.quote(prepared.workdir)}", line)
+            except EngineGone:
+                session.close()
+                pool.discard(box)
+                if attempt == 2:
+                    raise
+                continue
+            except Exception:
+                session.close()
+                pool.discard(box)
+                raise
+            break
         self._end_episode()
-        self._episode = _Episode(container, session, prepared)
+        self._episode = _Episode(box, session, prepared)
         return self._episode
 
     def _end_episode(self) -> None:
@@ -393,11 +416,11 @@ class TerminalEnv(TextEnv):
         if episode is not None:
             episode.shell.close()
             for pool in self._pools.values():
-                if episode.container.id in pool.live_ids():
-                    pool.discard(episode.container)
+                if episode.box.id in pool.live_ids():
+                    pool.discard(episode.box)
                     break
             else:
-                remove(episode.container)
+                episode.box.close()
 
     def container_ids(self) -> list[str]:
         """Every container this env holds (warm, in use, checkers): for leak tests."""
@@ -405,24 +428,17 @@ class TerminalEnv(TextEnv):
         for pool in self._pools.values():
             ids += pool.live_ids()
         for checker in self._checkers.values():
-            ids += checker.container_ids()
+            ids += checker.box_ids()
         return ids
 
     def _close(self) -> None:
         self._end_episode()
-        for pool in self._pools.values():
-            pool.close()
         for checker in self._checkers.values():
             checker.close()
-        for sandbox in self._sandboxes.values():
-            sandbox.close()
+        for pool in self._pools.values():
+            pool.close()
         self._pools.clear()
         self._checkers.clear()
-        self._sandboxes.clear()
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                self._client.close()
-            self._client = None
         self._preparer = None
 
     # ------------------------------------------------------------------ tasks
@@ -442,15 +458,15 @@ class TerminalEnv(TextEnv):
         agent with many of them, one ``tar`` in its container; else (or when that cannot run)
         one engine request each."""
         assert self._episode is not None
-        container = self._episode.container
+        box = self._episode.box
         prepared = self._episode.prepared
         paths = prepared.layout.paths
         if prepared.root and len(paths) > 2 and self._episode.tar_inside:
-            state = read_state_exec(container, paths, self.app_mb << 20)
+            state = read_state_exec(box, paths, self.app_mb << 20)
             if state is not None:
                 return state
             self._episode.tar_inside = False
-        return read_state(container.client.api, container.id, paths, self.app_mb << 20)
+        return read_state(box, paths, self.app_mb << 20)
 
     def _load_task(self, task_id: str, options: dict[str, Any]) -> str:
         if task_id not in self._tasks:
@@ -490,7 +506,8 @@ class TerminalEnv(TextEnv):
                 )
             else:
                 self._digest = state.content_digest
-                report = self._checker(prepared).check(state, prepared.job)
+                answer = self._checker(prepared).check(state, prepared.job)
+                report = report_from_answer(answer, prepared.job)
         finally:
             state.close()
         self._report = report
@@ -520,6 +537,8 @@ class TerminalEnv(TextEnv):
             timeout = task.command_timeout_s or self.command_timeout_s
             try:
                 result = self._episode.shell.run(parsed.command, timeout)
+            except EngineGone:
+                raise  # the episode is lost with its engine: set_state(snapshot) moves on
             except Exception as exc:  # no shell could be restarted in this container
                 result = self._move_to_fresh_container(exc)
             self.last_command = result

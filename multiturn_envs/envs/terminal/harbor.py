@@ -35,7 +35,7 @@ What a Harbor task asks and this env does not do is in the task's ``notes`` (no 
 when ``allow_internet`` is true; the env's own CPU and memory limits), and a task that cannot
 run here at all (several containers, multi-step tasks, a separate verifier image, GPUs, an
 image that cannot be built offline) raises
-:class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` with the reason.
+:class:`~multiturn_envs.errors.TaskUnavailable` with the reason.
 """
 
 from __future__ import annotations
@@ -45,8 +45,6 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from multiturn_envs.envs.terminal.checker import Check
-from multiturn_envs.envs.terminal.dockerfile import BuildPlan, base_images, light_plan
 from multiturn_envs.envs.terminal.loading import (
     DOWNLOADS,
     IMAGE_NAME,
@@ -61,7 +59,6 @@ from multiturn_envs.envs.terminal.loading import (
     MAX_TESTS_BYTES,
     MAX_TIMEOUT_S,
     LoadedTasks,
-    TaskUnavailable,
     difficulty_of,
     load_all,
     script_solution,
@@ -69,7 +66,9 @@ from multiturn_envs.envs.terminal.loading import (
     task_folder,
 )
 from multiturn_envs.envs.terminal.tasks import MAX_MEMORY_MB, TerminalTask
-from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.errors import TaskUnavailable, UntrustedInputError
+from multiturn_envs.sandbox.checker import Check
+from multiturn_envs.sandbox.dockerfile import BuildPlan, base_images, light_plan
 from multiturn_envs.untrusted import Fields, Folder, load_toml
 
 CHECKS_DIR = "checks"
@@ -187,7 +186,7 @@ def load_harbor_task(
     The folder is read as untrusted (:func:`~.loading.task_folder`: no link out of it, every
     file within its byte cap, fields typed and ranged). Raises ``ValueError`` (an
     :class:`~multiturn_envs.errors.UntrustedInputError` for a refused file or field) for a
-    malformed folder and :class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` for
+    malformed folder and :class:`~multiturn_envs.errors.TaskUnavailable` for
     one that cannot run here (with the reason).
     """
     path = Path(folder)
@@ -342,7 +341,7 @@ def _prebuilt(docker_image: str, files: Folder, notes: list[str]) -> str | None:
     """The task's prebuilt ``docker_image`` when the local engine has it (Harbor's default
     path); ``None`` to build ``environment/Dockerfile`` instead, as Harbor does when it
     builds (the notes say why)."""
-    from multiturn_envs.envs.terminal.task_images import ImageUnavailable, image_exists
+    from multiturn_envs.sandbox.task_images import ImageUnavailable, image_exists
 
     if not docker_image:
         return None
@@ -377,8 +376,7 @@ def plan_image(
     terminal image (with ``map_base``; any shape: one stage or several) and the result built
     now with ``docker build`` (with ``build``); when none is, a light plan is left to the env
     and another Dockerfile built now."""
-    from multiturn_envs.envs.terminal.image import terminal_image
-    from multiturn_envs.envs.terminal.task_images import (
+    from multiturn_envs.sandbox.task_images import (
         ImageUnavailable,
         content_tag,
         ensure_task_image,
@@ -386,6 +384,7 @@ def plan_image(
         image_id,
         mapped_dockerfile,
     )
+    from multiturn_envs.sandbox.terminal_image import terminal_image
 
     files = task_folder(context)
     if not files.is_file("Dockerfile"):

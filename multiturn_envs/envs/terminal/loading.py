@@ -15,7 +15,8 @@ from pathlib import Path
 
 from multiturn_envs.envs.terminal.parsing import MAX_COMMAND_CHARS
 from multiturn_envs.envs.terminal.tasks import TerminalTask
-from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.errors import TaskUnavailable, UntrustedInputError
+from multiturn_envs.sandbox.task_images import MAX_CONTEXT_DEPTH, MAX_CONTEXT_ENTRIES
 from multiturn_envs.untrusted import Folder
 
 # The bounds of a task folder (docs/security.md lists them): far above any real task, far
@@ -31,12 +32,10 @@ MAX_TEST_FILE_BYTES = 16 << 20
 """One file of ``tests/`` (they are held in memory and sent into each check's container)."""
 MAX_TESTS_BYTES = 64 << 20
 """All files of ``tests/`` together."""
-MAX_CONTEXT_BYTES = 1 << 30
-"""A build context (``environment/``) hashed for the image's tag and sent to ``docker build``:
-1 GiB (streamed, never held in memory)."""
-MAX_TASK_ENTRIES = 10_000
-"""Entries of a ``tests/`` folder or a build context."""
-MAX_TASK_DEPTH = 32
+MAX_TASK_ENTRIES = MAX_CONTEXT_ENTRIES
+"""Entries of a ``tests/`` folder or a build context (the build context's bound:
+:mod:`multiturn_envs.sandbox.task_images`)."""
+MAX_TASK_DEPTH = MAX_CONTEXT_DEPTH
 """Folder levels under ``tests/`` or a build context."""
 MAX_TASKS = 100_000
 """Task folders under one root."""
@@ -78,19 +77,6 @@ DOWNLOADS = re.compile(
 )
 """What in a reference solution may need the network (a note, not a verdict: the image may
 have what it installs)."""
-
-
-class TaskUnavailable(RuntimeError):
-    """One task folder cannot run here; the message says why (and what to do). ``cause``: one
-    word for reports: ``base`` (an image that cannot be pulled), ``network`` (a build step
-    that downloads), ``package``, ``command``, ``file``, ``step`` (a build step's own
-    error), ``timeout``, ``services`` (several containers), ``gpu``, ``env`` (a host variable
-    not given), ``format`` (a format this env does not run)."""
-
-    def __init__(self, message: str, cause: str = "format", log: str = "") -> None:
-        super().__init__(message)
-        self.cause = cause
-        self.log = log
 
 
 class LoadedTasks(list[TerminalTask]):

@@ -16,26 +16,15 @@ import os
 import posixpath
 import stat
 import tarfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from multiturn_envs.envs.terminal.checker import CheckJob
-from multiturn_envs.envs.terminal.containers import (
-    CHECK_HOME,
-    TESTS_DIR,
-    Layout,
-    WritableDir,
-    agent_container,
-    content_digest,
-    put_trees,
-    read_state,
-    remove,
-    top_level_writable,
-    top_of,
-)
-from multiturn_envs.envs.terminal.dockerfile import (
+from multiturn_envs.envs.terminal.loading import MAX_TASK_DEPTH, MAX_TASK_ENTRIES, task_folder
+from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR, TerminalTask
+from multiturn_envs.sandbox.checker import CheckJob
+from multiturn_envs.sandbox.dockerfile import (
     BuildPlan,
     Instruction,
     copy_args,
@@ -43,9 +32,10 @@ from multiturn_envs.envs.terminal.dockerfile import (
     resolve_base,
     substitute,
 )
-from multiturn_envs.envs.terminal.loading import MAX_TASK_DEPTH, MAX_TASK_ENTRIES, task_folder
-from multiturn_envs.envs.terminal.tar_files import files_tar
-from multiturn_envs.envs.terminal.task_images import (
+from multiturn_envs.sandbox.provider import Box, ResourceLimits
+from multiturn_envs.sandbox.tar_files import files_tar
+from multiturn_envs.sandbox.task_box import CHECK_HOME, TESTS_DIR, agent_spec
+from multiturn_envs.sandbox.task_images import (
     OFFLINE_BIN,
     OFFLINE_DIR,
     ImageConfig,
@@ -57,9 +47,20 @@ from multiturn_envs.envs.terminal.task_images import (
     resolve_user,
     top_level_dirs,
 )
-from multiturn_envs.envs.terminal.tasks import SOLUTION_DIR, TerminalTask
+from multiturn_envs.sandbox.trees import (
+    Layout,
+    WritableDir,
+    content_digest,
+    put_trees,
+    read_state,
+    top_level_writable,
+    top_of,
+)
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+SETUP_TIMEOUT_S = 1800.0
+"""The longest a task's setup script or a light build's ``RUN`` step may take (as long as a
+``docker build``: :data:`~multiturn_envs.sandbox.task_images.BUILD_TIMEOUT_S`)."""
 CHECK_ENV = {
     "PATH": SYSTEM_PATH,
     "HOME": CHECK_HOME,
@@ -128,8 +129,9 @@ class Preparer:
     """Prepares tasks for one env (see the module docstring).
 
     Args:
-        client: a ``docker.DockerClient``.
-        sandbox_for: the sandbox (hardening and limits) of an image.
+        engine: the engine tasks are prepared on (their images are built and inspected there:
+            this machine's, :class:`~multiturn_envs.sandbox.docker_engine.DockerEngine`).
+        limits: the limits of a light build's box.
         default_image: the terminal image (also the ``BASE`` build argument).
         size_mb: the size of each writable directory (and the cap of a state's archive).
         check_timeout_s: the limit of one check when the task gives none.
@@ -137,14 +139,15 @@ class Preparer:
 
     def __init__(
         self,
-        client: Any,
-        sandbox_for: Callable[[str], Any],
+        engine: Any,
+        limits: ResourceLimits,
         default_image: str,
         size_mb: int,
         check_timeout_s: float,
     ) -> None:
-        self.client = client
-        self.sandbox_for = sandbox_for
+        self.engine = engine
+        self.client = engine.client
+        self.limits = limits
         self.default_image = default_image
         self.size_mb = int(size_mb)
         self.check_timeout_s = float(check_timeout_s)
@@ -261,13 +264,12 @@ class Preparer:
         agent_user: str,
         workdir: str,
     ) -> tuple[dict[str, bytes], _Stage]:
-        sandbox = self.sandbox_for(layout.image)
-        container = agent_container(sandbox, layout, root=True)
+        box = self.engine.create(agent_spec(layout, True, self.limits))
         try:
-            put_trees(container, trees, root=True)
+            put_trees(box, trees, root=True)
             if light is not None:
                 try:
-                    stage = self._light_steps(container, layout, light, stage)
+                    stage = self._light_steps(box, layout, light, stage)
                 except LightBuildFailed:
                     raise
                 except Exception as exc:  # the engine refused a step: the same verdict
@@ -276,19 +278,23 @@ class Preparer:
                 if _under(workdir, list(layout.paths)) is None:
                     raise RuntimeError(f"task {task.task_id}: {workdir} is not writable")
                 uid = int(agent_user.partition(":")[0])
-                container.exec_run(["mkdir", "-p", workdir], user="0:0")
-                if not container.put_archive(workdir, files_tar(dict(task.files), uid=uid)):
-                    raise RuntimeError(f"could not put the files of task {task.task_id}")
+                box.exec(["mkdir", "-p", workdir], user="0:0")
+                box.put_archive(workdir, files_tar(dict(task.files), uid=uid))
             if task.setup.strip():
                 env = self._agent_env(stage, agent_user, agent_user.startswith("0:"), workdir, task)
-                code, output = container.exec_run(
-                    ["bash", "-c", task.setup], user=agent_user, workdir=workdir, environment=env
+                done = box.exec(
+                    ["bash", "-c", task.setup],
+                    user=agent_user,
+                    workdir=workdir,
+                    environment=env,
+                    timeout_s=SETUP_TIMEOUT_S,
                 )
-                if code != 0:
+                if done.exit_code != 0:
                     raise RuntimeError(
-                        f"the setup of task {task.task_id} failed ({code}): {output[-500:]!r}"
+                        f"the setup of task {task.task_id} failed ({done.exit_code}): "
+                        f"{done.output[-500:]!r}"
                     )
-            state = read_state(self.client.api, container.id, layout.paths, self.cap_bytes)
+            state = read_state(box, layout.paths, self.cap_bytes)
             try:
                 if state.too_large is not None:
                     raise RuntimeError(f"task {task.task_id}: {state.too_large}")
@@ -296,11 +302,9 @@ class Preparer:
             finally:
                 state.close()
         finally:
-            remove(container)
+            box.close()
 
-    def _light_steps(
-        self, container: Any, layout: Layout, plan: BuildPlan, stage: _Stage
-    ) -> _Stage:
+    def _light_steps(self, box: Box, layout: Layout, plan: BuildPlan, stage: _Stage) -> _Stage:
         build_args = {"BASE": self.default_image, **plan.build_args}
         stage = _Stage(stage.workdir, dict(stage.env), stage.user, {})
         started = False
@@ -322,20 +326,19 @@ class Preparer:
             elif step.keyword == "WORKDIR":
                 path = substitute(step.args.strip(), variables)
                 stage.workdir = posixpath.normpath(posixpath.join(stage.workdir, path))
-                code, _ = container.exec_run(["mkdir", "-p", stage.workdir], user="0:0")
-                if code != 0:
+                if box.exec(["mkdir", "-p", stage.workdir], user="0:0").exit_code != 0:
                     raise LightBuildFailed(f"line {step.line}: WORKDIR {stage.workdir}")
             elif step.keyword == "USER":
                 stage.user = substitute(step.args.strip(), variables)
             elif step.keyword in ("COPY", "ADD"):
-                self._light_copy(container, layout, plan, step, stage, variables)
+                self._light_copy(box, layout, plan, step, stage, variables)
             elif step.keyword == "RUN":
-                self._light_run(container, layout, step, stage)
+                self._light_run(box, layout, step, stage)
         return stage
 
     def _light_copy(
         self,
-        container: Any,
+        box: Box,
         layout: Layout,
         plan: BuildPlan,
         step: Instruction,
@@ -346,8 +349,7 @@ class Preparer:
         dest_path = posixpath.normpath(posixpath.join(stage.workdir, dest))
         into_dir = dest.endswith("/") or len(sources) > 1
         if not into_dir:  # a file copied to an existing directory goes into it, as in Docker
-            code, _ = container.exec_run(["test", "-d", dest_path], user="0:0")
-            into_dir = code == 0
+            into_dir = box.exec(["test", "-d", dest_path], user="0:0").exit_code == 0
         root = _under(dest_path, list(layout.paths))
         if root is None:
             raise LightBuildFailed(f"line {step.line}: {dest_path} is not writable here")
@@ -408,10 +410,12 @@ class Preparer:
                         info.size, info.mtime = status.st_size, int(status.st_mtime)
                         info.mode = chmod if chmod is not None else stat.S_IMODE(status.st_mode)
                         tar.addfile(info, handle)
-        if not container.put_archive(root, buf.getvalue()):
-            raise LightBuildFailed(f"line {step.line}: put_archive into {root} failed")
+        try:
+            box.put_archive(root, buf.getvalue())
+        except RuntimeError as exc:
+            raise LightBuildFailed(f"line {step.line}: put_archive into {root} failed") from exc
 
-    def _light_run(self, container: Any, layout: Layout, step: Instruction, stage: _Stage) -> None:
+    def _light_run(self, box: Box, layout: Layout, step: Instruction, stage: _Stage) -> None:
         text = step.args.strip()
         if text.startswith("["):
             try:
@@ -422,11 +426,12 @@ class Preparer:
             command = ["/bin/sh", "-c", text]
         env = {**stage.args, **stage.env}
         user = self._user(layout.image, stage.user)
-        code, output = container.exec_run(
-            command, user=user, workdir=stage.workdir, environment=env
+        done = box.exec(
+            command, user=user, workdir=stage.workdir, environment=env, timeout_s=SETUP_TIMEOUT_S
         )
-        if code != 0:
-            tail = output.decode("utf-8", "replace").strip().splitlines()[-3:]
+        if done.exit_code != 0:
+            tail = done.output.decode("utf-8", "replace").strip().splitlines()[-3:]
+            code = "timed out" if done.timed_out else done.exit_code
             raise LightBuildFailed(f"line {step.line}: RUN failed ({code}): {' | '.join(tail)}")
 
     # ------------------------------------------------------------------ environments

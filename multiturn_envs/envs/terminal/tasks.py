@@ -21,9 +21,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from multiturn_envs.envs.terminal.checker import Check
-from multiturn_envs.envs.terminal.dockerfile import BuildPlan
 from multiturn_envs.envs.terminal.verdicts import VERDICTS
+from multiturn_envs.sandbox.checker import Check
+from multiturn_envs.sandbox.dockerfile import BuildPlan
 
 DIFFICULTIES = ("easy", "medium", "hard")
 MAX_MEMORY_MB = 64 << 10

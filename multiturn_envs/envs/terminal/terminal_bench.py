@@ -25,7 +25,7 @@ default on), whose offline stand-ins answer the build's ``apt-get``/``pip`` from
 has and serve the test scripts' ``uv``/``uvx``/``pip``/``curl ... | sh`` with the image's pytest;
 each such deviation is in the task's ``notes``. A task that cannot run here (its build needs
 the network, several compose services, another parser) raises
-:class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` with the cause.
+:class:`~multiturn_envs.errors.TaskUnavailable` with the cause.
 """
 
 from __future__ import annotations
@@ -35,8 +35,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from multiturn_envs.envs.terminal.checker import Check
-from multiturn_envs.envs.terminal.containers import TESTS_DIR
 from multiturn_envs.envs.terminal.loading import (
     DOWNLOADS,
     MAX_FIELD_CHARS,
@@ -49,7 +47,6 @@ from multiturn_envs.envs.terminal.loading import (
     MAX_TESTS_BYTES,
     MAX_TIMEOUT_S,
     LoadedTasks,
-    TaskUnavailable,
     difficulty_of,
     load_all,
     script_solution,
@@ -57,7 +54,9 @@ from multiturn_envs.envs.terminal.loading import (
 )
 from multiturn_envs.envs.terminal.parsing import MAX_COMMAND_CHARS
 from multiturn_envs.envs.terminal.tasks import TerminalTask
-from multiturn_envs.errors import UntrustedInputError
+from multiturn_envs.errors import TaskUnavailable, UntrustedInputError
+from multiturn_envs.sandbox.checker import Check
+from multiturn_envs.sandbox.task_box import TESTS_DIR
 from multiturn_envs.untrusted import Fields, Folder
 
 RUN_TESTS = "run-tests.sh"
@@ -167,7 +166,7 @@ def load_terminal_bench_task(
     The folder is read as untrusted (:func:`~.loading.task_folder`: no link out of it, every
     file within its byte cap, fields typed and ranged). Raises ``ValueError`` (an
     :class:`~multiturn_envs.errors.UntrustedInputError` for a refused file or field) for a
-    malformed folder and :class:`~multiturn_envs.envs.terminal.loading.TaskUnavailable` with
+    malformed folder and :class:`~multiturn_envs.errors.TaskUnavailable` with
     the cause for one that cannot run here.
     """
     path = Path(folder)
@@ -283,9 +282,8 @@ def _image(
     files: Folder, context: Folder, dockerfile: str, build: bool, map_base: bool
 ) -> tuple[str, list[str]]:
     """The task's image tag, built when missing (see :func:`load_terminal_bench_task`)."""
-    from multiturn_envs.envs.terminal.dockerfile import base_images
-    from multiturn_envs.envs.terminal.image import terminal_image
-    from multiturn_envs.envs.terminal.task_images import (
+    from multiturn_envs.sandbox.dockerfile import base_images
+    from multiturn_envs.sandbox.task_images import (
         ImageUnavailable,
         content_tag,
         ensure_task_image,
@@ -293,6 +291,7 @@ def _image(
         image_id,
         mapped_dockerfile,
     )
+    from multiturn_envs.sandbox.terminal_image import terminal_image
 
     text = files.read_text(dockerfile, max_bytes=MAX_SCRIPT_BYTES)
     notes: list[str] = []

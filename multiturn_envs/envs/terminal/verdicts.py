@@ -3,7 +3,7 @@
 Three rules, one per task format, each read by the host from what the checker's runner itself
 observed (never from anything the agent's files could stand in for):
 
-* ``exit-status`` (the bundled tasks, and :class:`~multiturn_envs.envs.terminal.checker.Check`
+* ``exit-status`` (the bundled tasks, and :class:`~multiturn_envs.sandbox.checker.Check`
   lists): each check passes when its process exits with status 0; the runner waits for it.
 * ``pytest-summary`` (Terminal-Bench 1): Terminal-Bench's ``PytestParser`` on the output of
   ``run-tests.sh``: the text after the FIRST ``short test summary info`` header, one
@@ -15,6 +15,10 @@ observed (never from anything the agent's files could stand in for):
   ``reward.txt``, read by the runner after every test process is dead; the reward is its
   number (``reward.json``'s ``"reward"`` key, or its only number), refused when it is not a
   finite number in [0, 1]; success is a reward of 1.
+
+:func:`report_from_answer` applies the job's rule to the checker's answer
+(:meth:`multiturn_envs.sandbox.checker.Checker.check`) and gives the :class:`CheckReport` the
+env scores.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from multiturn_envs.safejson import JSONLimitError, loads_bounded
+from multiturn_envs.sandbox.checker import CheckJob
 
 VERDICTS = ("exit-status", "pytest-summary", "reward-file")
 
@@ -116,3 +122,69 @@ def parse_reward(reward_json: str | None, reward_txt: str | None) -> Reward:
             )
         return Reward(value, "reward.txt")
     return Reward(None, "", "the tests wrote no /logs/verifier/reward.txt or reward.json")
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The tests' verdict on one state.
+
+    ``names``/``passed``: the checks (``exit-status``) or the tests (``pytest-summary``) and
+    whether each passed; ``reward``: the Harbor reward (``reward-file``); ``error``: the tests
+    could not be run (the verdict is then a failure); ``note``: why a verdict failed that is
+    not in the tests' own words (no pytest summary, no reward file, a state too large).
+    """
+
+    names: tuple[str, ...]
+    passed: tuple[bool, ...]
+    outputs: tuple[str, ...]
+    error: str | None = None
+    reward: float | None = None
+    note: str | None = None
+
+    @property
+    def score(self) -> float:
+        """The share of checks passing, or the reward (0 when the tests could not run)."""
+        if self.error is not None:
+            return 0.0
+        if self.reward is not None:
+            return self.reward
+        if not self.passed:
+            return 0.0
+        return sum(self.passed) / len(self.passed)
+
+    @property
+    def all_passed(self) -> bool:
+        if self.error is not None:
+            return False
+        if self.reward is not None:
+            return self.reward >= 1.0
+        return bool(self.passed) and all(self.passed)
+
+
+def report_from_answer(answer: dict[str, Any], job: CheckJob) -> CheckReport:
+    """The verdict of a runner's answer under the job's rule (:mod:`.verdicts`)."""
+    names = tuple(c.name for c in job.checks)
+    if "error" in answer:
+        return CheckReport(names, (), (), error=str(answer["error"]))
+    results = answer["results"]
+    outputs = tuple(str(r["output"]) for r in results)
+    if job.verdict == "exit-status":
+        return CheckReport(
+            tuple(str(r["name"]) for r in results),
+            tuple(bool(r["passed"]) for r in results),
+            outputs,
+        )
+    if job.verdict == "pytest-summary":
+        tests = parse_pytest_summary(outputs[0] if outputs else "")
+        if tests is None:
+            why = "the tests printed no pytest summary (Terminal-Bench: a parse error)"
+            if results and results[0].get("timed_out"):
+                why = f"the tests did not finish within {job.timeout_s:g} s"
+            return CheckReport(names, (False,), outputs, note=why)
+        if not tests:
+            return CheckReport(names, (False,), outputs, note="the pytest summary lists no test")
+        return CheckReport(tuple(tests), tuple(tests.values()), outputs)
+    reward = parse_reward(answer.get("reward_json"), answer.get("reward_txt"))
+    if reward.value is None:
+        return CheckReport(names, (False,), outputs, reward=0.0, note=reward.problem)
+    return CheckReport(names, (reward.value >= 1.0,), outputs, reward=reward.value)

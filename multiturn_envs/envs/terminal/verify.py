@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from multiturn_envs.envs.terminal.checker import CheckReport
 from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.envs.terminal.verdicts import CheckReport
 
 
 @dataclass
@@ -81,7 +81,7 @@ def why_reference_fails(
     image lacks by apt-get or pip), then a command or Python module the image lacks
     (in its output or the tests'), then a package missing at build time (the notes), else
     ``tests``."""
-    from multiturn_envs.envs.terminal.task_images import NETWORK
+    from multiturn_envs.sandbox.task_images import NETWORK
 
     text = "\n".join(outputs)
     hits = [line.strip() for line in text.splitlines() if NETWORK.search(line)]

@@ -79,10 +79,10 @@ def test_snapshots_restore_files_cwd_and_variables_on_a_fresh_container(
     env.reset(seed=0, options={"task_id": "count-errors"})
     env.step("mkdir -p w && cd w && echo one > f.txt && v=1 && chmod 600 f.txt")
     state = env.get_state()
-    container = env._episode.container.id
+    container = env._episode.box.id
     env.step("echo two > f.txt && v=2 && cd / && rm -rf /app/w")
     env.set_state(state)
-    assert env._episode.container.id != container
+    assert env._episode.box.id != container
     obs, *_ = env.step("cat f.txt; echo $v; pwd; stat -c %a f.txt")
     assert obs.startswith("one\n1\n/app/w\n600\n")
     assert env.state_key() != ""
@@ -137,10 +137,10 @@ def test_a_container_that_cannot_run_a_shell_is_replaced_with_the_state_carried_
     env = terminal_env
     env.reset(seed=0, options={"task_id": "count-errors"})
     env.step("mkdir -p d && cd d && echo kept > f.txt && v=7")
-    old = env._episode.container.id
+    old = env._episode.box.id
     result = env._move_to_fresh_container(RuntimeError("simulated"))
     assert "moved to a fresh container" in result.output and result.cwd == "/app/d"
-    assert env._episode.container.id != old
+    assert env._episode.box.id != old
     obs, *_ = env.step("cat f.txt; echo $v")
     assert obs.startswith("kept\n7\n")
 

@@ -13,10 +13,10 @@ import pytest
 
 from multiturn_envs.envs.terminal.env import TerminalEnv
 from multiturn_envs.envs.terminal.harbor import load_harbor, load_harbor_task, task_variables
-from multiturn_envs.envs.terminal.image import terminal_image
 from multiturn_envs.envs.terminal.loading import NoTasksLoaded, TaskUnavailable
-from multiturn_envs.envs.terminal.task_images import ImageUnavailable
 from multiturn_envs.envs.terminal.verify import verify_folder, verify_task
+from multiturn_envs.sandbox.task_images import ImageUnavailable
+from multiturn_envs.sandbox.terminal_image import terminal_image
 from multiturn_envs.untrusted import Fields
 
 pytestmark = [
@@ -136,7 +136,7 @@ def test_reward_json_wins_and_a_partial_reward_is_the_step_score(
 def test_a_heavy_dockerfile_is_built_and_unrunnable_tasks_say_why(
     terminal_ready: None, tmp_path: Path
 ) -> None:
-    from multiturn_envs.envs.terminal.image import terminal_image
+    from multiturn_envs.sandbox.terminal_image import terminal_image
 
     # SHELL needs docker build; the base cannot be pulled, so FROM is mapped (and said so)
     heavy = harbor_task(

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from multiturn_envs.envs.terminal.image import (
+from multiturn_envs.sandbox.recipes import image_recipes
+from multiturn_envs.sandbox.terminal_image import (
     BASE_IMAGE,
     EXTRAS_IMAGE,
     IMAGE_VARIABLE,
@@ -22,7 +23,6 @@ from multiturn_envs.envs.terminal.image import (
     build,
     build_tag,
 )
-from multiturn_envs.sandbox.image import image_recipes
 
 _COMPONENT = r"[a-z0-9]+(?:[._-][a-z0-9]+)*"
 _TAG = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*:[\w][\w.-]{{0,127}}")

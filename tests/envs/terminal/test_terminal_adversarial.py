@@ -22,9 +22,9 @@ import time
 import docker
 import pytest
 
-from multiturn_envs.envs.terminal.checker import Check
 from multiturn_envs.envs.terminal.env import StateTooLarge, TerminalEnv
 from multiturn_envs.envs.terminal.tasks import TerminalTask
+from multiturn_envs.sandbox.checker import Check
 
 pytestmark = pytest.mark.docker
 
@@ -62,6 +62,22 @@ CORPUS: list[tuple[str, str, str]] = [
 ]
 
 
+COUNT_AGENT = (
+    "n=0; for d in /proc/[0-9]*; do "
+    "u=$(awk '/^Uid:/ {print $3}' $d/status 2>/dev/null); s=$(awk '/^State:/ {print $2}' "
+    '$d/status 2>/dev/null); [ "$u" = 65534 ] && [ "$s" != Z ] && n=$((n+1)); done; echo $n'
+)
+"""How many live processes of the agent's uid the box holds, counted by root from outside the
+agent's processes (awk over /proc, not the killer's own builtins)."""
+
+
+def agent_processes(env: TerminalEnv) -> str:
+    """:data:`COUNT_AGENT` in the episode's current box."""
+    assert env._episode is not None
+    done = env._episode.box.exec(["sh", "-c", COUNT_AGENT], user="0:0", timeout_s=60)
+    return done.output.decode().split()[-1]
+
+
 def _alive(ids: list[str]) -> set[str]:
     return {c.id for c in docker.from_env().containers.list(all=True)} & set(ids)
 
@@ -71,6 +87,7 @@ def test_the_corpus_is_contained_and_the_env_keeps_working(terminal_ready: None)
     try:
         env.reset(seed=0, options={"task_id": "count-errors"})
         env.step("cd /app && marker=kept")
+        idle = agent_processes(env)  # the shell alone
         for command, expected, forbidden in CORPUS:
             obs, _, terminated, _, info = env.step(command)
             assert not terminated, command
@@ -79,13 +96,16 @@ def test_the_corpus_is_contained_and_the_env_keeps_working(terminal_ready: None)
                 body = obs.rsplit("[exit status", 1)[0]
                 assert forbidden not in body.replace(command, ""), (command, obs[-600:])
             assert len(obs) < env.output_cap + 600, command
-            # a fork bomb's survivors can starve the next command: it times out, every process
-            # of the agent is killed and the shell restarted with its state; then it works
-            for _ in range(2):
-                obs, *_ = env.step("echo ok $marker")
-                if obs.startswith("ok kept"):
-                    break
-            assert obs.startswith("ok kept"), (command, obs[-600:])
+            # a command may leave processes behind (background jobs persist): a fork bomb's
+            # starve the next command, which then times out, and every process of the agent
+            # is killed (counted down to 0, the shell alone after its restart); from then on
+            # the env works at once, with no survivor forking
+            obs, *_, info = env.step("echo ok $marker")
+            if info["timed_out"]:
+                assert agent_processes(env) == idle, (command, obs[-600:])
+                obs, *_, info = env.step("echo ok $marker")
+            assert obs.startswith("ok kept") and not info["timed_out"], (command, obs[-600:])
+            assert "Resource temporarily unavailable" not in obs, (command, obs[-600:])
         # the hidden checks never entered the agent's container; its own tampering is moot
         env.step("printf '#!/bin/sh\\nexit 0\\n' > /app/run-tests.sh; rm -f /app/fill")
         _, reward, terminated, _, info = env.step("submit")
@@ -109,8 +129,8 @@ def test_every_writable_path_is_capped_and_no_volume_reaches_the_host_disk(
             )
             used = int(obs.strip().splitlines()[-2])
             assert used <= 64, (place, obs[-400:])  # stopped at its cap (32 MiB; shm 64 MiB)
-        container = env._episode.container  # type: ignore[union-attr]
-        container.reload()
+        box = env._episode.box  # type: ignore[union-attr]
+        container = docker.from_env().containers.get(box.id)
         for mount in container.attrs["Mounts"]:
             assert mount["Type"] == "volume", mount
             volume = docker.from_env().volumes.get(mount["Name"])
@@ -312,5 +332,48 @@ def test_no_check_runs_what_the_agent_can_shadow(terminal_ready: None) -> None:
             " && git config core.fsmonitor /app/fsmon && git config core.untrackedCache true"
         )
         assert not info["success"], env.check_report()
+    finally:
+        env.close()
+
+
+def test_after_a_fork_bomb_no_process_of_the_agent_is_left(terminal_ready: None) -> None:
+    """The guarantee itself, three times: after a fork bomb that outlives its command's limit,
+    the box the next command runs in holds the agent's shell and nothing else of the agent.
+    Either the kill loop counted the agent's processes down to 0 and the shell restarted in
+    the same box, or, when the bomb held every pid so that no exec could start there (the
+    engine refuses it), the episode moved to a fresh box with its state: both end the same."""
+    env = TerminalEnv(max_turns=None, end_on_success=False, command_timeout_s=3)
+    try:
+        env.reset(seed=0, options={"task_id": "count-errors"})
+        env.step("cd /app && marker=kept")
+
+        idle = agent_processes(env)  # the shell alone
+        for _ in range(3):
+            obs, *_, info = env.step(":(){ :|:& };: ; sleep 30")
+            assert info["timed_out"], obs[-300:]
+            assert agent_processes(env) == idle
+            obs, *_ = env.step("echo ok $marker")
+            assert obs.startswith("ok kept"), obs[-300:]
+    finally:
+        env.close()
+
+
+def test_the_kill_loop_counts_survivors_and_keeps_going_until_its_bound(
+    terminal_ready: None,
+) -> None:
+    """The count the loop trusts is right: with ``kill`` made to kill nothing, a live process of
+    the agent is seen and the loop reports it at its bound instead of declaring victory."""
+    from multiturn_envs.sandbox.shell_session import KILL_SCRIPT
+
+    env = TerminalEnv(max_turns=None, end_on_success=False, command_timeout_s=5)
+    try:
+        env.reset(seed=0, options={"task_id": "count-errors"})
+        assert env._episode is not None
+        box, user = env._episode.box, env._episode.shell.user
+        sleeper = box.process(["sleep", "60"], user=user, workdir="/")
+        toothless = "kill(){ return 1; }\n" + KILL_SCRIPT
+        done = box.exec(["bash", "-c", toothless, "kill", "1"], user=user, timeout_s=30)
+        assert done.exit_code == 1 and b"survive" in done.output, done
+        sleeper.close()
     finally:
         env.close()

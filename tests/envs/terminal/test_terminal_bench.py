@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from multiturn_envs.envs.terminal.env import TerminalEnv
-from multiturn_envs.envs.terminal.image import terminal_image
 from multiturn_envs.envs.terminal.loading import NoTasksLoaded, TaskUnavailable
-from multiturn_envs.envs.terminal.task_images import ImageUnavailable
 from multiturn_envs.envs.terminal.terminal_bench import (
     load_terminal_bench,
     load_terminal_bench_task,
 )
 from multiturn_envs.envs.terminal.verify import verify_task
+from multiturn_envs.sandbox.task_images import ImageUnavailable
+from multiturn_envs.sandbox.terminal_image import terminal_image
 
 pytestmark = [
     pytest.mark.docker,
@@ -187,7 +187,7 @@ def _leftovers(log: str) -> list[str]:
     """The build's intermediate containers and images that still exist."""
     import re
 
-    from multiturn_envs.envs.terminal.task_images import _created_images
+    from multiturn_envs.sandbox.task_images import _created_images
 
     ids = [("container", c) for c in re.findall(r"---> Running in ([0-9a-f]{12})", log)]
     ids += [("image", i) for i in _created_images(log)]

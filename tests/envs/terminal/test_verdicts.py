@@ -9,8 +9,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from multiturn_envs.envs.terminal.checker import Check, CheckJob, report_from_answer
-from multiturn_envs.envs.terminal.dockerfile import (
+from multiturn_envs.envs.terminal.loading import (
+    script_solution,
+    solution_turns,
+    solution_upload,
+)
+from multiturn_envs.envs.terminal.verdicts import (
+    parse_pytest_summary,
+    parse_reward,
+    report_from_answer,
+)
+from multiturn_envs.envs.terminal.verify import why_reference_fails
+from multiturn_envs.sandbox.checker import Check, CheckJob
+from multiturn_envs.sandbox.dockerfile import (
     base_images,
     copy_args,
     light_plan,
@@ -20,18 +31,11 @@ from multiturn_envs.envs.terminal.dockerfile import (
     resolve_base,
     substitute,
 )
-from multiturn_envs.envs.terminal.loading import (
-    script_solution,
-    solution_turns,
-    solution_upload,
-)
-from multiturn_envs.envs.terminal.task_images import (
+from multiturn_envs.sandbox.task_images import (
     OFFLINE_BIN,
     explain_build_failure,
     mapped_dockerfile,
 )
-from multiturn_envs.envs.terminal.verdicts import parse_pytest_summary, parse_reward
-from multiturn_envs.envs.terminal.verify import why_reference_fails
 
 SUMMARY = """\
 ============================= test session starts ==============================
@@ -406,7 +410,7 @@ def _raw_tar(entries: dict[str, bytes | None], mtime: int = 5) -> bytes:
 def test_a_state_has_one_content_digest_however_it_was_read() -> None:
     import io
 
-    from multiturn_envs.envs.terminal.containers import content_digest, retop, split_tops
+    from multiturn_envs.sandbox.trees import content_digest, retop, split_tops
 
     app = {"app": None, "app/a.txt": b"one", "app/sub": None, "app/sub/b": b"two"}
     etc = {"etc": None, "etc/hosts": b"127.0.0.1 x", "etc/conf": b"k=v"}

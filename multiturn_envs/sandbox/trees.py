@@ -1,26 +1,14 @@
-"""The containers of MT/Terminal-v0 and the trees that travel between them.
+"""The writable directories of a task's boxes and the trees that travel between boxes.
 
-Every container of a task is made from the task's image by the sandbox's
-``DockerSandbox.hardened_container`` (no network, read-only root, no capabilities unless
-listed below, ``no-new-privileges``, pids / memory / CPU limits, ``RLIMIT_FSIZE``) with the
-task's **writable directories** (:class:`Layout`) as size-capped tmpfs volumes. Those
-volumes are the only places anything in the container can write; their pages count against
-the container's memory limit, so no write reaches the host's disk, and an ``RLIMIT_FSIZE``
-stops any single file (sparse ones included) at the same size.
-
-* The agent's container: the writable directories filled with the task's starting state, a
-  small volume for the shell's saved state (:data:`SHELL_STATE_DIR`), and, for a root agent,
-  only the file capabilities (:data:`FILE_CAPS`: chown, override file modes; never
-  ``CAP_KILL``). Its pid 1 is :data:`INIT` (root, not dumpable): ``kill -9 -1`` of any user
-  leaves it, so the container survives.
-* The checker's container (:mod:`.checker`): the same writable directories (empty until a job
-  brings the agent's), ``/tests``, ``/logs`` and the runner's own volume, and the capabilities
-  its runner needs to act as another uid (:data:`CHECKER_CAPS`).
-
-:func:`read_state` reads the writable directories of a container through the engine, one
-capped stream each (:mod:`multiturn_envs.sandbox.archive_stream`), into spooled temporary
-files: a state never sits in memory more than once, and a tree too large (a sparse file counts
-at its full size) is refused when its header arrives.
+A task's boxes (:mod:`.task_box`: the agent's and the checker's) mount the task's **writable
+directories** (:class:`Layout`) as size-capped tmpfs volumes: the only places anything in the
+box can write. This module moves their contents: :func:`read_state` reads them out of a box
+through its provider, one capped stream each (``get_archive``:
+:mod:`multiturn_envs.sandbox.archive_stream`), into spooled temporary files (a state never
+sits in memory more than once, and a tree too large, a sparse file counted at its full size, is
+refused when its header arrives); :meth:`State.trees` re-roots them; :func:`put_trees` puts
+them into another box (on this engine or any other: the trees are the exact snapshot of a
+box's files, with owners, modes and times).
 """
 
 from __future__ import annotations
@@ -35,50 +23,15 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
-from multiturn_envs.sandbox.archive_stream import ArchiveTooLarge, read_archive
+from multiturn_envs.sandbox.archive_stream import ArchiveTooLarge
+from multiturn_envs.sandbox.provider import Box, EngineGone, ProcessStream, TmpfsVolume
 
-SHELL_STATE_DIR = "/mte-shell"
-"""The shell's saved state: a small volume of its own (never part of the task's state)."""
-SHELL_STATE_MB = 8
-TESTS_DIR = "/tests"
-LOGS_DIR = "/logs"
-RUNNER_DIR = "/mte-runner"
-CHECK_HOME = "/mte-home"
-"""``HOME`` of ``exit-status`` checks: an empty directory of the checker's, so no tool reads
-an rc file the agent wrote (``~/.gitconfig``, ``~/.jq``, a user site of Python)."""
-FILE_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID")
-"""What root may do in a task's container: own and reach every file. Not ``KILL`` (the
-keep-alive and the checker's runner run as other uids and stay out of its reach), not
-``SETUID``/``SETGID`` (it cannot become them), nothing of the network or the kernel."""
-CHECKER_CAPS = (*FILE_CAPS, "SETUID", "SETGID", "SETPCAP", "KILL")
-"""The checker's runner: it runs as its own uid and starts each test as the task's verifier
-user with :data:`FILE_CAPS` at most (``SETPCAP`` drops the rest from the test's bounding set)."""
-INIT = """\
-import ctypes, os, signal
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
-def reap(*_):
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-signal.signal(signal.SIGCHLD, reap)
-while True:
-    signal.pause()
-"""
-"""Pid 1 of every terminal container: root (so the engine gives execs the container's
-capabilities), not dumpable (no process can trace it or read its memory), reaping orphans,
-with no handler for the signals that end a process: the kernel never delivers them to a
-namespace's init from inside, so nothing in the container can stop it."""
-KEEPALIVE = ("python3", "-I", "-c", INIT)
 SPOOL_BYTES = 8 << 20
+"""A state part stays in memory up to this size, then spills to a temporary file."""
 STATE_TAR_S = 60
 """How long the one-``tar`` read of a root agent's state may take (:func:`read_state_exec`)."""
-"""A state part stays in memory up to this size, then spills to a temporary file."""
 SYSTEM_DIRS = frozenset(
     {"bin", "boot", "dev", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "sys", "usr"}
 )
@@ -113,67 +66,11 @@ class Layout:
     def paths(self) -> tuple[str, ...]:
         return tuple(w.path for w in self.writable)
 
-
-def tmpfs_volume(path: str, size_mb: int, uid: int = 0, gid: int = 0, mode: int = 0o755) -> Any:
-    """A size-capped tmpfs volume at ``path`` (exec allowed; removed with its container)."""
-    from docker.types import DriverConfig, Mount
-
-    options = f"size={int(size_mb)}m,uid={uid},gid={gid},mode={mode:04o},nosuid,nodev"
-    return Mount(
-        path,
-        None,
-        type="volume",
-        driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": options}),
-    )
-
-
-def layout_mounts(layout: Layout) -> list[Any]:
-    return [
-        tmpfs_volume(w.path, layout.size_mb, w.uid, w.gid, w.mode & 0o7777) for w in layout.writable
-    ]
-
-
-def agent_container(sandbox: Any, layout: Layout, root: bool) -> Any:
-    """A new agent's container (empty writable directories; see the module docstring)."""
-    from multiturn_envs.sandbox.shell_session import AGENT_UID
-
-    shell = tmpfs_volume(SHELL_STATE_DIR, SHELL_STATE_MB, AGENT_UID if not root else 0)
-    mounts = [*layout_mounts(layout), shell]
-    tmpfs: dict[str, str] | None = {} if "/tmp" in layout.paths else None
-    caps = FILE_CAPS if root else ()
-    return sandbox.hardened_container(
-        mounts,
-        runner=False,
-        tmpfs=tmpfs,
-        cap_add=caps,
-        fsize_mb=layout.size_mb,
-        keepalive=KEEPALIVE,
-    )
-
-
-def checker_container(sandbox: Any, layout: Layout) -> Any:
-    """A new checker's container (see the module docstring)."""
-    mounts = [
-        *layout_mounts(layout),
-        tmpfs_volume(TESTS_DIR, layout.size_mb),
-        tmpfs_volume(LOGS_DIR, 16),
-        tmpfs_volume(RUNNER_DIR, 16),
-        tmpfs_volume(CHECK_HOME, 16, mode=0o755),
-    ]
-    tmpfs: dict[str, str] | None = {} if "/tmp" in layout.paths else None
-    return sandbox.hardened_container(
-        mounts,
-        runner=False,
-        tmpfs=tmpfs,
-        cap_add=CHECKER_CAPS,
-        fsize_mb=layout.size_mb,
-        keepalive=KEEPALIVE,
-    )
-
-
-def remove(container: Any) -> None:
-    with contextlib.suppress(Exception):
-        container.remove(force=True, v=True)
+    def volumes(self) -> tuple[TmpfsVolume, ...]:
+        """The writable directories as the provider's tmpfs volumes."""
+        return tuple(
+            TmpfsVolume(w.path, self.size_mb, w.uid, w.gid, w.mode & 0o7777) for w in self.writable
+        )
 
 
 # ---------------------------------------------------------------------- trees
@@ -278,8 +175,8 @@ def _outward_links(path: str, tree: bytes) -> tuple[bytes, list[_Link]]:
     return (out.getvalue() if links else tree), links
 
 
-def put_trees(container: Any, trees: Mapping[str, bytes], root: bool = False) -> None:
-    """Put re-rooted trees (:func:`retop`) into a container's writable directories.
+def put_trees(box: Box, trees: Mapping[str, bytes], root: bool = False) -> None:
+    """Put re-rooted trees (:func:`retop`) into a box's writable directories.
 
     The engine refuses a symbolic link whose relative target leaves the directory it unpacks
     into (``/etc/os-release -> ../usr/lib/os-release``, or an agent's ``ln -s ../etc x``):
@@ -291,8 +188,7 @@ def put_trees(container: Any, trees: Mapping[str, bytes], root: bool = False) ->
             continue
         data, outward = _outward_links(path, tree)
         links += outward
-        if not container.put_archive(path, data):
-            raise RuntimeError(f"put_archive into {path} failed")
+        box.put_archive(path, data)
     for link in links:
         q = shlex.quote
         where = q(link.path)
@@ -300,9 +196,9 @@ def put_trees(container: Any, trees: Mapping[str, bytes], root: bool = False) ->
         if root:
             script += f" && chown -h {link.uid}:{link.gid} {where}"
         user = "0:0" if root else f"{link.uid}:{link.gid}"
-        code, output = container.exec_run(["sh", "-c", script], user=user)
-        if code != 0:
-            raise RuntimeError(f"could not make the link {link.path}: {output[-300:]!r}")
+        result = box.exec(["sh", "-c", script], user=user, timeout_s=60, output_cap=4096)
+        if result.exit_code != 0:
+            raise RuntimeError(f"could not make the link {link.path}: {result.output[-300:]!r}")
 
 
 @dataclass
@@ -397,10 +293,8 @@ def content_digest(parts: Sequence[tuple[str, IO[bytes], bool]]) -> str:
     return hashlib.sha256(b"".join(sorted(members))).hexdigest()[:16]
 
 
-def read_state(
-    api: Any, container_id: str, paths: Sequence[str], cap_bytes: int, workers: int = 4
-) -> State:
-    """The writable directories ``paths`` of a container (see :class:`State`), read in
+def read_state(box: Box, paths: Sequence[str], cap_bytes: int, workers: int = 4) -> State:
+    """The writable directories ``paths`` of a box (see :class:`State`), read in
     parallel (one engine request each); trees past ``cap_bytes`` (all together) set
     ``too_large`` instead of raising."""
     from concurrent.futures import ThreadPoolExecutor
@@ -408,7 +302,7 @@ def read_state(
     def one(path: str) -> StatePart | ArchiveTooLarge:
         spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
         try:
-            size = read_archive(api, container_id, path, spool, int(cap_bytes))
+            size = box.get_archive(path, spool, int(cap_bytes))
         except ArchiveTooLarge as exc:
             spool.close()
             return exc
@@ -440,14 +334,13 @@ def read_state(
     return state
 
 
-def read_state_exec(container: Any, paths: Sequence[str], cap_bytes: int) -> State | None:
+def read_state_exec(box: Box, paths: Sequence[str], cap_bytes: int) -> State | None:
     """The writable directories of a root agent's container with ONE ``tar`` run in it (root,
     with the file capabilities), instead of one engine request each (~50-100 ms apiece, a dozen
     for a root agent): ``None`` when it cannot run (no GNU tar, no process can start), and the
     caller reads them through the engine. Safe because the agent can only make this tar show
     a state it could have made itself: it owns every file of those directories anyway."""
     from multiturn_envs.sandbox.archive_stream import TarGuard
-    from multiturn_envs.sandbox.shell_session import ExecStream
 
     tops = tuple(p.strip("/") for p in paths)
     if not tops or any("/" in t or not t for t in tops):
@@ -460,12 +353,10 @@ def read_state_exec(container: Any, paths: Sequence[str], cap_bytes: int) -> Sta
     state = State()
     spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
     guard = TarGuard(", ".join(paths), int(cap_bytes))
-    stream: ExecStream | None = None
+    stream: ProcessStream | None = None
     size = 0
     try:
-        stream = ExecStream(
-            container.client.api, container.id, ["sh", "-c", script], user="0:0", workdir="/"
-        )
+        stream = box.process(["sh", "-c", script], user="0:0", workdir="/")
         deadline = time.monotonic() + STATE_TAR_S
         while True:
             data = stream.read(deadline)
@@ -478,14 +369,16 @@ def read_state_exec(container: Any, paths: Sequence[str], cap_bytes: int) -> Sta
             if size > cap_bytes + (16 << 20):
                 raise ArchiveTooLarge(", ".join(paths), int(cap_bytes), size)
             spool.write(data)
-        info = container.client.api.exec_inspect(stream.exec_id)
-        if info.get("ExitCode") not in (0, 1) or size < 1024:  # 1: files changed while read
+        if stream.exit_code() not in (0, 1) or size < 1024:  # 1: files changed while read
             spool.close()
             return None
     except ArchiveTooLarge as exc:
         spool.close()
         state.too_large = exc
         return state
+    except EngineGone:
+        spool.close()
+        raise
     except Exception:
         spool.close()
         return None

@@ -2,23 +2,24 @@
 directories, in a container of their own, off the agent's path.
 
 The tests never enter the agent's container. The agent's writable directories are read by the
-engine (:func:`~multiturn_envs.envs.terminal.containers.read_state`) and streamed, with the
-tests, to the runner (:mod:`.check_runner`) of a checker container of the same image and
-layout, one long-lived session per checker. The verdict is computed here from what the runner
-itself observed (:mod:`.verdicts`), never from a file or a line the agent's code could stand in
-for. Verdicts are cached by the state's digest (names, contents, modes, owners and times): a
-command that leaves the state as it was (``ls``, ``cat``, ``grep``) costs the reads and no run.
+engine (:func:`~multiturn_envs.sandbox.trees.read_state`) and streamed, with the
+tests, to the runner (:mod:`.check_runner`) of a checker box of the same image and layout
+(:func:`~.task_box.checker_spec`), one long-lived session per checker. The answer is what the
+runner itself observed; the env computes its verdict from it
+(:mod:`multiturn_envs.envs.terminal.verdicts`), never from a file or a line the agent's code
+could stand in for. Answers are cached by the state's digest (names, contents, modes, owners and
+times): a command that leaves the state as it was (``ls``, ``cat``, ``grep``) costs the reads
+and no run.
 
-A runner that dies, hangs or answers nonsense takes its container with it: the checker starts
-a fresh one and tries the job once more; if that fails too the report carries the ``error``
-(the env then counts the checks as failing and says nothing about it to the agent, so a
-test that kills what it can reach gains no signal from doing so).
+A runner that dies, hangs or answers nonsense takes its box with it: the checker starts a fresh
+one and tries the job once more; if that fails too the answer is ``{"error": ...}`` (the env
+then counts the checks as failing and says nothing about it to the agent, so a test that kills
+what it can reach gains no signal from doing so).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import hashlib
 import io
 import json
@@ -30,16 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from multiturn_envs.envs.terminal.tar_files import files_tar
-from multiturn_envs.envs.terminal.verdicts import parse_pytest_summary, parse_reward
 from multiturn_envs.safejson import loads_bounded
-from multiturn_envs.sandbox.shell_session import ExecStream
+from multiturn_envs.sandbox.provider import Box, EngineGone, ProcessStream
+from multiturn_envs.sandbox.tar_files import files_tar
+from multiturn_envs.sandbox.task_box import RUNNER_DIR
 
 if TYPE_CHECKING:
-    from multiturn_envs.envs.terminal.containers import State
+    from multiturn_envs.sandbox.trees import State
 
 RUNNER_SOURCE = Path(__file__).with_name("check_runner.py")
-RUNNER_DIR = "/mte-runner"
 ANSWER_CAP = 16 << 20
 
 
@@ -57,43 +57,6 @@ class Check:
 
     name: str
     script: str
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    """The tests' verdict on one state.
-
-    ``names``/``passed``: the checks (``exit-status``) or the tests (``pytest-summary``) and
-    whether each passed; ``reward``: the Harbor reward (``reward-file``); ``error``: the tests
-    could not be run (the verdict is then a failure); ``note``: why a verdict failed that is
-    not in the tests' own words (no pytest summary, no reward file, a state too large).
-    """
-
-    names: tuple[str, ...]
-    passed: tuple[bool, ...]
-    outputs: tuple[str, ...]
-    error: str | None = None
-    reward: float | None = None
-    note: str | None = None
-
-    @property
-    def score(self) -> float:
-        """The share of checks passing, or the reward (0 when the tests could not run)."""
-        if self.error is not None:
-            return 0.0
-        if self.reward is not None:
-            return self.reward
-        if not self.passed:
-            return 0.0
-        return sum(self.passed) / len(self.passed)
-
-    @property
-    def all_passed(self) -> bool:
-        if self.error is not None:
-            return False
-        if self.reward is not None:
-            return self.reward >= 1.0
-        return bool(self.passed) and all(self.passed)
 
 
 @dataclass(frozen=True)
@@ -145,76 +108,48 @@ def _runner_tar() -> bytes:
     return buf.getvalue()
 
 
-def report_from_answer(answer: dict[str, Any], job: CheckJob) -> CheckReport:
-    """The verdict of a runner's answer under the job's rule (:mod:`.verdicts`)."""
-    names = tuple(c.name for c in job.checks)
-    if "error" in answer:
-        return CheckReport(names, (), (), error=str(answer["error"]))
-    results = answer["results"]
-    outputs = tuple(str(r["output"]) for r in results)
-    if job.verdict == "exit-status":
-        return CheckReport(
-            tuple(str(r["name"]) for r in results),
-            tuple(bool(r["passed"]) for r in results),
-            outputs,
-        )
-    if job.verdict == "pytest-summary":
-        tests = parse_pytest_summary(outputs[0] if outputs else "")
-        if tests is None:
-            why = "the tests printed no pytest summary (Terminal-Bench: a parse error)"
-            if results and results[0].get("timed_out"):
-                why = f"the tests did not finish within {job.timeout_s:g} s"
-            return CheckReport(names, (False,), outputs, note=why)
-        if not tests:
-            return CheckReport(names, (False,), outputs, note="the pytest summary lists no test")
-        return CheckReport(tuple(tests), tuple(tests.values()), outputs)
-    reward = parse_reward(answer.get("reward_json"), answer.get("reward_txt"))
-    if reward.value is None:
-        return CheckReport(names, (False,), outputs, reward=0.0, note=reward.problem)
-    return CheckReport(names, (reward.value >= 1.0,), outputs, reward=reward.value)
-
-
 class Checker:
-    """Runs tests on states in a checker container made by ``make_container`` (see the module
-    docstring).
+    """Runs tests on states in a checker box made by ``make_box`` (see the module docstring).
+
+    :meth:`check` returns the runner's answer (``{"results": [...], "reward_json",
+    "reward_txt"}``) or ``{"error": why}`` when the tests could not be run; the env turns it
+    into a verdict under its task's rule.
 
     Args:
-        make_container: a new checker container of the task's image and layout.
+        make_box: a new checker box of the task's image and layout
+            (:func:`~.task_box.checker_spec` on a provider).
         paths: the writable directories (the order of a state's parts).
-        cache_size: verdicts kept, keyed by (job, state digest).
+        cache_size: answers kept, keyed by (job, state digest).
         slack_s: how long past the tests' own limits the host waits for an answer.
     """
 
     def __init__(
         self,
-        make_container: Callable[[], Any],
+        make_box: Callable[[], Box],
         paths: Sequence[str],
         cache_size: int = 256,
         slack_s: float = 60.0,
     ) -> None:
-        self._make = make_container
+        self._make = make_box
         self.paths = tuple(paths)
-        self._cache: OrderedDict[str, CheckReport] = OrderedDict()
+        self._cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._cache_size = int(cache_size)
         self.slack_s = float(slack_s)
-        self._container: Any = None
-        self._stream: ExecStream | None = None
+        self._box: Box | None = None
+        self._stream: ProcessStream | None = None
         self._tests: dict[str, bytes] = {}
         self.runs = 0
         self.cache_hits = 0
         atexit.register(self.close)  # an env never closed still removes its checker at exit
 
-    def _start(self) -> ExecStream:
+    def _start(self) -> ProcessStream:
         if self._stream is not None and not self._stream.closed:
             return self._stream
         self._stop()
-        container = self._make()
-        self._container = container
-        if not container.put_archive(RUNNER_DIR, _runner_tar()):
-            raise RuntimeError("put_archive of the check runner failed")
-        self._stream = ExecStream(
-            container.client.api,
-            container.id,
+        box = self._make()
+        self._box = box
+        box.put_archive(RUNNER_DIR, _runner_tar())
+        self._stream = box.process(
             ["python3", "-I", "-B", f"{RUNNER_DIR}/check_runner.py"],
             user="0:0",
             workdir="/",
@@ -226,28 +161,30 @@ class Checker:
         if self._stream is not None:
             self._stream.close()
             self._stream = None
-        if self._container is not None:
-            with contextlib.suppress(Exception):
-                self._container.remove(force=True, v=True)
-            self._container = None
+        if self._box is not None:
+            self._box.close()
+            self._box = None
 
-    def container_ids(self) -> list[str]:
-        return [] if self._container is None else [self._container.id]
+    def box_ids(self) -> list[str]:
+        return [] if self._box is None else [self._box.id]
 
-    def check(self, state: State, job: CheckJob) -> CheckReport:
-        """The tests' verdict on ``state`` (see the module docstring)."""
+    container_ids = box_ids
+
+    def check(self, state: State, job: CheckJob) -> dict[str, Any]:
+        """The runner's answer on ``state`` (see the class docstring), from the cache when this
+        job already ran on a state with the same digest."""
         key = hashlib.sha256((job.key() + state.digest).encode()).hexdigest()
         cached = self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
             self.cache_hits += 1
             return cached
-        report = self._run(state, job)
-        if report.error is None:
-            self._cache[key] = report
+        answer = self._run(state, job)
+        if "error" not in answer:
+            self._cache[key] = answer
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
-        return report
+        return answer
 
     def _tests_tar(self, job: CheckJob) -> bytes:
         key = job.key()
@@ -257,8 +194,7 @@ class Checker:
             self._tests = {key: tar}  # one task at a time, usually
         return tar
 
-    def _run(self, state: State, job: CheckJob) -> CheckReport:
-        names = tuple(c.name for c in job.checks)
+    def _run(self, state: State, job: CheckJob) -> dict[str, Any]:
         tests = self._tests_tar(job)
         header = {
             "writable": list(self.paths),
@@ -273,9 +209,12 @@ class Checker:
             "output_cap": job.output_cap,
         }
         last = ""
-        for _attempt in range(2):  # a runner that died or answered nonsense: a fresh container
+        for _attempt in range(2):  # a runner that died or answered nonsense: a fresh box
             try:
                 stream = self._start()
+            except EngineGone:
+                self._stop()
+                raise
             except Exception as exc:
                 last = f"the checker could not start: {type(exc).__name__}: {exc}"
                 self._stop()
@@ -303,10 +242,10 @@ class Checker:
                 if last.startswith("the state could not be unpacked"):
                     break
                 continue
-            return report_from_answer(answer, job)
-        return CheckReport(names, (), (), error=last)
+            return answer
+        return {"error": last}
 
-    def _answer(self, stream: ExecStream, job: CheckJob) -> dict[str, Any] | None:
+    def _answer(self, stream: ProcessStream, job: CheckJob) -> dict[str, Any] | None:
         line = bytearray()
         deadline = time.monotonic() + job.timeout_s * max(1, len(job.checks)) + self.slack_s
         while b"\n" not in line:
@@ -323,6 +262,6 @@ class Checker:
         return answer if isinstance(answer, dict) else None
 
     def close(self) -> None:
-        """Remove the checker's container; idempotent."""
+        """Close the checker's box; idempotent."""
         self._stop()
         atexit.unregister(self.close)

@@ -4,8 +4,8 @@ build|status`` is the command line: :mod:`multiturn_envs.cli.sandbox`).
 No image registry is reachable here, so ``docker build`` cannot pull a base. The build makes a
 local base first with the sandbox's offline bootstrap (``images/bootstrap.sh`` of
 :mod:`multiturn_envs.sandbox`, package data: debootstrap from the Debian mirror apt uses, then
-``docker import``) with the command-line tools in ``images/terminal/packages.txt``, then builds
-``images/terminal/Dockerfile`` on top of it (``FROM`` a local image needs no registry).
+``docker import``) with the command-line tools in ``sandboxes/terminal/packages.txt``, then builds
+``sandboxes/terminal/Dockerfile`` on top of it (``FROM`` a local image needs no registry).
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ VERSION_LABEL = "org.multiturn-envs.terminal-version"
 def recipe_version(
     sandboxes_dir: Path | None = None, base_only: bool = False, extras: bool = False
 ) -> str | None:
-    """A digest of the image's recipe (``images/terminal/`` and the bootstrap scripts of the
+    """A digest of the image's recipe (``sandboxes/terminal/`` and the bootstrap scripts of the
     package's image definitions, or of ``sandboxes_dir``; with ``base_only`` the base's part:
     the package lists and the bootstrap scripts; ``extras``: the variant with
     ``packages-extra.txt``), or ``None`` when the definitions are incomplete."""
     if sandboxes_dir is None:
-        from multiturn_envs.sandbox.image import image_recipes
+        from multiturn_envs.sandbox.recipes import image_recipes
 
         with image_recipes() as folder:
             return recipe_version(folder, base_only, extras)
@@ -87,7 +87,7 @@ need them, the bundled ones and CI do not (they add ~270 MB and about a minute t
 
 
 def packages(sandboxes_dir: Path | None = None, extras: bool = False) -> list[str]:
-    from multiturn_envs.sandbox.image import recipes_folder
+    from multiturn_envs.sandbox.recipes import recipes_folder
 
     folder = recipes_folder() if sandboxes_dir is None else sandboxes_dir
     names = ["packages.txt", EXTRA_PACKAGES] if extras else ["packages.txt"]
@@ -154,7 +154,7 @@ def build(
     extras (refused: it stays lean). ``extras``: also the packages of ``packages-extra.txt``.
     ``sandboxes_dir``: a folder of image definitions to use instead of the package's."""
     if sandboxes_dir is None:
-        from multiturn_envs.sandbox.image import image_recipes
+        from multiturn_envs.sandbox.recipes import image_recipes
 
         with image_recipes() as folder:
             return build(force, folder, tag, extras)
@@ -212,6 +212,6 @@ def terminal_unavailable(image: str | None = None) -> str | None:
         if None not in wanted and image_label(image) not in wanted:
             return (
                 f"the terminal image {image} was built from another recipe than this "
-                f"package's images/terminal; rebuild it: {BUILD_HINT}"
+                f"recipe in sandboxes/terminal; rebuild it: {BUILD_HINT}"
             )
     return problem

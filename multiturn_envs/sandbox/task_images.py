@@ -23,14 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from multiturn_envs.envs.terminal.dockerfile import base_images, map_base
-from multiturn_envs.envs.terminal.image import TERMINAL_IMAGE
-from multiturn_envs.envs.terminal.loading import (
-    MAX_CONTEXT_BYTES,
-    MAX_TASK_DEPTH,
-    MAX_TASK_ENTRIES,
-    TaskUnavailable,
-)
+from multiturn_envs.errors import TaskUnavailable
+from multiturn_envs.sandbox.dockerfile import base_images, map_base
+from multiturn_envs.sandbox.terminal_image import TERMINAL_IMAGE
 from multiturn_envs.untrusted import Folder
 
 OFFLINE_DIR = "/usr/lib/mte/offline"
@@ -39,6 +34,13 @@ OFFLINE_DIR = "/usr/lib/mte/offline"
 OFFLINE_BIN = f"{OFFLINE_DIR}/bin"
 OFFLINE_LOG = f"{OFFLINE_DIR}/missing.log"
 BUILD_TIMEOUT_S = 1800.0
+MAX_CONTEXT_BYTES = 1 << 30
+"""A build context (a task's ``environment/``) hashed for the image's tag and sent to ``docker
+build``: 1 GiB (streamed, never held in memory)."""
+MAX_CONTEXT_ENTRIES = 10_000
+"""Entries of a build context (and of a task's ``tests/`` folder: the task loaders' bound)."""
+MAX_CONTEXT_DEPTH = 32
+"""Folder levels under a build context (and under a task's ``tests/``)."""
 
 NETWORK = re.compile(
     r"could not resolve|temporary failure (in name resolution|resolving)|network is unreachable|"
@@ -105,11 +107,11 @@ def image_config(client: Any, image: str) -> ImageConfig:
 
 def read_image_file(client: Any, image: str, path: str, cap: int = 1 << 20) -> bytes | None:
     """One small file of an image (from a created, never started, container)."""
-    from multiturn_envs.sandbox.archive_stream import read_small_file
+    from multiturn_envs.sandbox.archive_stream import ContainerArchive, read_small_file
 
     holder = client.containers.create(image, ["true"], network_mode="none")
     try:
-        return read_small_file(client.api, holder.id, path, cap)
+        return read_small_file(ContainerArchive(client.api, holder.id), path, cap)
     finally:
         with contextlib.suppress(Exception):
             holder.remove(force=True, v=True)
@@ -172,16 +174,18 @@ def missing_offline(client: Any, image: str) -> list[str]:
 def content_tag(prefix: str, folder: Path, extra: str = "") -> str:
     """``prefix:<hash of the folder's files>``: a changed task gets a new image.
 
-    The folder is someone else's: it is walked within :data:`~.loading.MAX_TASK_ENTRIES`
-    entries and :data:`~.loading.MAX_TASK_DEPTH` levels, its files streamed into the hash
-    (at most :data:`~.loading.MAX_CONTEXT_BYTES` in all, a larger file refused on its size,
+    The folder is someone else's: it is walked within :data:`MAX_CONTEXT_ENTRIES`
+    entries and :data:`MAX_CONTEXT_DEPTH` levels, its files streamed into the hash
+    (at most :data:`MAX_CONTEXT_BYTES` in all, a larger file refused on its size,
     unread), a link hashed as its target text (never followed: a link out of the folder
     refuses the task, as it would carry a host file into the image), and a FIFO or device
     refuses it."""
     files = Folder(folder)
     digest = hashlib.sha256(extra.encode())
     tree = files.stream_tree(
-        max_total_bytes=MAX_CONTEXT_BYTES, max_entries=MAX_TASK_ENTRIES, max_depth=MAX_TASK_DEPTH
+        max_total_bytes=MAX_CONTEXT_BYTES,
+        max_entries=MAX_CONTEXT_ENTRIES,
+        max_depth=MAX_CONTEXT_DEPTH,
     )
     for entry, stream in tree:
         if entry.kind == "dir":
@@ -390,8 +394,8 @@ def mapped_dockerfile(dockerfile_text: str, base: str = TERMINAL_IMAGE) -> tuple
 def image_tar_of(client: Any, image: str, paths: Iterable[str], cap_bytes: int) -> dict[str, bytes]:
     """The image's content of ``paths`` as re-rooted trees (for ``put_archive``); missing
     paths give no tree."""
-    from multiturn_envs.envs.terminal.containers import retop
     from multiturn_envs.sandbox.archive_stream import read_archive
+    from multiturn_envs.sandbox.trees import retop
 
     holder = client.containers.create(image, ["true"], network_mode="none")
     trees: dict[str, bytes] = {}
