@@ -45,6 +45,7 @@ __all__ = [
     "png_is_ours",
     "write_json_output",
     "write_output",
+    "write_png",
 ]
 
 JSON_MARKER_KEY = "written_by"
@@ -172,3 +173,21 @@ def write_json_output(
     """``payload`` (marked as ours) as indented JSON at ``path``, under the rule."""
     text = json.dumps(marked(payload), indent=2, default=str) + "\n"
     return write_output(path, text.encode("utf-8"), overwrite=overwrite, is_ours=json_is_ours)
+
+
+def write_png(path: str | os.PathLike[str], fig: Any, *, overwrite: bool) -> Path:
+    """Save a matplotlib figure as a marked PNG under the rule (module docstring), and close
+    it whether or not the file could be written (a refused output leaks no figure)."""
+    import matplotlib.pyplot as plt
+
+    try:
+        return write_output(
+            path,
+            lambda tmp: fig.savefig(
+                tmp, format="png", dpi=110, bbox_inches="tight", metadata=PNG_METADATA
+            ),
+            overwrite=overwrite,
+            is_ours=png_is_ours,
+        )
+    finally:
+        plt.close(fig)

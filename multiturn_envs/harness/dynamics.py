@@ -232,7 +232,7 @@ def training_dynamics(
 def plot_dynamics(result: DynamicsResult, path: str | Path, overwrite: bool = False) -> Path:
     """Both rewards against the checkpoint (step when given) with their bands, as a PNG
     (written under the output rule: :mod:`multiturn_envs.output_files`)."""
-    from multiturn_envs.output_files import PNG_METADATA, check_output, png_is_ours, write_output
+    from multiturn_envs.output_files import check_output, png_is_ours, write_png
 
     check_output(path, overwrite=overwrite, is_ours=png_is_ours)  # before any drawing
     try:
@@ -263,14 +263,4 @@ def plot_dynamics(result: DynamicsResult, path: str | Path, overwrite: bool = Fa
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(f"Trajectory vs step reward ({len(result.tasks)} tasks)", fontsize=9)
-    try:
-        return write_output(
-            path,
-            lambda tmp: fig.savefig(
-                tmp, format="png", dpi=110, bbox_inches="tight", metadata=PNG_METADATA
-            ),
-            overwrite=overwrite,
-            is_ours=png_is_ours,
-        )
-    finally:
-        plt.close(fig)
+    return write_png(path, fig, overwrite=overwrite)

@@ -30,7 +30,7 @@ from multiturn_envs.harness.passk import (
     pass_surface_per_budget,
 )
 from multiturn_envs.harness.records import RunFile, read_run
-from multiturn_envs.output_files import PNG_METADATA, check_output, png_is_ours, write_output
+from multiturn_envs.output_files import check_output, png_is_ours, write_png
 
 __all__ = ["main_report", "surface_of_run"]
 
@@ -282,17 +282,7 @@ def write_plots(
     written: list[Path] = []
 
     def save(fig: Any, path: Path) -> None:
-        try:
-            write_output(
-                path,
-                lambda tmp: fig.savefig(
-                    tmp, format="png", dpi=110, bbox_inches="tight", metadata=PNG_METADATA
-                ),
-                overwrite=overwrite,
-                is_ours=png_is_ours,
-            )
-        finally:
-            plt.close(fig)
+        write_png(path, fig, overwrite=overwrite)
         written.append(path)
 
     panels = len(tables) + len(diffs)

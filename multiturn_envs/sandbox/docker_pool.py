@@ -83,6 +83,7 @@ from multiturn_envs.sandbox.provider import (
     require,
 )
 from multiturn_envs.sandbox.shared_pools import SharedPools
+from multiturn_envs.sandbox.warm_containers import wait_removed
 
 __all__ = ["SIZE_VARIABLE", "DockerSandbox", "PoolSaturated", "default_pool_size"]
 
@@ -435,7 +436,7 @@ class DockerSandbox(Sandbox):
         if os.getpid() == self._pid:  # a forked child never removes its parent's containers
             for worker in workers:
                 self._discard(worker)
-            _wait_removed([w.box for w in workers])
+            wait_removed([w.box for w in workers])
         if self._started:
             atexit.unregister(self._shutdown)
 
@@ -558,17 +559,6 @@ class DockerSandbox(Sandbox):
                 tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
                 died = f"the runner exited with status {exit_code} {tail[0]}".strip()
         return parse_report(report, tests, self.name, died), died is None
-
-
-def _wait_removed(boxes: Sequence[Box], timeout_s: float = 60.0) -> None:
-    """Wait (bounded) until the engines' reapers removed ``boxes``."""
-    deadline = time.monotonic() + timeout_s
-    for box in boxes:
-        owner = getattr(box, "owner", None)
-        while owner is not None and time.monotonic() < deadline:
-            if box.id not in owner.box_ids() or owner.gone:
-                break
-            time.sleep(0.02)
 
 
 def _make_shared(options: dict[str, Any]) -> DockerSandbox:
