@@ -21,10 +21,10 @@ here, so the two-engine row shows what placement costs, not what a second machin
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+from timing import median_p90_ms, time_calls  # benchmarks/timing.py
 
 from multiturn_envs.sandbox.base import RunLimits, TestCase
 from multiturn_envs.sandbox.docker_engine import DockerEngine
@@ -34,20 +34,6 @@ from multiturn_envs.testing.engines import SecondEngine, second_engine_problem
 PROGRAM = "a, b = map(int, input().split())\nprint(a + b)\n"
 TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(10)]
 LIMITS = RunLimits()
-
-
-def _ms(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return statistics.median(ordered) * 1e3, ordered[int(0.9 * (len(ordered) - 1))] * 1e3
-
-
-def _time(fn: Callable[[], object], n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - start)
-    return out
 
 
 def _submissions(engines: list[str], n: int, clients: int) -> tuple[float, float, float]:
@@ -61,7 +47,7 @@ def _submissions(engines: list[str], n: int, clients: int) -> tuple[float, float
 
         for _ in range(clients * 2):  # warm every container of the pool
             one()
-        median, p90 = _ms(_time(one, n))
+        median, p90 = median_p90_ms(time_calls(one, n))
         start = time.perf_counter()
         with ThreadPoolExecutor(clients) as workers:
             list(workers.map(lambda _: one(), range(n)))
@@ -70,7 +56,7 @@ def _submissions(engines: list[str], n: int, clients: int) -> tuple[float, float
 
 def _ping_ms(address: str, n: int) -> float:
     engine = DockerEngine.shared(address)
-    return _ms(_time(engine.client.ping, n))[0]
+    return median_p90_ms(time_calls(engine.client.ping, n))[0]
 
 
 def _terminal_rows(address: str, resets: int) -> tuple[float, float]:
@@ -113,7 +99,7 @@ def _terminal_rows(address: str, resets: int) -> tuple[float, float]:
             finally:
                 box.close()
 
-        return _ms(warm)[0], _ms(_time(fresh, resets))[0]
+        return median_p90_ms(warm)[0], median_p90_ms(time_calls(fresh, resets))[0]
     finally:
         env.close()
 

@@ -22,29 +22,15 @@ Rows, all measured in this run on hardened containers of the terminal image:
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
-from collections.abc import Callable
+
+from timing import median_p90_ms, time_calls  # benchmarks/timing.py
 
 from multiturn_envs.envs.terminal.env import TerminalEnv
 from multiturn_envs.sandbox.provider import Box
 from multiturn_envs.sandbox.shell_session import ShellSession
 from multiturn_envs.sandbox.task_box import agent_spec
 from multiturn_envs.sandbox.trees import put_trees
-
-
-def _ms(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return statistics.median(ordered) * 1e3, ordered[int(0.9 * (len(ordered) - 1))] * 1e3
-
-
-def _time(fn: Callable[[], object], n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - start)
-    return out
 
 
 def _wait_ready(env: TerminalEnv, limit_s: float = 20.0) -> None:
@@ -87,12 +73,15 @@ def main() -> None:
             shell = new_shell(container)
             shell.run("true")
             rows.append(
-                ("command, warm persistent shell", *_ms(_time(lambda: shell.run("true"), args.n)))
+                (
+                    "command, warm persistent shell",
+                    *median_p90_ms(time_calls(lambda: shell.run("true"), args.n)),
+                )
             )
             rows.append(
                 (
                     "command, warm shell, `ls -la`",
-                    *_ms(_time(lambda: shell.run("ls -la /"), args.n)),
+                    *median_p90_ms(time_calls(lambda: shell.run("ls -la /"), args.n)),
                 )
             )
 
@@ -101,7 +90,9 @@ def main() -> None:
                     ["bash", "-c", "true"], user=prepared.agent_user, workdir=prepared.workdir
                 )
 
-            rows.append(("command, one `docker exec` each", *_ms(_time(exec_once, args.n))))
+            rows.append(
+                ("command, one `docker exec` each", *median_p90_ms(time_calls(exec_once, args.n)))
+            )
             shell.close()
         finally:
             container.close()
@@ -112,7 +103,7 @@ def main() -> None:
             start = time.perf_counter()
             env.reset(seed=0, options={"task_id": task})
             resets.append(time.perf_counter() - start)
-        rows.append(("reset from the warm pool", *_ms(resets)))
+        rows.append(("reset from the warm pool", *median_p90_ms(resets)))
 
         def fresh() -> None:
             c = make()
@@ -122,18 +113,25 @@ def main() -> None:
             finally:
                 c.close()
 
-        rows.append(("episode on a fresh `docker run`", *_ms(_time(fresh, args.resets))))
+        rows.append(
+            ("episode on a fresh `docker run`", *median_p90_ms(time_calls(fresh, args.resets)))
+        )
 
         env.reset(seed=0, options={"task_id": task})
         env.step("true")
         rows.append(
-            ("step, /app unchanged (cached)", *_ms(_time(lambda: env.step("pwd"), args.n // 2)))
+            (
+                "step, /app unchanged (cached)",
+                *median_p90_ms(time_calls(lambda: env.step("pwd"), args.n // 2)),
+            )
         )
         counter = iter(range(10**6))
         rows.append(
             (
                 "step, /app changed (checker run)",
-                *_ms(_time(lambda: env.step(f"echo {next(counter)} > n.txt"), args.n // 2)),
+                *median_p90_ms(
+                    time_calls(lambda: env.step(f"echo {next(counter)} > n.txt"), args.n // 2)
+                ),
             )
         )
 
@@ -142,14 +140,14 @@ def main() -> None:
         for command in history:
             env.step(command)
         state = env.get_state()
-        rows.append(("snapshot: get_state", *_ms(_time(env.get_state, 10))))
+        rows.append(("snapshot: get_state", *median_p90_ms(time_calls(env.get_state, 10))))
         sets = []
         for _ in range(6):
             _wait_ready(env)
             start = time.perf_counter()
             env.set_state(state)
             sets.append(time.perf_counter() - start)
-        rows.append(("snapshot: set_state (fresh container)", *_ms(sets)))
+        rows.append(("snapshot: set_state (fresh container)", *median_p90_ms(sets)))
         replays = []
         for _ in range(6):
             _wait_ready(env)
@@ -158,7 +156,7 @@ def main() -> None:
             for command in history:  # through the shell alone: a replay needs no checks
                 env._episode.shell.run(command)
             replays.append(time.perf_counter() - start)
-        rows.append((f"replay: reset + {len(history)} commands", *_ms(replays)))
+        rows.append((f"replay: reset + {len(history)} commands", *median_p90_ms(replays)))
     finally:
         env.close()
     print(f"{'row':45s} {'median ms':>10s} {'p90 ms':>9s}")
