@@ -1,7 +1,12 @@
 """The checker's runner: it runs a task's tests INSIDE the checker's own container (standard
 library only, started once per container as root, then its own uid).
 
-It never runs in the agent's container. The host streams it one job at a time on stdin: a JSON
+No test ever runs in the agent's container. (The same file has a second role there, the state
+keeper, :func:`keeper_main`: it reads and fills the writable directories for the host and runs
+nothing; :mod:`multiturn_envs.sandbox.state_keeper` says why the agent cannot make it lie. It
+shares this file's unpacking, so the state is unpacked by one piece of code on both sides.)
+
+The host streams the runner one job at a time on stdin: a JSON
 header line, then the agent's writable directories (the engine's tars) and the task's tests
 (a tar). For each job it
 
@@ -125,8 +130,30 @@ def _become(uid: int, gid: int) -> None:
     _caps_set(keep=KEEP_CAPS if uid == 0 else ())
 
 
+def _has_processes(uid: int) -> bool:
+    """Whether a process with ``uid`` among its real, effective, saved or file-system uids is
+    left in the box (``/proc/<pid>/status``, readable for every process, dumpable or not). A
+    new one can only come from one that is there, so none seen means none left."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Uid:"):
+                        if str(uid).encode() in line.split()[1:]:
+                            return True
+                        break
+        except OSError:
+            continue  # gone meanwhile
+    return False
+
+
 def _kill_user(uid: int, gid: int) -> None:
-    """Every process of ``uid`` (three passes: a fork bomb forks while the first one runs)."""
+    """Every process of ``uid`` (three passes: a fork bomb forks while the first one runs);
+    no pass when none is left (the usual case: a check's session was killed already)."""
+    if not _has_processes(uid):
+        return
     pid = os.fork()
     if pid == 0:
         try:
@@ -233,11 +260,236 @@ def _extract(reader: Any, parent: str, tops: set[str] | None) -> None:
                 os.mkfifo(path, 0o600)
                 os.chown(path, member.uid, member.gid)
                 os.chmod(path, member.mode & 0o7777)
+                os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
             # devices and the like: the agent could not make them either
     for path, member in reversed(dirs):
         os.lchown(path, member.uid, member.gid)
         os.chmod(path, member.mode & 0o7777)
         os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
+
+
+# ---------------------------------------------------------------------- the keeper role
+KEEPER_MAX_DEPTH = 256
+KEEPER_FRAME = 1 << 16
+
+
+class _TooLarge(Exception):
+    def __init__(self, seen: int) -> None:
+        super().__init__(seen)
+        self.seen = seen
+
+
+def _frame(out: BinaryIO, kind: bytes, payload: bytes) -> None:
+    """One frame of the keeper's answer: a kind byte, a 4-byte length, the bytes."""
+    out.write(kind + len(payload).to_bytes(4, "big") + payload)
+
+
+class _Frames:
+    """A file-like sink for ``tarfile``: ``d`` frames on ``out``; file data declared past
+    ``cap`` (a sparse file at its full size) is refused before it is read, and the tar
+    itself may pass it by 16 MiB of headers at most."""
+
+    def __init__(self, out: BinaryIO, cap: int) -> None:
+        self.out = out
+        self.cap = cap
+        self.declared = 0
+        self.size = 0
+        self.buf = bytearray()
+
+    def declare(self, size: int) -> None:
+        self.declared += size
+        if self.declared > self.cap:
+            raise _TooLarge(self.declared)
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        if self.size > self.cap + (16 << 20):
+            raise _TooLarge(self.size)
+        self.buf.extend(data)
+        if len(self.buf) >= KEEPER_FRAME:
+            self.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        if self.buf:
+            _frame(self.out, b"d", bytes(self.buf))
+            self.buf.clear()
+
+
+class _Exact:
+    """The first ``size`` bytes of an open file, zero-padded when it shrank while read (what
+    GNU tar does), so the tar member has exactly the size its header says."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.left = size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data = os.read(self.fd, n) if n else b""
+        if len(data) < n:
+            data += bytes(n - len(data))
+        self.left -= len(data)
+        return data
+
+
+def _tarinfo(name: str, st: os.stat_result, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = stat.S_IMODE(st.st_mode)
+    info.uid, info.gid = st.st_uid, st.st_gid
+    info.uname = info.gname = ""  # numeric owners: never a lookup in the agent's /etc
+    info.mtime = st.st_mtime_ns // 10**9  # whole seconds, as the engine's archive has them
+    info.linkname = linkname
+    if kind in (tarfile.CHRTYPE, tarfile.BLKTYPE):
+        info.devmajor, info.devminor = os.major(st.st_rdev), os.minor(st.st_rdev)
+    return info
+
+
+def _add_tree(
+    tar: tarfile.TarFile,
+    frames: _Frames,
+    dfd: int,
+    name: str,
+    st: os.stat_result,
+    seen: dict[Any, str],
+    depth: int,
+) -> None:
+    """``name`` (the open directory ``dfd``) and everything under it, sorted, every entry
+    opened relative to its directory without following a link (an entry swapped for a link
+    while read is skipped, never followed)."""
+    tar.addfile(_tarinfo(name, st, tarfile.DIRTYPE))
+    if depth > KEEPER_MAX_DEPTH:
+        raise ValueError(f"{name}: more than {KEEPER_MAX_DEPTH} levels")
+    for entry in sorted(os.listdir(dfd)):
+        path = f"{name}/{entry}"
+        try:
+            est = os.stat(entry, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed while read
+        mode = est.st_mode
+        if est.st_dev != st.st_dev and not stat.S_ISREG(mode):
+            continue  # another file system mounted here: not the agent's
+        if stat.S_ISDIR(mode):
+            try:
+                cfd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                if exc.errno == 40:  # ELOOP: swapped for a link while read
+                    continue
+                raise
+            try:
+                _add_tree(tar, frames, cfd, path, os.fstat(cfd), seen, depth + 1)
+            finally:
+                os.close(cfd)
+        elif stat.S_ISREG(mode):
+            try:
+                fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+            except (FileNotFoundError, OSError):
+                continue  # removed or swapped while read
+            try:
+                fst = os.fstat(fd)
+                if not stat.S_ISREG(fst.st_mode):
+                    continue
+                key = (fst.st_dev, fst.st_ino)
+                if fst.st_nlink > 1 and key in seen:
+                    tar.addfile(_tarinfo(path, fst, tarfile.LNKTYPE, seen[key]))
+                    continue
+                if fst.st_nlink > 1:
+                    seen[key] = path
+                info = _tarinfo(path, fst, tarfile.REGTYPE)
+                info.size = fst.st_size
+                frames.declare(fst.st_size)
+                tar.addfile(info, _Exact(fd, fst.st_size))
+            finally:
+                os.close(fd)
+        elif stat.S_ISLNK(mode):
+            try:
+                target = os.readlink(entry, dir_fd=dfd)
+            except OSError:
+                continue
+            tar.addfile(_tarinfo(path, est, tarfile.SYMTYPE, target))
+        elif stat.S_ISFIFO(mode):
+            tar.addfile(_tarinfo(path, est, tarfile.FIFOTYPE))
+        elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            kind = tarfile.CHRTYPE if stat.S_ISCHR(mode) else tarfile.BLKTYPE
+            tar.addfile(_tarinfo(path, est, kind))
+        # sockets: not kept, as by the engine's archive
+
+
+def _keep_read(request: dict[str, Any], writable: list[str], out: BinaryIO) -> dict[str, Any]:
+    """Each writable directory of ``paths`` as a tar of its own (members ``<name>/...``, as
+    the engine's ``get_archive`` gives it): a ``p`` frame with its path, then ``d`` frames."""
+    paths = [str(p) for p in request["paths"]]
+    if any(p not in writable for p in paths):
+        raise ValueError(f"not writable directories: {paths}")
+    frames = _Frames(out, int(request["cap"]))
+    sizes = []
+    try:
+        for path in paths:
+            frames.flush()
+            _frame(out, b"p", path.encode())
+            start = frames.size
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                sink: Any = frames  # a file-like sink of writes only
+                with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                    name = os.path.basename(path.rstrip("/"))
+                    _add_tree(tar, frames, fd, name, os.fstat(fd), {}, 0)
+            finally:
+                os.close(fd)
+            frames.flush()
+            sizes.append(frames.size - start)
+    except _TooLarge as exc:
+        frames.buf.clear()
+        return {"too_large": exc.seen}
+    return {"sizes": sizes}
+
+
+def _keep_put(request: dict[str, Any], writable: list[str], stdin: BinaryIO) -> dict[str, Any]:
+    """A re-rooted tree (members ``.`` and ``name/...``) unpacked into a writable directory,
+    as the engine's ``put_archive`` would: owners, modes and times, the top's time now."""
+    path = str(request["path"])
+    reader = _Limited(stdin, int(request["size"]))
+    try:
+        if path not in writable:
+            raise ValueError(f"{path} is not a writable directory")
+        _extract(reader, path, None)
+        os.utime(path)
+    finally:
+        reader.drain()
+    return {"ok": True}
+
+
+def keeper_main(writable: list[str]) -> None:
+    """The keeper role: read and fill the AGENT's box's writable directories for the host
+    (see :mod:`multiturn_envs.sandbox.state_keeper`). It runs no test and starts no program:
+    root with the box's file capabilities, not dumpable, started before the agent's first
+    command, answering requests (``{"op": "read", "paths", "cap"}``, ``{"op": "put", "path",
+    "size"}`` + the tree) with frames: ``p`` (a part's path) and ``d`` (its data), then one
+    ``e`` (a JSON object)."""
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    stdin = sys.stdin.buffer
+    out = sys.stdout.buffer
+    _frame(out, b"e", b'{"ready": true}')
+    out.flush()
+    while True:
+        line = stdin.readline(HEADER_CAP)
+        if not line:
+            return
+        try:
+            request = json.loads(line)
+            if request.get("op") == "read":
+                answer = _keep_read(request, writable, out)
+            elif request.get("op") == "put":
+                answer = _keep_put(request, writable, stdin)
+            else:
+                answer = {"error": f"unknown request {request.get('op')!r}"}
+        except Exception as exc:  # the host falls back to the engine for this one
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        _frame(out, b"e", json.dumps(answer).encode())
+        out.flush()
 
 
 def _read_reward(name: str) -> str | None:

@@ -10,8 +10,10 @@ included) at the same size.
 
 * The agent's box (:func:`agent_spec`): the writable directories (filled with the task's
   starting state by the env), a small volume for the shell's saved state
-  (:data:`SHELL_STATE_DIR`), and, for a root agent, only the file capabilities
-  (:data:`FILE_CAPS`: chown, override file modes; never ``CAP_KILL``). Its pid 1 is
+  (:data:`SHELL_STATE_DIR`), and only the file capabilities (:data:`FILE_CAPS`: chown,
+  override file modes; never ``CAP_KILL``), which only root processes hold: a root agent's
+  and the box's state keeper (:mod:`.state_keeper`); an agent of another uid has none, and
+  ``no-new-privileges`` keeps it so. Its pid 1 is
   :data:`INIT` (root, not dumpable): ``kill -9 -1`` of any user leaves it, so the box survives.
 * The checker's box (:func:`checker_spec`, used by :mod:`.checker`): the same writable
   directories (empty until a job brings the agent's), ``/tests``, ``/logs`` and the runner's
@@ -87,7 +89,7 @@ def agent_spec(layout: Layout, root: bool, limits: ResourceLimits) -> BoxSpec:
         limits,
         volumes=(*layout.volumes(), shell),
         scratch={} if "/tmp" in layout.paths else None,
-        cap_add=FILE_CAPS if root else (),
+        cap_add=FILE_CAPS,  # held by root processes only: the keeper's, a root agent's
         fsize_mb=layout.size_mb,
         keepalive=KEEPALIVE,
     )

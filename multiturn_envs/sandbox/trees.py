@@ -20,18 +20,15 @@ import posixpath
 import shlex
 import tarfile
 import tempfile
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
 from multiturn_envs.sandbox.archive_stream import ArchiveTooLarge
-from multiturn_envs.sandbox.provider import Box, EngineGone, ProcessStream, TmpfsVolume
+from multiturn_envs.sandbox.provider import Box, TmpfsVolume
 
 SPOOL_BYTES = 8 << 20
 """A state part stays in memory up to this size, then spills to a temporary file."""
-STATE_TAR_S = 60
-"""How long the one-``tar`` read of a root agent's state may take (:func:`read_state_exec`)."""
 SYSTEM_DIRS = frozenset(
     {"bin", "boot", "dev", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "sys", "usr"}
 )
@@ -79,6 +76,21 @@ ENGINE_FILES = {"/etc": frozenset({"hostname", "hosts", "resolv.conf"})}
 put into one (replacing them fails) and never extracted by the checker."""
 
 
+def _rename(member: tarfile.TarInfo, name: str, hard_target: str | None) -> None:
+    """Give a member a new archive name (and a hard link its target's); the mount's root
+    (``.``) loses its time. A PAX record of the old name, link target or time would win over
+    the new fields when the member is written again (a long or non-ASCII name came back under
+    its old top: ``/app/app/...``), so those records go and are rewritten as needed."""
+    member.pax_headers = {
+        k: v for k, v in member.pax_headers.items() if k not in ("path", "linkpath", "mtime")
+    }
+    member.name = name
+    if hard_target is not None:
+        member.linkname = hard_target
+    if name == ".":  # the mount's root: the engine sets its time when it unpacks into it
+        member.mtime = 0
+
+
 def retop(archive: IO[bytes], out: IO[bytes], path: str = "") -> None:
     """A ``get_archive(path)`` tar (members ``name/...``) re-rooted for ``put_archive(path)``:
     the top directory becomes ``.``, so the engine applies its owner and mode to the
@@ -93,11 +105,9 @@ def retop(archive: IO[bytes], out: IO[bytes], path: str = "") -> None:
             _top, _, rest = member.name.partition("/")
             if rest in skip:
                 continue
-            member.name = rest or "."
-            if not rest:  # the mount's root: the engine sets its time when it unpacks into it
-                member.mtime = 0
-            if member.islnk():  # hard links name their target by its archive path
-                member.linkname = member.linkname.partition("/")[2] or "."
+            # hard links name their target by its archive path
+            target = member.linkname.partition("/")[2] or "." if member.islnk() else None
+            _rename(member, rest or ".", target)
             dst.addfile(member, src.extractfile(member) if member.isreg() else None)
 
 
@@ -118,11 +128,8 @@ def split_tops(archive: IO[bytes]) -> dict[str, bytes]:
                         fileobj=buf, mode="w", format=tarfile.PAX_FORMAT
                     )
                     writers[path] = (buf, writer)
-                member.name = rest or "."
-                if not rest:
-                    member.mtime = 0
-                if member.islnk():
-                    member.linkname = member.linkname.strip("/").partition("/")[2] or "."
+                link = member.linkname.strip("/").partition("/")[2] or "."
+                _rename(member, rest or ".", link if member.islnk() else None)
                 writers[path][1].addfile(
                     member, src.extractfile(member) if member.isreg() else None
                 )
@@ -252,6 +259,16 @@ class State:
                 out.update(split_tops(part.file))
         return out
 
+    def seal(self) -> None:
+        """Set both digests from the parts, once they are read."""
+        raw = hashlib.sha256()
+        for part in self.parts:
+            raw.update(part.path.encode() + b"\0")
+            for data in self.chunks(part):
+                raw.update(data)
+        self.digest = raw.hexdigest()
+        self.content_digest = content_digest([(p.path, p.file, False) for p in self.parts])
+
     def close(self) -> None:
         for part in self.parts:
             with contextlib.suppress(Exception):
@@ -260,7 +277,8 @@ class State:
 
 
 def content_digest(parts: Sequence[tuple[str, IO[bytes], bool]]) -> str:
-    """A digest of trees' names, types, modes, link targets and contents (not times, owners,
+    """A digest of trees' names, types, modes (permission bits: the engine's tars carry the
+    type bits too, Python's do not), link targets and contents (not times, owners,
     the order of the members or the engine's own files), the same for a tree read alone
     (``(path, tar, False)``: members ``name/...``), re-rooted (``(path, tar, True)``) or read
     with others (``("/", tar, False)``: members ``<top>/...``)."""
@@ -277,8 +295,9 @@ def content_digest(parts: Sequence[tuple[str, IO[bytes], bool]]) -> str:
                     where = f"/{top}" if path == "/" else path
                 if rest in ENGINE_FILES.get(where, frozenset()):
                     continue
+                mode = member.mode & 0o7777
                 one = hashlib.sha256(
-                    f"{where}\0{rest}\0{member.type!r}\0{member.mode:o}\0{member.linkname}\0".encode(
+                    f"{where}\0{rest}\0{member.type!r}\0{mode:o}\0{member.linkname}\0".encode(
                         "utf-8", "surrogateescape"
                     )
                 )
@@ -324,77 +343,7 @@ def read_state(box: Box, paths: Sequence[str], cap_bytes: int, workers: int = 4)
         state.close()
         state.too_large = ArchiveTooLarge(where, int(cap_bytes), seen)
         return state
-    raw = hashlib.sha256()
-    for part in state.parts:
-        raw.update(part.path.encode() + b"\0")
-        for data in state.chunks(part):
-            raw.update(data)
-    state.digest = raw.hexdigest()
-    state.content_digest = content_digest([(p.path, p.file, False) for p in state.parts])
-    return state
-
-
-def read_state_exec(box: Box, paths: Sequence[str], cap_bytes: int) -> State | None:
-    """The writable directories of a root agent's container with ONE ``tar`` run in it (root,
-    with the file capabilities), instead of one engine request each (~50-100 ms apiece, a dozen
-    for a root agent): ``None`` when it cannot run (no GNU tar, no process can start), and the
-    caller reads them through the engine. Safe because the agent can only make this tar show
-    a state it could have made itself: it owns every file of those directories anyway."""
-    from multiturn_envs.sandbox.archive_stream import TarGuard
-
-    tops = tuple(p.strip("/") for p in paths)
-    if not tops or any("/" in t or not t for t in tops):
-        return None
-    script = (
-        "tar -C / --sort=name --numeric-owner -cf - -- "
-        + " ".join(shlex.quote(t) for t in tops)
-        + " 2>/dev/null"
-    )
-    state = State()
-    spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
-    guard = TarGuard(", ".join(paths), int(cap_bytes))
-    stream: ProcessStream | None = None
-    size = 0
-    try:
-        stream = box.process(["sh", "-c", script], user="0:0", workdir="/")
-        deadline = time.monotonic() + STATE_TAR_S
-        while True:
-            data = stream.read(deadline)
-            if data is None:
-                raise TimeoutError("the state's tar did not finish")
-            if not data:
-                break
-            guard.feed(data)
-            size += len(data)
-            if size > cap_bytes + (16 << 20):
-                raise ArchiveTooLarge(", ".join(paths), int(cap_bytes), size)
-            spool.write(data)
-        if stream.exit_code() not in (0, 1) or size < 1024:  # 1: files changed while read
-            spool.close()
-            return None
-    except ArchiveTooLarge as exc:
-        spool.close()
-        state.too_large = exc
-        return state
-    except EngineGone:
-        spool.close()
-        raise
-    except Exception:
-        spool.close()
-        return None
-    finally:
-        if stream is not None:
-            stream.close()
-    state.parts = [StatePart("/", spool, size, tops)]
-    raw = hashlib.sha256(b"/\0")
-    for data in state.chunks(state.parts[0]):
-        raw.update(data)
-    state.digest = raw.hexdigest()
-    try:  # what planted code made this tar print is no tar: the caller reads the engine's
-        state.content_digest = content_digest([("/", spool, False)])
-    except (tarfile.TarError, OSError, ValueError):
-        state.close()
-        return None
+    state.seal()
     return state
 
 

@@ -35,9 +35,10 @@ from multiturn_envs.sandbox.provider import (
     require,
 )
 from multiturn_envs.sandbox.shell_session import CommandResult, ShellSession
+from multiturn_envs.sandbox.state_keeper import KeeperFailed, StateKeeper
 from multiturn_envs.sandbox.task_box import SHELL_STATE_DIR, agent_spec, checker_spec
 from multiturn_envs.sandbox.terminal_image import terminal_image
-from multiturn_envs.sandbox.trees import State, put_trees, read_state, read_state_exec
+from multiturn_envs.sandbox.trees import State, put_trees, read_state
 from multiturn_envs.sandbox.warm_containers import WarmContainers
 from multiturn_envs.spaces import UnicodeText
 from multiturn_envs.tools import Tool, ToolCall
@@ -148,10 +149,17 @@ class _Episode:
     box: Box
     shell: ShellSession
     prepared: Prepared
-    tar_inside: bool = True
-    """Read the state with one ``tar`` in the container (a root agent's); off for the rest of
-    the episode once that fails, so planted code (an ``/etc/ld.so.preload``) that stalls or
-    breaks that tar costs one bounded wait, not one a step."""
+    keeper: StateKeeper | None
+    """Reads the state from inside the box (:mod:`~multiturn_envs.sandbox.state_keeper`);
+    ``None`` once it failed: the engine reads it for the rest of the episode."""
+
+
+@dataclass
+class _Ready:
+    """What the warm pool hands out with a box: its keeper (started first) and shell."""
+
+    shell: ShellSession
+    keeper: StateKeeper | None
 
 
 def format_observation(result: CommandResult) -> str:
@@ -174,10 +182,11 @@ class TerminalEnv(TextEnv):
     wrangling, scripting, archives, permissions, small build and debugging chores; or
     Terminal-Bench 1 and Harbor / Terminal-Bench 2 task folders) and a persistent bash shell in
     the task's working directory of a fresh container taken from a warm pool. The container
-    has the sandbox's hardening (no network, read-only root, no capabilities but the file ones
-    for a root agent, ``no-new-privileges``, pids/memory/CPU limits, ``--init``, the keep-alive
-    as another uid); the task's writable directories are size-capped tmpfs volumes; it is
-    removed when the episode ends, so nothing an episode does survives it. Success is decided
+    has the sandbox's hardening (no network, read-only root, no capabilities but the file ones,
+    which only a root agent and the box's own processes hold, ``no-new-privileges``,
+    pids/memory/CPU limits, ``--init``, the keep-alive as another uid); the task's writable
+    directories are size-capped tmpfs volumes; it is removed when the episode ends, so nothing
+    an episode does survives it. Success is decided
     by the task's tests, which run in a separate checker container on a copy of the writable
     directories: the agent can neither read nor change them.
 
@@ -206,12 +215,15 @@ class TerminalEnv(TextEnv):
     task may set its own), ``image`` (the terminal image: the default image and the base of
     the bundled tasks), ``engines`` (the Docker engines the boxes run on: addresses such as
     ``"local"``, ``"tcp://host:2376?tls=/certs"``, ``"ssh://user@host"``, placed by load;
-    default ``$MTE_ENGINES`` or this machine's engine; docs/sandbox-scale-out.md).
+    default ``$MTE_ENGINES`` or this machine's engine; docs/sandbox-scale-out.md),
+    ``keeper`` (True: each box's state keeper reads and fills its writable directories from
+    inside, in one round trip; False: the engine's archive requests alone, one per directory).
 
     ## Oracle
     ``step_score``: share of the task's checks (or tests) passing after the action, or its
-    Harbor reward (run off the agent's path on a copy of the writable directories; cached by
-    the state's bytes, so a command that changes nothing costs the archive reads).
+    Harbor reward (run off the agent's path on a copy of the writable directories, read in
+    full after every command; cached by the state's bytes, so a command that changes nothing
+    costs that read and no run).
     ``expert_action``: the next command of the reference solution while the agent has
     followed it exactly; off that path, the whole reference solution as one script from the
     working directory (a documented approximation); ``submit`` once every check passes.
@@ -249,6 +261,7 @@ class TerminalEnv(TextEnv):
         check_timeout_s: float = 30.0,
         image: str | None = None,
         engines: Sequence[str] | str | None = None,
+        keeper: bool = True,
     ) -> None:
         require_extra("MT/Terminal-v0", *ENV_EXTRAS["MT/Terminal-v0"])
         super().__init__(max_turns=max_turns, budget_mode=budget_mode, render_mode=render_mode)
@@ -275,6 +288,7 @@ class TerminalEnv(TextEnv):
         self.command_timeout_s = float(command_timeout_s)
         self.output_cap = int(output_cap)
         self.warm = int(warm)
+        self.keeper = bool(keeper)
         self.memory_mb = int(memory_mb)
         self.pids_limit = int(pids_limit)
         self.cpus = float(cpus)
@@ -288,7 +302,7 @@ class TerminalEnv(TextEnv):
         self._provider: Provider | None = None
         self._preparer: Preparer | None = None
         self._prepared: dict[str, Prepared] = {}
-        self._pools: dict[tuple[Any, ...], WarmContainers[ShellSession]] = {}
+        self._pools: dict[tuple[Any, ...], WarmContainers[_Ready]] = {}
         self._checkers: dict[tuple[Any, ...], Checker] = {}
         self._task: TerminalTask | None = None
         self._episode: _Episode | None = None
@@ -336,7 +350,7 @@ class TerminalEnv(TextEnv):
         checker's job and the notes on what differs from its original harness."""
         return self._prepare(self.task(task_id))
 
-    def _pool(self, prepared: Prepared) -> WarmContainers[ShellSession]:
+    def _pool(self, prepared: Prepared) -> WarmContainers[_Ready]:
         key = (
             prepared.layout,
             prepared.agent_user,
@@ -352,9 +366,16 @@ class TerminalEnv(TextEnv):
             def make() -> Box:
                 return provider.create(spec)
 
-            def prepare(box: Box) -> ShellSession:
-                # started before the task's files are in: in "/", moved at the episode's start
-                return ShellSession(
+            def prepare(box: Box) -> _Ready:
+                # the keeper before anything of the agent's runs; the shell started before the
+                # task's files are in: in "/", moved at the episode's start
+                keeper: StateKeeper | None = None
+                if self.keeper:
+                    try:
+                        keeper = StateKeeper(box, prepared.layout.paths)
+                    except KeeperFailed:
+                        keeper = None  # the engine reads and fills this box
+                shell = ShellSession(
                     box,
                     user=prepared.agent_user,
                     workdir="/",
@@ -363,6 +384,7 @@ class TerminalEnv(TextEnv):
                     state_dir=SHELL_STATE_DIR,
                     pad=0,
                 )
+                return _Ready(shell, keeper)
 
             pool = WarmContainers(make, prepare, size=self.warm)
             self._pools[key] = pool
@@ -390,31 +412,45 @@ class TerminalEnv(TextEnv):
         whose engine went away is dropped for the next one (another engine's, once placement
         leaves the gone engine out)."""
         pool = self._pool(prepared)
+        engine_put = False
         for attempt in range(3):
-            box, session = pool.take()
+            box, ready = pool.take()
+            session, keeper = ready.shell, ready.keeper
             try:
-                put_trees(box, trees, prepared.root)
+                if keeper is not None and not engine_put:
+                    for path, tree in trees.items():
+                        if tree:
+                            keeper.put(path, tree)
+                else:
+                    put_trees(box, trees, prepared.root)
                 session.workdir = prepared.workdir  # where a clean shell starts from now on
                 session.load_state(shell or f"cd -- {shlex.quote(prepared.workdir)}", line)
-            except EngineGone:
+            except (EngineGone, KeeperFailed) as exc:
                 session.close()
+                if keeper is not None:
+                    keeper.close()
                 pool.discard(box)
                 if attempt == 2:
                     raise
+                engine_put = engine_put or isinstance(exc, KeeperFailed)  # the next: the engine's
                 continue
             except Exception:
                 session.close()
+                if keeper is not None:
+                    keeper.close()
                 pool.discard(box)
                 raise
             break
         self._end_episode()
-        self._episode = _Episode(box, session, prepared)
+        self._episode = _Episode(box, session, prepared, keeper)
         return self._episode
 
     def _end_episode(self) -> None:
         episode, self._episode = self._episode, None
         if episode is not None:
             episode.shell.close()
+            if episode.keeper is not None:
+                episode.keeper.close()
             for pool in self._pools.values():
                 if episode.box.id in pool.live_ids():
                     pool.discard(episode.box)
@@ -453,20 +489,19 @@ class TerminalEnv(TextEnv):
             return self._task
         return self._tasks[task_id]
 
-    def _read_state(self) -> State:
-        """The running episode's writable directories (capped; see :class:`State`): for a root
-        agent with many of them, one ``tar`` in its container; else (or when that cannot run)
-        one engine request each."""
-        assert self._episode is not None
-        box = self._episode.box
-        prepared = self._episode.prepared
-        paths = prepared.layout.paths
-        if prepared.root and len(paths) > 2 and self._episode.tar_inside:
-            state = read_state_exec(box, paths, self.app_mb << 20)
-            if state is not None:
-                return state
-            self._episode.tar_inside = False
-        return read_state(box, paths, self.app_mb << 20)
+    def _read_state(self, engine: bool = False) -> State:
+        """The running episode's writable directories (capped; see :class:`State`): by the
+        box's keeper in one round trip, else (``engine``, or once the keeper failed) one
+        engine request each."""
+        episode = self._episode
+        assert episode is not None
+        paths = episode.prepared.layout.paths
+        if episode.keeper is not None and not engine:
+            try:
+                return episode.keeper.read(paths, self.app_mb << 20)
+            except KeeperFailed:
+                episode.keeper = None  # closed: the engine from now on
+        return read_state(episode.box, paths, self.app_mb << 20)
 
     def _load_task(self, task_id: str, options: dict[str, Any]) -> str:
         if task_id not in self._tasks:
@@ -592,7 +627,7 @@ class TerminalEnv(TextEnv):
         """
         assert self._episode is not None
         prepared = self._episode.prepared
-        state = self._read_state()
+        state = self._read_state(engine=True)
         try:
             if state.too_large is not None:
                 trees = prepared.initial  # cannot be carried: start over, and say so

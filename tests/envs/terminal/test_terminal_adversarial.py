@@ -280,13 +280,16 @@ def test_planted_code_can_neither_read_nor_signal_the_checks_and_their_runner(
 LEAK_CHECK = """\
 if [ -e phase2 ]; then
   found=$(find /tmp /mte-home /logs/verifier /tests -mindepth 1 2>/dev/null;
-          ps -eo args | grep -c '^[s]leep 600')
+          ps -eo args | grep -c -e '^[s]leep 600' -e '[n]ot dumpable')
   echo "found: $found"
   test "$found" = 0
 else
   echo planted > /tmp/planted; echo planted > "$HOME/planted"
   echo planted > /logs/verifier/reward.txt 2>/dev/null
   (setsid nohup sleep 600 >/dev/null 2>&1 &)
+  # and one not dumpable (the files of its /proc entry are root's)
+  (setsid nohup python3 -c 'import ctypes, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+time.sleep(600)  # not dumpable' >/dev/null 2>&1 &)
   false
 fi
 """

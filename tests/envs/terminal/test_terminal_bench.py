@@ -144,11 +144,12 @@ def test_a_task_runs_as_terminal_bench_runs_it(terminal_ready: None, tmp_path: P
         )
         report = env.check_report()
         assert not report.all_passed and report.score == pytest.approx(2 / 3), report
-        # a root agent's state is read by one tar in its container: a preload the agent plants
-        # there breaks that tar once, then the engine reads it (the verdict is unchanged)
-        assert env._episode is not None and env._episode.tar_inside
+        # a root agent's state is read by its box's keeper, started before the agent's first
+        # command: a preload the agent plants reaches no program of the keeper's
+        assert env._episode is not None and env._episode.keeper is not None
         obs, *_ = env.step("echo /nonexistent.so > /etc/ld.so.preload; echo planted")
-        assert obs.startswith("planted\n") and not env._episode.tar_inside
+        assert obs.startswith("planted\n") and env._episode.keeper is not None
+        assert env._episode.keeper.alive
         _, _, _, _, info = env.step(task.solution[0])
         assert info["success"] and info["step_score"] == 1.0, env.check_report()
         assert env.check_report().names == (
