@@ -462,13 +462,45 @@ def _keep_put(request: dict[str, Any], writable: list[str], stdin: BinaryIO) -> 
     return {"ok": True}
 
 
-def keeper_main(writable: list[str]) -> None:
+def _keep_file(request: dict[str, Any], readable: list[str], out: BinaryIO) -> dict[str, Any]:
+    """One small regular file of a ``readable`` directory in ``d`` frames (``missing``: it is
+    not there, not a regular file, or larger than ``cap``); never through a link."""
+    path, cap = str(request["path"]), int(request["cap"])
+    if os.path.dirname(path) not in readable:
+        raise ValueError(f"{path} is not in a readable directory")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return {"missing": True}
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            return {"missing": True}
+        data = bytearray()
+        while len(data) <= cap:
+            chunk = os.read(fd, KEEPER_FRAME)
+            if not chunk:
+                break
+            data.extend(chunk)
+        if len(data) > cap:
+            return {"missing": True}
+    finally:
+        os.close(fd)
+    for start in range(0, len(data), KEEPER_FRAME):
+        _frame(out, b"d", bytes(data[start : start + KEEPER_FRAME]))
+    return {"size": len(data)}
+
+
+def keeper_main(argv: list[str]) -> None:
     """The keeper role: read and fill the AGENT's box's writable directories for the host
     (see :mod:`multiturn_envs.sandbox.state_keeper`). It runs no test and starts no program:
     root with the box's file capabilities, not dumpable, started before the agent's first
     command, answering requests (``{"op": "read", "paths", "cap"}``, ``{"op": "put", "path",
-    "size"}`` + the tree) with frames: ``p`` (a part's path) and ``d`` (its data), then one
-    ``e`` (a JSON object)."""
+    "size"}`` + the tree, ``{"op": "file", "path", "cap"}``) with frames: ``p`` (a part's
+    path) and ``d`` (its data), then one ``e`` (a JSON object). ``argv``: the writable
+    directories, then ``--read`` and the directories whose small files it may read."""
+    writable = argv[: argv.index("--read")] if "--read" in argv else list(argv)
+    readable = argv[len(writable) + 1 :]
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     stdin = sys.stdin.buffer
     out = sys.stdout.buffer
@@ -484,6 +516,8 @@ def keeper_main(writable: list[str]) -> None:
                 answer = _keep_read(request, writable, out)
             elif request.get("op") == "put":
                 answer = _keep_put(request, writable, stdin)
+            elif request.get("op") == "file":
+                answer = _keep_file(request, readable, out)
             else:
                 answer = {"error": f"unknown request {request.get('op')!r}"}
         except Exception as exc:  # the host falls back to the engine for this one

@@ -428,13 +428,18 @@ class ShellSession:
         return (out.head + out.tail).decode("utf-8", "replace")
 
     # ------------------------------------------------------------------ state
+    @property
+    def state_file(self) -> str:
+        """Where the shell saves its state after each command (see :meth:`saved_state`)."""
+        return f"{self.state_dir}/state"
+
     def saved_state(self) -> str:
         """The shell's state after its last command, as bash text that recreates it.
 
         Read through the engine (no process in the container, so it works when the container
         can run none); ``""`` when the file is missing, is not a regular file or is larger
         than :data:`STATE_CAP` (the agent can write it: it is data, never trusted)."""
-        data = read_small_file(self.box, f"{self.state_dir}/state", STATE_CAP)
+        data = read_small_file(self.box, self.state_file, STATE_CAP)
         return "" if data is None else data.decode("utf-8", "surrogateescape")
 
     def load_state(self, state: str, line: int | None = None) -> bool:

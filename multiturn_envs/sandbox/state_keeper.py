@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import posixpath
 import tempfile
 import time
 from collections.abc import Sequence
@@ -64,14 +65,17 @@ class StateKeeper:
     Args:
         box: the agent's box, before any command of the agent's ran in it.
         writable: its writable directories (the only ones the keeper reads or fills).
+        readable: directories whose small files :meth:`read_file` may read (the shell's
+            saved state).
     """
 
-    def __init__(self, box: Box, writable: Sequence[str]) -> None:
+    def __init__(self, box: Box, writable: Sequence[str], readable: Sequence[str] = ()) -> None:
         self.writable = tuple(writable)
+        self.readable = tuple(readable)
         self.reads = 0
         self._pending = bytearray()
         self._stream: ProcessStream | None = box.process(
-            ["python3", "-I", "-B", "-c", _BOOT, *self.writable],
+            ["python3", "-I", "-B", "-c", _BOOT, *self.writable, "--read", *self.readable],
             user="0:0",
             workdir="/",
             environment={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
@@ -219,6 +223,32 @@ class StateKeeper:
         answer = self._answer(time.monotonic() + READ_S)
         if answer.get("ok") is not True:
             self._fail(f"could not fill {path}: {answer.get('error', answer)}")
+
+    def read_file(self, path: str, cap_bytes: int) -> bytes | None:
+        """One small regular file of a ``readable`` directory, as
+        :func:`~multiturn_envs.sandbox.archive_stream.read_small_file` reads it through the
+        engine: ``None`` when it is missing, not a regular file (a link, a FIFO) or larger than
+        ``cap_bytes``."""
+        if posixpath.dirname(path) not in self.readable:
+            raise KeeperFailed(f"{path} is not in a readable directory of this box")
+        self._request({"op": "file", "path": path, "cap": int(cap_bytes)})
+        data = bytearray()
+
+        def on_frame(kind: bytes, payload: bytes) -> None:
+            if kind != b"d" or len(data) + len(payload) > cap_bytes:
+                raise KeeperFailed(f"the state keeper sent too much of {path}")
+            data.extend(payload)
+
+        try:
+            answer = self._answer(time.monotonic() + READ_S, on_frame)
+        except KeeperFailed:
+            self.close()
+            raise
+        if answer.get("missing") is True:
+            return None
+        if answer.get("size") != len(data):
+            self._fail(f"could not read {path}: {answer.get('error', answer)}")
+        return bytes(data)
 
     def close(self) -> None:
         """Stop the keeper; idempotent."""

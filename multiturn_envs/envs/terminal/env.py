@@ -34,7 +34,7 @@ from multiturn_envs.sandbox.provider import (
     ResourceLimits,
     require,
 )
-from multiturn_envs.sandbox.shell_session import CommandResult, ShellSession
+from multiturn_envs.sandbox.shell_session import STATE_CAP, CommandResult, ShellSession
 from multiturn_envs.sandbox.state_keeper import KeeperFailed, StateKeeper
 from multiturn_envs.sandbox.task_box import SHELL_STATE_DIR, agent_spec, checker_spec
 from multiturn_envs.sandbox.terminal_image import terminal_image
@@ -372,7 +372,7 @@ class TerminalEnv(TextEnv):
                 keeper: StateKeeper | None = None
                 if self.keeper:
                     try:
-                        keeper = StateKeeper(box, prepared.layout.paths)
+                        keeper = StateKeeper(box, prepared.layout.paths, (SHELL_STATE_DIR,))
                     except KeeperFailed:
                         keeper = None  # the engine reads and fills this box
                 shell = ShellSession(
@@ -658,13 +658,25 @@ class TerminalEnv(TextEnv):
         return {
             "task_id": self._task.task_id,
             "trees": trees,
-            "shell": self._episode.shell.saved_state(),
+            "shell": self._shell_state(),
             "line": self._episode.shell.line,
             "cwd": self._episode.shell.cwd,
             "executed": list(self._executed),
             "report": self._report,
             "digest": self._digest,
         }
+
+    def _shell_state(self) -> str:
+        """The shell's saved state (:meth:`ShellSession.saved_state`), read by the keeper."""
+        episode = self._episode
+        assert episode is not None
+        if episode.keeper is not None:
+            try:
+                data = episode.keeper.read_file(episode.shell.state_file, STATE_CAP)
+                return "" if data is None else data.decode("utf-8", "surrogateescape")
+            except KeeperFailed:
+                episode.keeper = None  # closed: the engine from now on
+        return episode.shell.saved_state()
 
     def _set_state(self, state: Any) -> None:
         task = self._tasks[state["task_id"]]

@@ -239,3 +239,26 @@ def test_the_keeper_answers_a_bad_request_without_losing_its_place(env: Terminal
         assert "app/note.txt" in members(state)
     finally:
         state.close()
+
+
+def test_the_shell_state_read_by_the_keeper_is_the_engines_whatever_the_file_is(
+    env: TerminalEnv,
+) -> None:
+    env.reset(seed=0, options={"task_id": "keeper"})
+    env.step("cd sub; x=41; f() { echo $((x + 1)); }")
+    assert env._episode is not None
+    shell, box = env._episode.shell, env._episode.box
+    seen = env._shell_state()
+    assert seen == shell.saved_state() and 'x="41"' in seen and "/app/sub" in seen
+    assert env.get_state()["env"]["shell"] == seen
+    # what the agent could leave there: a FIFO, a link out, more than the cap
+    for make in (
+        "rm -f {f}; mkfifo {f}",
+        "rm -f {f}; ln -s /etc/passwd {f}",
+        "rm -f {f}; head -c 5000000 /dev/zero > {f}",
+    ):
+        script = make.format(f=shell.state_file)
+        done = box.exec(["sh", "-c", script], user="0:0", timeout_s=30)
+        assert done.exit_code == 0, done
+        assert env._shell_state() == shell.saved_state() == ""
+        assert keeper_of(env) is not None
