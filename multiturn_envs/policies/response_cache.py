@@ -45,17 +45,23 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from multiturn_envs.errors import UntrustedInputError
-from multiturn_envs.policies.prompting import Completion
+from multiturn_envs.policies.prompting import ChatPrompter, Completion
+from multiturn_envs.policies.sampling import Sampling, sample_seed_base
 from multiturn_envs.untrusted import open_regular
+
+if TYPE_CHECKING:
+    from multiturn_envs.policies.base import Reply, TurnRequest
 
 __all__ = [
     "CACHE_FORMAT",
     "ResponseCache",
     "cached_completions",
+    "cached_replies",
     "folder_revision",
     "open_cache",
 ]
@@ -410,3 +416,41 @@ def cached_completions(
             groups[j] = group
             cache.put(keys[j], [_completion_json(c) for c in group])
     return [g for g in groups if g is not None]
+
+
+def cached_replies(
+    requests: Sequence[TurnRequest],
+    n: int,
+    keep: bool,
+    *,
+    prompter: ChatPrompter,
+    sampling: Sampling,
+    cache: ResponseCache | None,
+    identity: Mapping[str, Any],
+    generate: Callable[[list[list[int]], list[int]], list[list[Completion]]],
+) -> list[list[Reply]]:
+    """``n`` replies per request of an offline backend (transformers, vLLM): each request's
+    prompt, its completions from ``cache`` where it holds them and the others from
+    ``generate(prompt token ids, seed bases)`` (``n`` completions each, one call), finished by
+    the prompter (``keep``: the prompter keeps the turn, with ``n == 1`` only)."""
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if not requests:
+        return []
+    prompts = [prompter.prompt(r) for r in requests]
+    bases = [sample_seed_base(r.seed) for r in requests]
+    questions = [
+        {"prompt_ids": p.token_ids, "sampling": asdict(sampling), "seed": b}
+        for p, b in zip(prompts, bases)
+    ]
+    groups = cached_completions(
+        cache,
+        identity,
+        questions,
+        n,
+        lambda todo: generate([prompts[j].token_ids for j in todo], [bases[j] for j in todo]),
+    )
+    return [
+        [prompter.finish(request, prompt, c, keep=keep and n == 1) for c in group]
+        for request, prompt, group in zip(requests, prompts, groups)
+    ]

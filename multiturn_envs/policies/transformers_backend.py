@@ -15,20 +15,19 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from multiturn_envs.policies.action_extractor import ActionExtractor
 from multiturn_envs.policies.base import Reply, TurnRequest
-from multiturn_envs.policies.prompting import ChatPrompter, Completion, Prompt
+from multiturn_envs.policies.prompting import ChatPrompter, Completion
 from multiturn_envs.policies.response_cache import (
     ResponseCache,
-    cached_completions,
+    cached_replies,
     folder_revision,
     open_cache,
 )
-from multiturn_envs.policies.sampling import Sampling, cut_at_stop, sample_seed_base
+from multiturn_envs.policies.sampling import Sampling, cut_at_stop
 
 
 def _torch() -> Any:
@@ -190,26 +189,21 @@ class TransformersPolicy:
         return self._respond(requests, n, keep=False)
 
     def _respond(self, requests: Sequence[TurnRequest], n: int, keep: bool) -> list[list[Reply]]:
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        prompts: list[Prompt] = [self.prompter.prompt(r) for r in requests]
-        bases = [sample_seed_base(r.seed) for r in requests]
+        def generate(ids: list[list[int]], bases: list[int]) -> list[list[Completion]]:
+            rows = [p for p in ids for _ in range(n)]  # n rows a prompt, seeds base + i
+            completions = self.generate(rows, [b + i for b in bases for i in range(n)])
+            return [completions[m * n : (m + 1) * n] for m in range(len(ids))]
 
-        def generate(todo: list[int]) -> list[list[Completion]]:
-            rows = [prompts[j].token_ids for j in todo for _ in range(n)]
-            seeds = [bases[j] + i for j in todo for i in range(n)]
-            completions = self.generate(rows, seeds)
-            return [completions[m * n : (m + 1) * n] for m in range(len(todo))]
-
-        questions = [
-            {"prompt_ids": p.token_ids, "sampling": asdict(self.sampling), "seed": b}
-            for p, b in zip(prompts, bases)
-        ]
-        groups = cached_completions(self.cache, self.cache_identity(), questions, n, generate)
-        return [
-            [self.prompter.finish(request, prompt, c, keep=keep and n == 1) for c in group]
-            for request, prompt, group in zip(requests, prompts, groups)
-        ]
+        return cached_replies(
+            requests,
+            n,
+            keep,
+            prompter=self.prompter,
+            sampling=self.sampling,
+            cache=self.cache,
+            identity=self.cache_identity(),
+            generate=generate,
+        )
 
     def cache_identity(self) -> dict[str, Any]:
         """What a response cache keys this model by: engine, model, revision and the decoding

@@ -35,19 +35,18 @@ import importlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from multiturn_envs.policies.base import Reply, TurnRequest
-from multiturn_envs.policies.prompting import ChatPrompter, Completion, Prompt
+from multiturn_envs.policies.prompting import ChatPrompter, Completion
 from multiturn_envs.policies.response_cache import (
     ResponseCache,
-    cached_completions,
+    cached_replies,
     folder_revision,
     open_cache,
 )
-from multiturn_envs.policies.sampling import Sampling, sample_seed_base
+from multiturn_envs.policies.sampling import Sampling
 
 
 def import_vllm() -> Any:
@@ -245,26 +244,16 @@ class VLLMPolicy:
         return self._respond(requests, n, keep=False)
 
     def _respond(self, requests: Sequence[TurnRequest], n: int, keep: bool) -> list[list[Reply]]:
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if not requests:
-            return []
-        prompts: list[Prompt] = [self.prompter.prompt(r) for r in requests]
-        bases = [sample_seed_base(r.seed) for r in requests]
-
-        def generate(todo: list[int]) -> list[list[Completion]]:
-            ids = [prompts[j].token_ids for j in todo]
-            return self.generate_ids(ids, [bases[j] for j in todo], n)
-
-        questions = [
-            {"prompt_ids": p.token_ids, "sampling": asdict(self.sampling), "seed": b}
-            for p, b in zip(prompts, bases)
-        ]
-        outputs = cached_completions(self.cache, self.cache_identity(), questions, n, generate)
-        return [
-            [self.prompter.finish(r, p, c, keep=keep and n == 1) for c in group]
-            for r, p, group in zip(requests, prompts, outputs)
-        ]
+        return cached_replies(
+            requests,
+            n,
+            keep,
+            prompter=self.prompter,
+            sampling=self.sampling,
+            cache=self.cache,
+            identity=self.cache_identity(),
+            generate=lambda ids, bases: self.generate_ids(ids, bases, n),
+        )
 
     def generate_ids(
         self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], n: int = 1
