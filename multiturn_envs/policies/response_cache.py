@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from multiturn_envs.errors import UntrustedInputError
 from multiturn_envs.policies.prompting import ChatPrompter, Completion
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CACHE_FORMAT",
+    "OfflineBackend",
     "ResponseCache",
     "cached_completions",
     "cached_replies",
@@ -418,21 +419,28 @@ def cached_completions(
     return [g for g in groups if g is not None]
 
 
+class OfflineBackend(Protocol):
+    """What :func:`cached_replies` needs of a backend that runs the model itself."""
+
+    prompter: ChatPrompter
+    sampling: Sampling
+    cache: ResponseCache | None
+
+    def cache_identity(self) -> dict[str, Any]: ...
+
+
 def cached_replies(
+    backend: OfflineBackend,
     requests: Sequence[TurnRequest],
     n: int,
     keep: bool,
-    *,
-    prompter: ChatPrompter,
-    sampling: Sampling,
-    cache: ResponseCache | None,
-    identity: Mapping[str, Any],
     generate: Callable[[list[list[int]], list[int]], list[list[Completion]]],
 ) -> list[list[Reply]]:
     """``n`` replies per request of an offline backend (transformers, vLLM): each request's
-    prompt, its completions from ``cache`` where it holds them and the others from
+    prompt, its completions from the backend's cache where it holds them and the others from
     ``generate(prompt token ids, seed bases)`` (``n`` completions each, one call), finished by
-    the prompter (``keep``: the prompter keeps the turn, with ``n == 1`` only)."""
+    its prompter (``keep``: the prompter keeps the turn, with ``n == 1`` only)."""
+    prompter, sampling = backend.prompter, backend.sampling
     if n < 1:
         raise ValueError("n must be >= 1")
     if not requests:
@@ -444,8 +452,8 @@ def cached_replies(
         for p, b in zip(prompts, bases)
     ]
     groups = cached_completions(
-        cache,
-        identity,
+        backend.cache,
+        backend.cache_identity(),
         questions,
         n,
         lambda todo: generate([prompts[j].token_ids for j in todo], [bases[j] for j in todo]),

@@ -194,16 +194,7 @@ class TransformersPolicy:
             completions = self.generate(rows, [b + i for b in bases for i in range(n)])
             return [completions[m * n : (m + 1) * n] for m in range(len(ids))]
 
-        return cached_replies(
-            requests,
-            n,
-            keep,
-            prompter=self.prompter,
-            sampling=self.sampling,
-            cache=self.cache,
-            identity=self.cache_identity(),
-            generate=generate,
-        )
+        return cached_replies(self, requests, n, keep, generate)
 
     def cache_identity(self) -> dict[str, Any]:
         """What a response cache keys this model by: engine, model, revision and the decoding

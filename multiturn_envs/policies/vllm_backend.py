@@ -245,14 +245,7 @@ class VLLMPolicy:
 
     def _respond(self, requests: Sequence[TurnRequest], n: int, keep: bool) -> list[list[Reply]]:
         return cached_replies(
-            requests,
-            n,
-            keep,
-            prompter=self.prompter,
-            sampling=self.sampling,
-            cache=self.cache,
-            identity=self.cache_identity(),
-            generate=lambda ids, bases: self.generate_ids(ids, bases, n),
+            self, requests, n, keep, lambda ids, bases: self.generate_ids(ids, bases, n)
         )
 
     def generate_ids(
