@@ -35,9 +35,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["SecondEngine", "second_engine_problem"]
+__all__ = ["SecondEngine", "host_processes", "second_engine_problem"]
 
 FIRST_INDEX = 40
 LAST_INDEX = 250
@@ -145,6 +146,22 @@ def _write_certificates(folder: Path, host_ip: str) -> None:
         (out / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         (out / "key.pem").write_bytes(key_pem(key))
         os.chmod(out / "key.pem", 0o600)
+
+
+def host_processes(match: Callable[[str], bool]) -> list[int]:
+    """Pids of this host's processes whose command line (arguments joined by spaces) ``match``
+    accepts: what an engine or a container left running, seen from the host."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # gone meanwhile
+        if match(line):
+            pids.append(int(entry.name))
+    return pids
 
 
 class SecondEngine:
@@ -488,17 +505,7 @@ class SecondEngine:
     def _containerd_pids(self) -> list[int]:
         """containerd of this engine (started by its dockerd, found by its exec root)."""
         marker = str(self.folder / "exec")
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if cmdline.startswith("containerd ") and marker in cmdline:
-                pids.append(int(entry.name))
-        return pids
+        return host_processes(lambda line: line.startswith("containerd ") and marker in line)
 
     def kill(self) -> None:
         """The engine goes away at once: ``SIGKILL`` to its dockerd and its containerd (the

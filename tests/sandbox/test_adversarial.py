@@ -19,6 +19,7 @@ import pytest
 from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase, TestKind
 from multiturn_envs.sandbox.jobs import RUNNER_PATH
 from multiturn_envs.testing import require
+from multiturn_envs.testing.engines import host_processes
 
 ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
 ADD_TESTS = [TestCase("stdio", f"{i} {i}", str(2 * i)) for i in range(3)]
@@ -50,17 +51,7 @@ def _token() -> str:
 
 
 def _procs_with(token: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if token in cmdline and "pytest" not in cmdline:
-            found.append(int(entry.name))
-    return found
+    return host_processes(lambda line: token in line and "pytest" not in line)
 
 
 def _still_works(sandbox: Sandbox) -> None:
