@@ -134,6 +134,7 @@ def _has_processes(uid: int) -> bool:
     """Whether a process with ``uid`` among its real, effective, saved or file-system uids is
     left in the box (``/proc/<pid>/status``, readable for every process, dumpable or not). A
     new one can only come from one that is there, so none seen means none left."""
+    wanted = str(uid).encode()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -141,7 +142,7 @@ def _has_processes(uid: int) -> bool:
             with open(f"/proc/{name}/status", "rb") as f:
                 for line in f:
                     if line.startswith(b"Uid:"):
-                        if str(uid).encode() in line.split()[1:]:
+                        if wanted in line.split()[1:]:
                             return True
                         break
         except OSError:

@@ -30,7 +30,7 @@ import json
 import posixpath
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from multiturn_envs.safejson import loads_bounded
@@ -121,11 +121,13 @@ class StateKeeper:
                 self._fail("did not answer in time")
             if not frames:
                 self._fail("ended")
-            for stream, data in frames or []:
+            for stream, data in frames:
                 if stream == 1:
                     self._pending.extend(data)
 
-    def _answer(self, deadline: float, on_frame: Any = None) -> dict[str, Any]:
+    def _answer(
+        self, deadline: float, on_frame: Callable[[bytes, bytes], None] | None = None
+    ) -> dict[str, Any]:
         """Frames up to the ``e`` one (the others go to ``on_frame(kind, payload)``): its
         JSON object."""
         while True:

@@ -425,21 +425,15 @@ class TerminalEnv(TextEnv):
                     put_trees(box, trees, prepared.root)
                 session.workdir = prepared.workdir  # where a clean shell starts from now on
                 session.load_state(shell or f"cd -- {shlex.quote(prepared.workdir)}", line)
-            except (EngineGone, KeeperFailed) as exc:
+            except Exception as exc:
                 session.close()
                 if keeper is not None:
                     keeper.close()
                 pool.discard(box)
-                if attempt == 2:
+                if not isinstance(exc, (EngineGone, KeeperFailed)) or attempt == 2:
                     raise
                 engine_put = engine_put or isinstance(exc, KeeperFailed)  # the next: the engine's
                 continue
-            except Exception:
-                session.close()
-                if keeper is not None:
-                    keeper.close()
-                pool.discard(box)
-                raise
             break
         self._end_episode()
         self._episode = _Episode(box, session, prepared, keeper)
