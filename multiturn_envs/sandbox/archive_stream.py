@@ -35,6 +35,26 @@ class ArchiveTooLarge(RuntimeError):
         )
 
 
+PATH_MAX = 4096
+"""Linux's limit on a path, its final NUL included: the longest path any program can name."""
+
+
+class PathTooLong(ArchiveTooLarge):
+    """A tree holds a path longer than any program in a container can name (``PATH_MAX``): the
+    checker could not unpack it and no snapshot could restore it, so the tree is refused as a
+    too large one is."""
+
+    def __init__(self, path: str, length: int) -> None:
+        RuntimeError.__init__(
+            self,
+            f"{path} holds a path of {length:,} bytes, longer than any program can name "
+            f"({PATH_MAX - 1:,})",
+        )
+        self.path = path
+        self.cap_bytes = PATH_MAX - 1
+        self.seen_bytes = length
+
+
 def _octal_or_binary(field: bytes) -> int:
     """A tar numeric field: octal text, or GNU base-256 when the first byte's high bit is set."""
     if field and field[0] & 0x80:

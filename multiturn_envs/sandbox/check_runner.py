@@ -272,12 +272,19 @@ def _extract(reader: Any, parent: str, tops: set[str] | None) -> None:
 # ---------------------------------------------------------------------- the keeper role
 KEEPER_MAX_DEPTH = 256
 KEEPER_FRAME = 1 << 16
+PATH_MAX = 4096  # Linux's, with the final NUL: no program names a longer path
 
 
 class _TooLarge(Exception):
     def __init__(self, seen: int) -> None:
         super().__init__(seen)
         self.seen = seen
+
+
+class _PathTooLong(Exception):
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
 
 
 def _frame(out: BinaryIO, kind: bytes, payload: bytes) -> None:
@@ -355,6 +362,7 @@ def _add_tree(
     st: os.stat_result,
     seen: dict[Any, str],
     depth: int,
+    room: int,
 ) -> None:
     """``name`` (the open directory ``dfd``) and everything under it, sorted, every entry
     opened relative to its directory without following a link (an entry swapped for a link
@@ -364,6 +372,8 @@ def _add_tree(
         raise ValueError(f"{name}: more than {KEEPER_MAX_DEPTH} levels")
     for entry in sorted(os.listdir(dfd)):
         path = f"{name}/{entry}"
+        if len(path.encode("utf-8", "surrogateescape")) > room:  # the checker could not unpack
+            raise _PathTooLong(len(path.encode("utf-8", "surrogateescape")) + PATH_MAX - 1 - room)
         try:
             est = os.stat(entry, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
@@ -381,7 +391,7 @@ def _add_tree(
                     continue
                 raise
             try:
-                _add_tree(tar, frames, cfd, path, os.fstat(cfd), seen, depth + 1)
+                _add_tree(tar, frames, cfd, path, os.fstat(cfd), seen, depth + 1, room)
             finally:
                 os.close(cfd)
         elif stat.S_ISREG(mode):
@@ -437,7 +447,8 @@ def _keep_read(request: dict[str, Any], writable: list[str], out: BinaryIO) -> d
                 sink: Any = frames  # a file-like sink of writes only
                 with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                     name = os.path.basename(path.rstrip("/"))
-                    _add_tree(tar, frames, fd, name, os.fstat(fd), {}, 0)
+                    room = PATH_MAX - 1 - (len(path.rstrip("/").encode()) - len(name.encode()))
+                    _add_tree(tar, frames, fd, name, os.fstat(fd), {}, 0, room)
             finally:
                 os.close(fd)
             frames.flush()
@@ -445,6 +456,9 @@ def _keep_read(request: dict[str, Any], writable: list[str], out: BinaryIO) -> d
     except _TooLarge as exc:
         frames.buf.clear()
         return {"too_large": exc.seen}
+    except _PathTooLong as exc:
+        frames.buf.clear()
+        return {"path_too_long": exc.length}
     return {"sizes": sizes}
 
 

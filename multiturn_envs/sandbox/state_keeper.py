@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from multiturn_envs.safejson import loads_bounded
-from multiturn_envs.sandbox.archive_stream import ArchiveTooLarge, TarGuard
+from multiturn_envs.sandbox.archive_stream import ArchiveTooLarge, PathTooLong, TarGuard
 from multiturn_envs.sandbox.checker import RUNNER_SOURCE
 from multiturn_envs.sandbox.provider import Box, EngineGone, ProcessStream
 from multiturn_envs.sandbox.trees import SPOOL_BYTES, State, StatePart
@@ -207,6 +207,10 @@ class StateKeeper:
         if "too_large" in answer:
             state.close()
             state.too_large = ArchiveTooLarge(where, int(cap_bytes), int(answer["too_large"]))
+            return state
+        if "path_too_long" in answer:
+            state.close()
+            state.too_large = PathTooLong(where, int(answer["path_too_long"]))
             return state
         if answer.get("sizes") != [p.size for p in parts] or len(parts) != len(paths):
             state.close()

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from multiturn_envs.envs.terminal.env import TerminalEnv
+from multiturn_envs.envs.terminal.env import StateTooLarge, TerminalEnv
 from multiturn_envs.envs.terminal.tasks import TerminalTask
 from multiturn_envs.sandbox.checker import Check
 from multiturn_envs.sandbox.state_keeper import KeeperFailed, StateKeeper
@@ -217,6 +217,19 @@ def test_huge_and_deep_states_are_refused_or_read_by_the_engine(env: TerminalEnv
     keeper = env._episode.keeper if env._episode is not None else None
     assert keeper is not None and keeper.alive  # refused in-band: it goes on
     _, _, _, _, info = env.step("rm big*; echo done > done.txt")
+    assert info["checks_passed"] == 1 and keeper.alive
+    # a path longer than any program can name (made relative to a deep cwd): no container
+    # could unpack it, no snapshot restore it; refused in-band as a huge state is
+    long = "n" * 255
+    obs, *_ = env.step(
+        f"python3 -c \"import os\nfor _ in range(20): os.makedirs('{long}'); os.chdir('{long}')"
+        "\nopen('f', 'w').write('x')\"; echo made"
+    )
+    assert "the tests were not run" in obs and "longer than any program can name" in obs, obs
+    with pytest.raises(StateTooLarge, match=r"a path of 4,100 bytes, longer than"):
+        env.get_state()
+    assert keeper.alive
+    _, _, _, _, info = env.step(f"rm -rf {long}")
     assert info["checks_passed"] == 1 and keeper.alive
     # deeper than the keeper walks: the engine reads it, for the rest of the episode
     _, _, _, _, info = env.step("mkdir -p $(printf 'd/%.0s' $(seq 300)) && echo seen > note.txt")
