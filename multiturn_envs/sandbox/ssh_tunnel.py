@@ -72,13 +72,17 @@ class SshTunnel:
         if port:
             command += ["-p", port]
         command += ["-L", f"{self.local_socket}:{address.ssh_socket}", host]
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # a Ctrl-C meant for us does not cut the link first
-        )
+        # its messages go to a file: a pipe nobody drains would stop ssh (and every engine call
+        # through it) once a long-lived link had written 64 KiB of them
+        self._log = os.path.join(self._folder, "ssh.log")
+        with open(self._log, "wb") as log:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,  # a Ctrl-C meant for us does not cut the link first
+            )
         deadline = time.monotonic() + start_timeout_s
         while not self._answers():
             if self._process.poll() is not None or time.monotonic() > deadline:
@@ -104,11 +108,12 @@ class SshTunnel:
             probe.close()
 
     def _stderr_tail(self) -> str:
-        if self._process.poll() is None or self._process.stderr is None:
-            return ""
-        with contextlib.suppress(Exception):
-            text = self._process.stderr.read(4096).decode("utf-8", "replace").strip()
-            return text.splitlines()[-1] if text else ""
+        """The last line ssh wrote (of its last 4 KiB), once it has ended."""
+        if self._process.poll() is not None:
+            with contextlib.suppress(OSError), open(self._log, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+                text = log.read(4096).decode("utf-8", "replace").strip()
+                return text.splitlines()[-1] if text else ""
         return ""
 
     @property
@@ -124,7 +129,4 @@ class SshTunnel:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(timeout=5)
-        if self._process.stderr is not None:
-            with contextlib.suppress(Exception):
-                self._process.stderr.close()
         shutil.rmtree(self._folder, ignore_errors=True)
