@@ -260,6 +260,13 @@ def check_claim(claim: dict[str, Any], samples: int) -> None:
         raise ValueError(f"claim {figure!r} needs its statement (text)")
     if ("above" in claim) == ("below" in claim):
         raise ValueError(f"claim {claim['statement']!r}: give exactly one of above, below")
+    from multiturn_envs.untrusted import Fields
+
+    fields = Fields(claim, where="config", prefix=f"headline.claims ({figure}).")
+    for bound in ("above", "below"):  # a rate or a difference of two: within [-2, 2], finite
+        fields.number(bound, default=None, minimum=-2.0, maximum=2.0)
+    for name in ("k", "wide_k"):
+        fields.integer(name, default=None, minimum=1, maximum=100_000)
     ks = [int(claim.get("k", 1))] + ([int(claim["wide_k"])] if "wide_k" in claim else [])
     if figure == "gap_k_contrast" and "wide_k" not in claim:
         raise ValueError(f"claim {claim['statement']!r} compares k with wide_k: give wide_k")

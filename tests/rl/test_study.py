@@ -238,6 +238,9 @@ def test_the_config_names_its_pre_registered_arm_and_a_run_chooses_its_arms() ->
         ({"statement": "x", "figure": "gap_k_contrast", "above": 0}, "give wide_k"),
         ({"statement": "x", "figure": "gap", "k": samples + 1, "above": 0}, "1..eval.samples"),
         ({"figure": "gap", "above": 0}, "needs its statement"),
+        ({"statement": "x", "figure": "gap", "above": float("nan")}, "above must be a number"),
+        ({"statement": "x", "figure": "gap", "below": "0"}, "below must be a number"),
+        ({"statement": "x", "figure": "gap", "k": 1.9, "above": 0}, "k must be a whole number"),
     ):
         with pytest.raises(ValueError, match=words):
             study.check_claim(claim, samples)
