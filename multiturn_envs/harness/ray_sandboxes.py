@@ -21,6 +21,7 @@ their own. The executor reads each actor's count of runs before it stops them
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,9 @@ __all__ = [
 ACTOR_PREFIX = "mte-sandboxes-"
 """A node's actor is named ``ACTOR_PREFIX + node id`` (in the run's Ray namespace)."""
 SANDBOX_PLACEMENTS: tuple[str, ...] = ("spread", "node")
+MAX_CONCURRENT_RUNS = 256
+"""Submissions a node's actor takes at once: its pool runs ``size`` of them and queues the
+rest first come first served (a plain actor would take one at a time: one container busy)."""
 
 
 class NodeSandboxes:
@@ -47,6 +51,7 @@ class NodeSandboxes:
         self.engines = tuple(engines) if engines else None
         self.pool_size = pool_size
         self._pool: Any = None
+        self._lock = threading.Lock()  # the actor serves MAX_CONCURRENT_RUNS threads
         self.runs = 0
 
     def node_id(self) -> str:
@@ -56,21 +61,24 @@ class NodeSandboxes:
 
     def run(self, program: str, tests: list[TestCase], limits: RunLimits | None) -> RunResult:
         """One submission on this node's pool (started at the first)."""
-        if self._pool is None:
-            from multiturn_envs.sandbox.docker_pool import DockerSandbox
+        with self._lock:
+            if self._pool is None:
+                from multiturn_envs.sandbox.docker_pool import DockerSandbox
 
-            self._pool = DockerSandbox(size=self.pool_size, engines=self.engines)
-        self.runs += 1
-        result: RunResult = self._pool.run(program, tests, limits)
+                self._pool = DockerSandbox(size=self.pool_size, engines=self.engines)
+            self.runs += 1
+            pool = self._pool
+        result: RunResult = pool.run(program, tests, limits)
         return result
 
     def stats(self) -> dict[str, Any]:
         return {"node": self.node_id(), "runs": self.runs}
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
 
 
 class NodeSandbox(Sandbox):
@@ -141,6 +149,7 @@ def place_node_sandboxes(
         actor = actor_cls.options(
             name=ACTOR_PREFIX + node_id,
             num_cpus=0,
+            max_concurrency=MAX_CONCURRENT_RUNS,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
         ).remote(node_engines, pool_size)
         placed.append((node_id, node_engines, actor))
