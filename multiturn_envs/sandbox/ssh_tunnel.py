@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -34,6 +35,18 @@ __all__ = ["SshTunnel"]
 START_TIMEOUT_S = 20.0
 
 
+def ssh_destination(url: str) -> tuple[str, str]:
+    """``([USER@]HOST, PORT or "")`` of an ``ssh://`` engine URL (parsed and checked by
+    :class:`~.engines.EngineAddress`); an IPv6 host loses its brackets, which ssh does not
+    read in a destination."""
+    match = re.match(r"^ssh://(?:([^@/]+)@)?(\[[^\]/]+\]|[^:/]+)(?::(\d+))?$", url)
+    if match is None:
+        raise ValueError(f"not an ssh:// engine URL: {url!r}")
+    user, host, port = match.groups()
+    host = host.strip("[]")
+    return (f"{user}@{host}" if user else host), port or ""
+
+
 class SshTunnel:
     """``ssh -N -L`` from a private local socket to ``address.ssh_socket`` on the SSH host."""
 
@@ -46,8 +59,6 @@ class SshTunnel:
         self._folder = tempfile.mkdtemp(prefix="mte-ssh-")
         os.chmod(self._folder, 0o700)
         self.local_socket = os.path.join(self._folder, "docker.sock")
-        target = address.url.removeprefix("ssh://")
-        host, _, port = target.rpartition(":") if target.count(":") == 1 else (target, "", "")
         command = [
             "ssh",
             "-N",
@@ -69,9 +80,10 @@ class SshTunnel:
             command += ["-o", option]
         if address.ssh_identity:
             command += ["-i", address.ssh_identity, "-o", "IdentitiesOnly=yes"]
+        destination, port = ssh_destination(address.url)
         if port:
             command += ["-p", port]
-        command += ["-L", f"{self.local_socket}:{address.ssh_socket}", host]
+        command += ["-L", f"{self.local_socket}:{address.ssh_socket}", destination]
         # its messages go to a file: a pipe nobody drains would stop ssh (and every engine call
         # through it) once a long-lived link had written 64 KiB of them
         self._log = os.path.join(self._folder, "ssh.log")

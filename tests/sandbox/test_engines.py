@@ -193,3 +193,18 @@ def test_both_envs_refuse_a_bad_engine_when_made_and_keep_a_good_list() -> None:
             ]
         finally:
             env.close()
+
+
+def test_an_ssh_engine_reaches_ssh_as_a_destination_and_a_port() -> None:
+    """ssh reads neither ``HOST:PORT`` nor a bracketed IPv6 host as a destination."""
+    from multiturn_envs.sandbox.ssh_tunnel import ssh_destination
+
+    for raw, expected in (
+        ("ssh://u@[::1]:2222", ("u@::1", "2222")),
+        ("ssh://root@10.1.2.3", ("root@10.1.2.3", "")),
+        ("ssh://host.example:2200", ("host.example", "2200")),
+    ):
+        (address,) = parse_engines([raw])
+        assert ssh_destination(address.url) == expected, raw
+    with pytest.raises(ValueError, match="not an ssh:// engine URL"):
+        ssh_destination("tcp://host:2376")
