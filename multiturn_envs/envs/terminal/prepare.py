@@ -36,6 +36,7 @@ from multiturn_envs.sandbox.provider import Box, ResourceLimits
 from multiturn_envs.sandbox.tar_files import files_tar
 from multiturn_envs.sandbox.task_box import CHECK_HOME, TESTS_DIR, agent_spec
 from multiturn_envs.sandbox.task_images import (
+    BUILD_TIMEOUT_S,
     OFFLINE_BIN,
     OFFLINE_DIR,
     ImageConfig,
@@ -58,9 +59,9 @@ from multiturn_envs.sandbox.trees import (
 )
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
-SETUP_TIMEOUT_S = 1800.0
-"""The longest a task's setup script or a light build's ``RUN`` step may take (as long as a
-``docker build``: :data:`~multiturn_envs.sandbox.task_images.BUILD_TIMEOUT_S`)."""
+SETUP_TIMEOUT_S = BUILD_TIMEOUT_S
+"""The longest a task's setup script or a light build's ``RUN`` step may take: as long as a
+``docker build`` (:data:`~multiturn_envs.sandbox.task_images.BUILD_TIMEOUT_S`)."""
 CHECK_ENV = {
     "PATH": SYSTEM_PATH,
     "HOME": CHECK_HOME,
