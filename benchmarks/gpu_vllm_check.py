@@ -48,6 +48,7 @@ import multiprocessing
 import os
 import pstats
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -342,30 +343,31 @@ def check_tokens_and_cache(work: Workload) -> None:
 
 def main() -> None:
     args = parse_args()
+    from multiturn_envs.policies.vllm_backend import import_vllm
+
+    vllm = import_vllm()
+    if args.model is not None:
+        run_checks(args, vllm, args.model)
+        return
+    from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
+
+    # the junk sampler of the tests (tests/conftest.py ``tiny_dir``): with the attention
+    # biases at 1.0 its replies vary in length and content, which the throughput and
+    # log-prob checks need; the fixed init's random model repeats one token
+    with tempfile.TemporaryDirectory(prefix="gpu_vllm_check_model_") as folder:
+        model = build_tiny_chat_model(
+            folder, qkv_bias=1.0, hidden_size=args.hidden_size, layers=args.layers
+        )
+        run_checks(args, vllm, str(model))
+
+
+def run_checks(args: argparse.Namespace, vllm: Any, model: str) -> None:
+    """Every check of the module docstring on ``model``; each engine is stopped on return."""
     import gymnasium as gym
 
     from multiturn_envs.policies import load_scoring_model
-    from multiturn_envs.policies.vllm_backend import (
-        VLLMPolicy,
-        import_vllm,
-        on_cpu,
-        shutdown_engine,
-    )
+    from multiturn_envs.policies.vllm_backend import VLLMPolicy, on_cpu, shutdown_engine
 
-    vllm = import_vllm()
-    model = args.model
-    if model is None:
-        from multiturn_envs.rl.tiny_lm import build_tiny_chat_model
-
-        # the junk sampler of the tests (tests/conftest.py ``tiny_dir``): with the attention
-        # biases at 1.0 its replies vary in length and content, which the throughput and
-        # log-prob checks need; the fixed init's random model repeats one token
-        folder = tempfile.mkdtemp(prefix="gpu_vllm_check_model_")
-        model = str(
-            build_tiny_chat_model(
-                folder, qkv_bias=1.0, hidden_size=args.hidden_size, layers=args.layers
-            )
-        )
     engine = engine_args(args, vllm)
     sampling = Sampling(temperature=1.0, max_tokens=args.max_tokens)
     print(
@@ -421,6 +423,7 @@ def main() -> None:
     print(f"log-prob equality, generation vs scoring engine: max |delta| = {delta:.2e}")
     check_refusal(vllm, scoring.scorer.llm, sampling)
     shutdown_engine(scoring.scorer.llm)
+    print(f"every engine stopped: {not multiprocessing.active_children()}")
 
 
 def logprob_episode(gym: Any, llm: Any, sampling: Sampling) -> list[Reply]:
@@ -481,3 +484,9 @@ def check_tools(gym: Any, llm: Any, sampling: Sampling) -> None:
 
 if __name__ == "__main__":  # the engine core runs in a spawned process
     main()
+    # Every engine is stopped and every line written by now. The interpreter's own teardown is
+    # skipped: there, vLLM's CPU build has aborted the process now and then ("terminate called
+    # without an active exception", SIGABRT: about one CI run in three) after a complete run.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

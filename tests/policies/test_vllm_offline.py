@@ -9,7 +9,10 @@ scheduler's token budget, so without the policy's engine settings vLLM splits a 
 and dies with ``CPU Generator does not use offset``). What is checked is that the path works
 end to end, that two identical runs write equal records (with their tokens per turn, also when
 answered from the response cache), and that scoring gives back the
-generation log-probs; not the throughput (the GPU check's figure, docs/policies.md).
+generation log-probs; not the throughput (the GPU check's figure, docs/policies.md). The
+script stops every engine itself and then leaves without the interpreter's teardown, where the
+CPU build aborted a complete run now and then (SIGABRT, "terminate called without an active
+exception"); its tiny model's folder is removed.
 """
 
 from __future__ import annotations
@@ -39,11 +42,13 @@ def vllm_env() -> dict[str, str]:
     }
 
 
-def test_sixteen_episodes_in_flight_and_the_gpu_check_end_to_end_on_the_cpu_build() -> None:
+def test_sixteen_episodes_in_flight_and_the_gpu_check_end_to_end_on_the_cpu_build(
+    tmp_path: Path,
+) -> None:
     args = ["--tasks", "4", "--samples", "4", "--turns", "4", "--repeats", "2", "--enforce-eager"]
     proc = subprocess.run(
         [VLLM_PYTHON, str(ROOT / "benchmarks" / "gpu_vllm_check.py"), *args],
-        env=vllm_env(),
+        env={**vllm_env(), "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=900,
@@ -76,6 +81,8 @@ def test_sixteen_episodes_in_flight_and_the_gpu_check_end_to_end_on_the_cpu_buil
     delta = re.search(r"max \|delta\| = ([0-9.e+-]+)", out)
     assert delta is not None and float(delta[1]) < 1e-4, out[-3000:]
     assert "chunked-prefill engine refused: True" in out, out[-3000:]
+    assert "every engine stopped: True" in out, out[-3000:]
+    assert list(tmp_path.glob("gpu_vllm_check_model_*")) == []  # its tiny model is removed
 
 
 def test_the_policys_engine_arguments_on_the_cpu_build() -> None:
