@@ -334,6 +334,13 @@ def pooled_bootstrap_ci(
             f"{n_boot} resamples of {n_runs} runs and their units is over {MAX_INDEX_CELLS:,} "
             "drawn indices: use fewer resamples"
         )
+    n_cells = int(np.prod(cells, dtype=np.int64))
+    kept = n_boot * n_cells * (1 if crossed else n_runs * n_runs)  # the slot means, when nested
+    if kept > MAX_INDEX_CELLS:
+        raise ValueError(
+            f"{n_boot} resamples of {n_runs} runs x {n_cells} cells is over {MAX_INDEX_CELLS:,} "
+            "replicate values kept: use fewer resamples or fewer cells"
+        )
     rng = np.random.default_rng(seed)
     run_idx = rng.integers(0, n_runs, size=(n_boot, n_runs))
     run_weights = np.zeros((n_boot, n_runs))

@@ -231,3 +231,12 @@ def test_pooled_bad_input_is_named(runs: list[np.ndarray], crossed: bool, words:
 def test_pooled_refuses_a_resample_too_large_to_draw() -> None:
     with pytest.raises(ValueError, match="fewer resamples"):
         pooled_bootstrap_ci([np.zeros(1000)] * 3, crossed=False, n_boot=10**6)
+
+
+def test_pooled_refuses_more_replicate_values_than_it_may_keep() -> None:
+    """Nested runs keep one mean per replicate, slot and run: 60 runs of 100 cells at 2,000
+    resamples would be 720 million values (5.8 GB), refused before any is drawn."""
+    runs = [np.zeros((1, 100))] * 60
+    with pytest.raises(ValueError, match="replicate values kept"):
+        pooled_bootstrap_ci(runs, crossed=False, n_boot=2000)
+    assert pooled_bootstrap_ci(runs, crossed=True, n_boot=2000).low.shape == (100,)
