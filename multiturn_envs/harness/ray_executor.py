@@ -305,7 +305,8 @@ class RayExecutor:
             and code pool, and each worker is pinned to a node and uses that node's engines
             (:mod:`~multiturn_envs.harness.ray_sandboxes`).
         sandbox_engines: with ``"node"``, a node's engines by node id or IP (default: the
-            node's own engine).
+            node's own engine); read when the executor is made, and refused with another
+            placement (it would be ignored).
     """
 
     address: str | None = None
@@ -323,12 +324,18 @@ class RayExecutor:
     sandbox_engines: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from multiturn_envs.harness.ray_sandboxes import SANDBOX_PLACEMENTS
+        from multiturn_envs.harness.ray_sandboxes import SANDBOX_PLACEMENTS, check_engine_table
 
         if self.sandbox_placement not in SANDBOX_PLACEMENTS:
             raise ValueError(
                 f"sandbox_placement must be one of {SANDBOX_PLACEMENTS}, got "
                 f"{self.sandbox_placement!r}"
+            )
+        self.sandbox_engines = check_engine_table(self.sandbox_engines)  # before Ray starts
+        if self.sandbox_engines and self.sandbox_placement != "node":
+            raise ValueError(
+                "sandbox_engines is read only with sandbox_placement='node' (one sandbox actor "
+                f"per node owns its engines), not {self.sandbox_placement!r}"
             )
         if self.policy_placement not in PLACEMENTS:
             raise ValueError(

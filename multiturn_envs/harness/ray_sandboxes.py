@@ -123,6 +123,32 @@ def _engines_of(node: Mapping[str, Any], table: Mapping[str, Sequence[str]]) -> 
     return None
 
 
+def check_engine_table(engines: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]]:
+    """``sandbox_engines`` read: node id or IP -> engine addresses, each list parsed
+    (``ValueError`` naming the node's entry), before Ray starts or any actor does."""
+    from multiturn_envs.sandbox.engines import parse_engines
+
+    if engines is None:
+        return {}
+    if not isinstance(engines, Mapping):
+        raise ValueError(
+            "sandbox_engines maps a node id or IP to engine addresses, not "
+            f"{type(engines).__name__}"
+        )
+    table: dict[str, list[str]] = {}
+    for key, addresses in engines.items():
+        if not isinstance(key, str) or isinstance(addresses, str | bytes):
+            raise ValueError(
+                f"sandbox_engines[{key!r}]: a node id or IP mapped to a list of addresses"
+            )
+        try:
+            parse_engines(list(addresses))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"sandbox_engines[{key!r}]: {exc}") from None
+        table[key] = list(addresses)
+    return table
+
+
 def place_node_sandboxes(
     engines: Mapping[str, Sequence[str]] | None = None, pool_size: int | None = None
 ) -> list[tuple[str, list[str] | None, Any]]:
@@ -131,14 +157,7 @@ def place_node_sandboxes(
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from multiturn_envs.sandbox.engines import parse_engines
-
-    table = dict(engines or {})
-    for key, addresses in table.items():  # refused before any actor starts
-        try:
-            parse_engines(list(addresses))
-        except ValueError as exc:
-            raise ValueError(f"sandbox_engines[{key!r}]: {exc}") from None
+    table = check_engine_table(engines)
     actor_cls = ray.remote(NodeSandboxes)
     placed = []
     for node in ray.nodes():

@@ -99,6 +99,26 @@ def test_a_bad_placement_or_engine_table_is_refused_before_any_work(two_nodes: A
         place_node_sandboxes({"10.0.0.1": ["tcp://a:0"]})
 
 
+@pytest.mark.parametrize(
+    ("placement", "engines", "words"),
+    [
+        ("node", {"10.0.0.1": ["tcp://a:0"]}, r"sandbox_engines\['10.0.0.1'\]"),
+        ("node", {"10.0.0.1": "tcp://a:2375"}, "mapped to a list of addresses"),
+        ("node", {"10.0.0.1": [7]}, r"sandbox_engines\['10.0.0.1'\]: an engine address is text"),
+        ("node", ["tcp://a:2375"], "maps a node id or IP"),
+        ("spread", {"10.0.0.1": ["tcp://a:2375"]}, "only with sandbox_placement='node'"),
+    ],
+)
+def test_an_engine_table_is_read_when_the_executor_is_made(
+    placement: str, engines: Any, words: str
+) -> None:
+    """Before Ray starts: the executor is a dataclass a config file fills."""
+    with pytest.raises(ValueError, match=words):
+        RayExecutor(sandbox_placement=placement, sandbox_engines=engines)
+    good = RayExecutor(sandbox_placement="node", sandbox_engines={"n1": ("tcp://a:2375",)})
+    assert good.sandbox_engines == {"n1": ["tcp://a:2375"]}
+
+
 def test_the_node_backend_outside_a_node_placement_says_what_it_needs(two_nodes: Any) -> None:
     from multiturn_envs.harness.ray_sandboxes import NodeSandbox
 
