@@ -34,7 +34,7 @@ class CreationRate:
     """At most ``rate`` creations per second on the engine named by ``key``, across processes.
 
     Args:
-        key: identifies the engine (its address); hashed into the file's name.
+        key: identifies the engine (its address's endpoint); hashed into the file's name.
         rate: creations per second (> 0).
         folder: where the clock files live (default ``$TMPDIR/mte-engine-rate``).
     """
@@ -47,7 +47,6 @@ class CreationRate:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.path = root / hashlib.sha256(key.encode()).hexdigest()[:24]
         self._lock = threading.Lock()  # flock is per open file: threads queue here first
-        self.waited_s = 0.0
 
     def _reserve(self) -> float:
         """The time (``time.time``) at which this caller may create."""
@@ -75,6 +74,5 @@ class CreationRate:
         pause = slot - time.time()
         if pause > 0:
             time.sleep(pause)
-            self.waited_s += pause
             return pause
         return 0.0

@@ -225,8 +225,10 @@ class DockerEngine:
         self.name = self.address.label
         self.timeout_s = float(timeout_s)
         self.owner = owner_tag()
-        self.rate = CreationRate(str(self.address), self.address.creation_rate)
-        self._lock = threading.Lock()
+        self.rate = CreationRate(self.address.endpoint, self.address.creation_rate)
+        self._lock = threading.Lock()  # the box bookkeeping; never held across an engine call
+        self._connect_lock = threading.Lock()
+        self._image_lock = threading.Lock()  # one image check or transfer at a time
         self._client: Any = None
         self._close_client: Any = None
         self._cpus = 1
@@ -237,7 +239,6 @@ class DockerEngine:
         self._gone_at: float | None = None
         self._closed = False
         self._images: dict[str, str] = {}  # image -> the local id it was made current with
-        self.created = 0
         self._pid = os.getpid()
 
     # ------------------------------------------------------------------ sharing
@@ -266,31 +267,46 @@ class DockerEngine:
     @property
     def client(self) -> Any:
         """The ``docker.DockerClient``, connected on first use (``RuntimeError`` naming the
-        engine and the fix when it does not answer)."""
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"the engine {self.name} is closed in this process")
-            if self._client is None:
-                from multiturn_envs.sandbox.engine import ENGINE_HINT
+        engine and the fix when it does not answer).
 
-                try:
-                    client, closer = connect(self.address, self.timeout_s, max_pool_size=32)
-                except RuntimeError as exc:
-                    self._gone_at = time.monotonic()
-                    hint = f"; start one: {ENGINE_HINT}" if self.address.scheme == "local" else ""
-                    raise RuntimeError(f"{exc}{hint}") from exc
-                self._client, self._close_client = client, closer
-                with contextlib.suppress(Exception):
-                    self._cpus = max(1, int(client.info().get("NCPU") or 1))
-                self._gone_at = None
-                with contextlib.suppress(Exception):
-                    reap_orphans(client)
-                self._reaper = threading.Thread(
-                    target=self._reap, name=f"reaper {self.name}", daemon=True
-                )
-                self._reaper.start()
-                atexit.register(self.close)
+        The connection (up to ``timeout_s``) and the orphan sweep run under their own lock, not
+        the bookkeeping one: placement reads every engine's box count, and one engine that is
+        slow to answer must not stall it on the others."""
+        if self._closed:
+            raise RuntimeError(f"the engine {self.name} is closed in this process")
+        client = self._client
+        if client is not None:
+            return client
+        with self._connect_lock:
+            if self._client is None:
+                self._connect()
             return self._client
+
+    def _connect(self) -> None:
+        """Connect, sweep the engine's orphans and start the reaper (under ``_connect_lock``)."""
+        from multiturn_envs.sandbox.engine import ENGINE_HINT
+
+        try:
+            client, closer = connect(self.address, self.timeout_s, max_pool_size=32)
+        except RuntimeError as exc:
+            self._gone_at = time.monotonic()
+            hint = f"; start one: {ENGINE_HINT}" if self.address.scheme == "local" else ""
+            raise RuntimeError(f"{exc}{hint}") from exc
+        with contextlib.suppress(Exception):
+            self._cpus = max(1, int(client.info().get("NCPU") or 1))
+        self._gone_at = None
+        with contextlib.suppress(Exception):
+            reap_orphans(client)
+        with self._lock:
+            if self._closed:  # closed while connecting: nothing of ours runs there yet
+                closer()
+                raise RuntimeError(f"the engine {self.name} is closed in this process")
+            self._client, self._close_client = client, closer
+            self._reaper = threading.Thread(
+                target=self._reap, name=f"reaper {self.name}", daemon=True
+            )
+            self._reaper.start()
+        atexit.register(self.close)
 
     @property
     def api(self) -> Any:
@@ -396,7 +412,6 @@ class DockerEngine:
             )
         with self._lock:
             self._boxes.add(container.id)
-            self.created += 1
         return DockerBox(self, container.id)
 
     def live_boxes(self) -> int:

@@ -112,6 +112,13 @@ class EngineAddress:
         return self.url
 
     @property
+    def endpoint(self) -> str:
+        """Which engine this is, whatever the options say of it (``name=``, ``capacity=``,
+        ``rate=``, how TLS or ssh are set up): two addresses with one endpoint are one engine,
+        with one creation budget (:mod:`.creation_rate`)."""
+        return self.url + (f"#{self.ssh_socket}" if self.scheme == "ssh" else "")
+
+    @property
     def creation_rate(self) -> float:
         return DEFAULT_RATE if self.rate is None else self.rate
 
@@ -263,8 +270,7 @@ def parse_engines(items: Iterable[str | EngineAddress] | str | None) -> tuple[En
     out: list[EngineAddress] = []
     for item in items:
         address = item if isinstance(item, EngineAddress) else EngineAddress.parse(item)
-        key = (address.url, address.ssh_socket if address.scheme == "ssh" else "")
-        if any((o.url, o.ssh_socket if o.scheme == "ssh" else "") == key for o in out):
+        if any(o.endpoint == address.endpoint for o in out):
             raise ValueError(f"engine {address.label} is listed twice")
         out.append(address)
     if len({a.label for a in out}) != len(out):

@@ -208,3 +208,40 @@ def test_an_ssh_engine_reaches_ssh_as_a_destination_and_a_port() -> None:
         assert ssh_destination(address.url) == expected, raw
     with pytest.raises(ValueError, match="not an ssh:// engine URL"):
         ssh_destination("tcp://host:2376")
+
+
+def test_an_engine_slow_to_answer_does_not_stall_its_bookkeeping() -> None:
+    """A listener that accepts and never answers: connecting takes the client's whole timeout,
+    while the engine's box count (what placement by load reads of every engine) and a removal
+    answer at once."""
+    import socket
+    import threading
+    import time
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        engine = DockerEngine(EngineAddress.parse(address), timeout_s=6)
+        failures: list[BaseException] = []
+
+        def connect() -> None:
+            try:
+                engine.client  # noqa: B018 (connects)
+            except RuntimeError as exc:
+                failures.append(exc)
+
+        thread = threading.Thread(target=connect)
+        started = time.monotonic()
+        thread.start()
+        while not engine._connect_lock.locked() and time.monotonic() - started < 5:
+            time.sleep(0.01)
+        asked = time.monotonic()
+        assert engine.live_boxes() == 0 and engine.box_ids() == []
+        engine.remove("not-ours")
+        answered = time.monotonic() - asked
+        assert thread.is_alive()  # still connecting: what was asked did not wait for it
+        thread.join(30)
+        assert answered < 3.0 < time.monotonic() - started, answered
+        assert failures and "does not answer" in str(failures[0])
+        assert engine.gone  # placement leaves it out for a while
