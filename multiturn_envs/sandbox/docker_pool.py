@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from multiturn_envs.sandbox.base import RunLimits, RunResult, Sandbox, TestCase
-from multiturn_envs.sandbox.engine import BUILD_HINT, IMAGE
+from multiturn_envs.sandbox.engine import IMAGE
 from multiturn_envs.sandbox.exec_session import RunnerSession
 from multiturn_envs.sandbox.hardening import (
     CODE_UID,
@@ -287,14 +287,7 @@ class DockerSandbox(Sandbox):
                 UNTRUSTED_CODE | {Capability.LONG_LIVED_PROCESS},
                 "untrusted code (the code sandbox)",
             )
-            try:
-                self._provider.ensure_image(self.image)
-            except RuntimeError as exc:
-                if "missing" in str(exc) and "engine" not in str(exc):
-                    raise RuntimeError(
-                        f"the sandbox image {self.image} is missing; build it: {BUILD_HINT}"
-                    ) from exc
-                raise
+            self._provider.ensure_image(self.image)  # ImageMissing names the build command
             atexit.register(self._shutdown)
             self._started = True
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from multiturn_envs.sandbox.docker_engine import DockerBox, DockerEngine
 from multiturn_envs.sandbox.engines import EngineAddress, parse_engines
 from multiturn_envs.sandbox.provider import BoxSpec, Capability, EngineGone
 
-__all__ = ["LOAD_TTL_S", "EngineSet", "engine_set"]
+__all__ = ["LOAD_TTL_S", "EngineSet"]
 
 LOAD_TTL_S = 2.0
 """How old an engine's own count of running containers may be when placement reads it."""
@@ -52,10 +52,6 @@ class EngineSet:
         self._lock = threading.Lock()
         self._reported: dict[str, tuple[float, int]] = {}
         self.placed: dict[str, int] = {e.name: 0 for e in self.engines}
-
-    @property
-    def addresses(self) -> tuple[EngineAddress, ...]:
-        return tuple(e.address for e in self.engines)
 
     def _running(self, engine: DockerEngine) -> int:
         """Containers running on the engine by its own count (cached :data:`LOAD_TTL_S`)."""
@@ -116,27 +112,23 @@ class EngineSet:
         raise RuntimeError(f"no engine could create a container: {'; '.join(problems)}")
 
     def ensure_image(self, image: str) -> None:
-        """``image`` current on every engine that answers (``RuntimeError`` when on none)."""
-        problems = []
+        """``image`` current on every engine that answers; when on none, the one engine's own
+        error (:class:`~.image_transfer.ImageMissing` for a missing image), or a
+        ``RuntimeError`` naming each engine's."""
+        problems: list[RuntimeError | EngineGone] = []
         for engine in self.engines:
             try:
                 engine.ensure_image(image)
             except (RuntimeError, EngineGone) as exc:
-                problems.append(str(exc))
+                problems.append(exc)
+        if len(problems) == 1 == len(self.engines):
+            raise problems[0]
         if len(problems) == len(self.engines):
-            raise RuntimeError("; ".join(problems))
+            raise RuntimeError("; ".join(str(p) for p in problems))
 
     def live_boxes(self) -> int:
         return sum(e.live_boxes() for e in self.engines)
 
-    def engine_of(self, box: DockerBox) -> DockerEngine:
-        return box.owner
-
     def close(self) -> None:
         """Nothing: the engines are the process's (:meth:`DockerEngine.shared`), closed at
         exit; their boxes are closed by the pools and envs that made them."""
-
-
-def engine_set(engines: Sequence[str | EngineAddress] | str | None = None) -> EngineSet:
-    """An :class:`EngineSet` over ``engines`` (``None``: ``$MTE_ENGINES`` or the local one)."""
-    return EngineSet(engines)

@@ -73,6 +73,10 @@ def expected_labels(image: str) -> list[dict[str, str]]:
     return []
 
 
+class ImageMissing(RuntimeError):
+    """This machine's engine has no such image (the message names the command that builds it)."""
+
+
 def build_hint(image: str) -> str:
     """The command that makes ``image`` on this machine."""
     from multiturn_envs.sandbox.engine import BUILD_HINT, IMAGE
@@ -126,20 +130,24 @@ def ensure_image(engine: DockerEngine, image: str, local: DockerEngine | None) -
     """Make ``image`` present and current on ``engine`` (module docstring), sent from
     ``local`` (this machine's engine) when it is not; raises ``RuntimeError`` saying what is
     missing and the command that makes it."""
-    cached = engine._images.get(image)
-    if cached is not None:
+    if image in engine._images:
         return
+    with engine._image_lock:  # two cold creates send the image once
+        if image not in engine._images:
+            engine._images[image] = _make_current(engine, image, local)
+
+
+def _make_current(engine: DockerEngine, image: str, local: DockerEngine | None) -> str:
+    """:func:`ensure_image`'s work: the id ``image`` is current with on ``engine``."""
     target = _inspect(engine, image)
     local = _answering(local, engine)
     if local is None and engine.address.scheme == "local":
         if target is None:
-            raise RuntimeError(f"the image {image} is missing; build it: {build_hint(image)}")
-        engine._images[image] = str(target.get("Id", ""))
-        return
+            raise ImageMissing(f"the image {image} is missing; build it: {build_hint(image)}")
+        return str(target.get("Id", ""))
     source = _inspect(local, image) if local is not None else None
     if target is not None and _current(target, source, image) is not False:
-        engine._images[image] = str(target.get("Id", ""))
-        return
+        return str(target.get("Id", ""))
     if source is None or local is None:
         why = "is missing" if target is None else "was built from another recipe"
         raise RuntimeError(
@@ -154,7 +162,7 @@ def ensure_image(engine: DockerEngine, image: str, local: DockerEngine | None) -
     target = _inspect(engine, image)
     if target is None or _current(target, source, image) is False:
         raise RuntimeError(f"sending {image} to the engine {engine.name} did not make it current")
-    engine._images[image] = str(target.get("Id", ""))
+    return str(target.get("Id", ""))
 
 
 def _chunks(stream: Any) -> Iterator[bytes]:

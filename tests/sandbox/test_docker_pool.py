@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from typing import Any
 
@@ -37,6 +38,23 @@ def test_hardening_seen_from_inside(docker_sandbox: DockerSandbox) -> None:
     assert host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"][0]
     assert host["PidsLimit"] == 64 and host["Memory"] == host["MemorySwap"] > 0
     assert container.attrs["Config"]["User"] == "65533:65533"
+
+
+def test_a_missing_image_is_named_with_the_command_that_builds_it(docker_ready: None) -> None:
+    """Before any container: the engine answers, the image is not there. Starting the pool
+    raises the typed error; a run reports it as its error (no container was made)."""
+    from multiturn_envs.sandbox.image_transfer import ImageMissing
+
+    why = r"no-such-recipe is missing; build it: multiturn-envs sandbox build"
+    sandbox = DockerSandbox(image="multiturn-envs-sandbox:no-such-recipe", size=1)
+    try:
+        result = sandbox.run("print(1)", [TestCase("stdio", "", "1")])
+        assert result.results == () and re.search(why, result.error or ""), result
+        with pytest.raises(ImageMissing, match=why):
+            sandbox.provider  # noqa: B018 (the property starts the pool)
+        assert sandbox.container_ids() == []
+    finally:
+        sandbox.close()
 
 
 def test_containers_are_reused_and_recycled(docker_ready: None) -> None:
