@@ -118,6 +118,10 @@ def study_fingerprint(config: dict[str, Any]) -> dict[str, Any]:
     return fingerprint
 
 
+class NotAStudyFolder(ValueError):
+    """``--out`` names a folder the study did not make: nothing in it is touched."""
+
+
 def check_float_path(out: Path, fingerprint: dict[str, Any], log: Callable[[str], None]) -> None:
     """Stages a folder holds were made under one float path and package set: when this run's
     differ from those recorded in ``out/float_path.json`` (or none is recorded), the folder's
@@ -130,6 +134,13 @@ def check_float_path(out: Path, fingerprint: dict[str, Any], log: Callable[[str]
             return
         changed = [k for k in FLOAT_PATH_FIELDS if had.get(k) != want[k]]
         log(f"{out}: made under another float path or package set ({', '.join(changed)}): rebuilt")
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+        # every study folder records its float path first: without it, what is there is not
+        # ours, and the stages would remove or replace it (``base/``, ``arms/``, ``eval-*``)
+        raise NotAStudyFolder(
+            f"{out} is not a folder this study made (it holds files and no float_path.json); "
+            "give --out a new or empty folder"
+        )
     if (out / "base").exists():
         shutil.rmtree(out / "base")
     out.mkdir(parents=True, exist_ok=True)
@@ -1103,6 +1114,11 @@ def main() -> None:
     torch.manual_seed(int(config["seed"]))
     out = Path(args.out or f"runs/study/seed-{config['seed']}")
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        check_float_path(out, study_fingerprint(config), say)  # before any work
+    except NotAStudyFolder as exc:
+        print(f"study: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
     if args.base_only:
         found = run_base(config, out, say)
         for group, a in found["agreement"].items():

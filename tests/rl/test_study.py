@@ -274,3 +274,41 @@ def test_the_study_config_is_read_within_bounds(tmp_path: Path) -> None:
     (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
     with pytest.raises(UntrustedInputError, match="nested"):
         study.read_config(tmp_path / "deep.json")
+
+
+def test_a_folder_the_study_did_not_make_is_left_untouched(tmp_path: Path) -> None:
+    """``--out`` at a folder of the user's (here one with a ``base/`` and an ``eval-base.jsonl``
+    of its own): refused before any stage, every file as it was; the command says so in one
+    line. A new or empty folder is taken, and the study's own folder is taken again."""
+    study = study_module()
+    out = tmp_path / "mine"
+    (out / "base").mkdir(parents=True)
+    files = {out / "base" / "notes.txt": "my notes\n", out / "eval-base.jsonl": "my rows\n"}
+    for path, text in files.items():
+        path.write_text(text)
+    config = _small(json.loads((STUDY / "config.json").read_text()))
+    with pytest.raises(study.NotAStudyFolder, match="new or empty folder"):
+        study.run_base(config, out, lambda text: None)
+    proc = subprocess.run(
+        [sys.executable, str(STUDY / "study.py"), "--out", str(out), "--base-only"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"study: {out} is not a folder this study made (it holds files and no "
+        "float_path.json); give --out a new or empty folder"
+    ]
+    assert sorted(p for p in out.rglob("*") if p.is_file()) == sorted(files)
+    assert all(path.read_text() == text for path, text in files.items())
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(study.NotAStudyFolder):
+        study.check_float_path(tmp_path / "a-file", study.study_fingerprint(config), print)
+    fingerprint = study.study_fingerprint(config)
+    for fresh in (tmp_path / "new", tmp_path / "empty"):
+        if fresh.name == "empty":
+            fresh.mkdir()
+        study.check_float_path(fresh, fingerprint, print)
+        study.check_float_path(fresh, fingerprint, print)  # its own folder, taken again
+        assert [p.name for p in fresh.iterdir()] == ["float_path.json"]
