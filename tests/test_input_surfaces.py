@@ -58,7 +58,10 @@ NOT_OUTSIDE_INPUT: dict[str, str] = {
     "multiturn_envs.sandbox.local.LocalSandbox.run": "its own temporary job files",
     "multiturn_envs.sandbox.hardening.install_runner": "the package's own runner file",
     "multiturn_envs.sandbox.recipes.image_recipes": "the package's own image definitions",
-    "multiturn_envs.sandbox.creation_rate.CreationRate.wait": "its own 8-byte clock, range-checked",
+    "multiturn_envs.sandbox.creation_rate.CreationRate.wait": (
+        "its own 8-byte clock, range-checked, in a folder only this user may write, never "
+        "opened through a link"
+    ),
     "multiturn_envs.sandbox.ssh_tunnel.SshTunnel": "the log its own ssh writes in its private "
     "0700 folder: a failed start quotes the last line of its last 4 KiB",
     "multiturn_envs.testing.engines": "the test engine's own folder and /proc (tests only)",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
+import stat
 import struct
 import threading
 from pathlib import Path
@@ -106,3 +108,50 @@ def test_one_engine_has_one_budget_whatever_its_options() -> None:
     ssh = DockerEngine(EngineAddress.parse("ssh://u@h"))
     ssh_other_socket = DockerEngine(EngineAddress.parse("ssh://u@h?socket=/run/user/1/docker.sock"))
     assert ssh.rate.path != ssh_other_socket.rate.path
+
+
+def test_the_default_folder_is_this_users_own() -> None:
+    rate = CreationRate("local", 1.0)
+    folder = rate.path.parent
+    assert folder.name == f"mte-engine-rate-{os.getuid()}"
+    st = folder.lstat()
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def test_a_folder_others_could_write_or_a_link_is_refused(tmp_path: Path) -> None:
+    """In a shared ``/tmp`` another user can make the folder first: writable by all, or a link
+    to one of theirs. Neither is used (a clock's write could land in a file they chose)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(RuntimeError, match="not a private folder"):
+        CreationRate("local", 1.0, str(shared))
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(RuntimeError, match="not a private folder"):
+        CreationRate("local", 1.0, str(tmp_path / "link"))
+    (tmp_path / "plain-file").write_text("x")
+    with pytest.raises(RuntimeError, match=r"creation-rate folder .*plain-file"):
+        CreationRate("local", 1.0, str(tmp_path / "plain-file"))
+    if os.getuid() == 0:  # another user's folder, mode 0700 and all
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o700)
+        os.chown(theirs, 65534, 65534)
+        with pytest.raises(RuntimeError, match="another user's"):
+            CreationRate("local", 1.0, str(theirs))
+
+
+def test_a_clock_is_never_opened_through_a_link(tmp_path: Path) -> None:
+    folder = tmp_path / "clocks"
+    folder.mkdir(mode=0o700)
+    rate = CreationRate("tcp://engine:2376", 5.0, str(folder))
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious bytes")
+    rate.path.symlink_to(victim)
+    with pytest.raises(RuntimeError, match="cannot be opened"):
+        rate.wait()
+    assert victim.read_bytes() == b"precious bytes"
+    rate.path.unlink()
+    os.mkfifo(rate.path)  # not a regular file: a clear error, never a block
+    with pytest.raises(RuntimeError, match="creation-rate clock"):
+        rate.wait()
