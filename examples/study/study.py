@@ -57,11 +57,22 @@ START_FIELDS = frozenset(
 )
 
 
+def _own_json(path: Path) -> Any:
+    """One of the study's bookkeeping files in its folder (at most 1 MiB), or ``None`` when it
+    is missing or unreadable (a run cut while writing it, a hand edit): the stage it describes
+    is then redone, never a traceback on every rerun."""
+    from multiturn_envs.errors import UntrustedInputError
+    from multiturn_envs.untrusted import load_json
+
+    try:
+        return load_json(path, max_bytes=1 << 20)
+    except (OSError, UntrustedInputError, ValueError):
+        return None
+
+
 def _same_config(saved: Path, want: dict[str, Any]) -> bool:
     """Whether a stage's folder was made under ``want`` (JSON round trip: lists, not tuples)."""
-    if not saved.exists():
-        return False
-    return bool(json.loads(saved.read_text()) == json.loads(json.dumps(want)))
+    return bool(_own_json(saved) == json.loads(json.dumps(want)))
 
 
 def choose_arms(config: dict[str, Any], arms: str | None = None) -> dict[str, Any]:
@@ -129,10 +140,13 @@ def check_float_path(out: Path, fingerprint: dict[str, Any], log: Callable[[str]
     want = {k: fingerprint[k] for k in FLOAT_PATH_FIELDS}
     saved = out / "float_path.json"
     if saved.exists():
-        had = json.loads(saved.read_text())
-        if {k: had.get(k) for k in FLOAT_PATH_FIELDS} == want:
+        had = _own_json(saved)
+        if not isinstance(had, dict):
+            changed = ["float_path.json unreadable"]
+        elif {k: had.get(k) for k in FLOAT_PATH_FIELDS} == want:
             return
-        changed = [k for k in FLOAT_PATH_FIELDS if had.get(k) != want[k]]
+        else:
+            changed = [k for k in FLOAT_PATH_FIELDS if had.get(k) != want[k]]
         log(f"{out}: made under another float path or package set ({', '.join(changed)}): rebuilt")
     elif out.exists() and (not out.is_dir() or any(out.iterdir())):
         # every study folder records its float path first: without it, what is there is not
@@ -335,8 +349,10 @@ def prepare_base(
         (out / "base" / "start_config.json").write_text(json.dumps(start_config, indent=2))
     saved = out / "base" / "agreement.json"
     want = {"tasks": tasks, "episodes": config["agreement_episodes"]}
-    if not fresh and saved.exists() and json.loads(saved.read_text())["for"] == want:
-        return base_dir, fresh, dict(json.loads(saved.read_text())["agreement"])
+    found = None if fresh else _own_json(saved)
+    kept = found.get("agreement") if isinstance(found, dict) and found.get("for") == want else None
+    if isinstance(kept, dict):
+        return base_dir, fresh, dict(kept)
     model, tokenizer = load_model(str(base_dir))
     agreement: dict[str, Any] = {}
     for group, group_tasks in tasks.items():

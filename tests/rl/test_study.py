@@ -312,3 +312,29 @@ def test_a_folder_the_study_did_not_make_is_left_untouched(tmp_path: Path) -> No
         study.check_float_path(fresh, fingerprint, print)
         study.check_float_path(fresh, fingerprint, print)  # its own folder, taken again
         assert [p.name for p in fresh.iterdir()] == ["float_path.json"]
+
+
+def test_a_bookkeeping_file_cut_short_redoes_its_stage(tmp_path: Path) -> None:
+    """The study's own JSON files (float path, start config, agreement) cut while written, or
+    not a file: the stage they describe is redone, never a traceback on every rerun."""
+    study = study_module()
+    config = _small(json.loads((STUDY / "config.json").read_text()))
+    fingerprint = study.study_fingerprint(config)
+    out = tmp_path / "seed-0"
+    study.check_float_path(out, fingerprint, print)  # the study's folder from now on
+    (out / "base").mkdir()
+    (out / "base" / "weights").write_text("made under the old path")
+    (out / "float_path.json").write_text('{"packages": {"torch": ')  # cut while written
+    said: list[str] = []
+    study.check_float_path(out, fingerprint, said.append)
+    assert len(said) == 1 and "float_path.json unreadable" in said[0]
+    assert not (out / "base").exists()
+    want = {k: fingerprint[k] for k in study.FLOAT_PATH_FIELDS}
+    assert json.loads((out / "float_path.json").read_text()) == want
+    (out / "start.json").write_text('{"lr": ')
+    os.mkfifo(out / "fifo.json")
+    (out / "ok.json").write_text(json.dumps({"lr": 0.1, "maps": [1, 2]}))
+    assert not study._same_config(out / "start.json", {"lr": 0.1})
+    assert not study._same_config(out / "fifo.json", {"lr": 0.1})  # refused, never a block
+    assert not study._same_config(out / "missing.json", {"lr": 0.1})
+    assert study._same_config(out / "ok.json", {"lr": 0.1, "maps": (1, 2)})
