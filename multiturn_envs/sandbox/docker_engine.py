@@ -424,11 +424,16 @@ class DockerEngine:
 
     def ensure_image(self, image: str) -> None:
         """``image`` present and current here, sent from this machine's engine when it is not
-        (:func:`~.image_transfer.ensure_image`); checked once per image and process."""
-        from multiturn_envs.sandbox.image_transfer import ensure_image
+        (:func:`~.image_transfer.make_current`); checked once per image and process, one check
+        or transfer at a time (two cold creations send an image once)."""
+        if image in self._images:
+            return
+        from multiturn_envs.sandbox.image_transfer import make_current
 
-        local = None if self.address.scheme == "local" else DockerEngine.shared("local")
-        ensure_image(self, image, local)
+        with self._image_lock:
+            if image not in self._images:
+                local = None if self.address.scheme == "local" else DockerEngine.shared("local")
+                self._images[image] = make_current(self, image, local)
 
     # ------------------------------------------------------------------ removal
     def remove(self, container_id: str) -> None:

@@ -34,9 +34,10 @@ if TYPE_CHECKING:
 __all__ = [
     "LABEL_PREFIX",
     "PUSH_VARIABLE",
+    "ImageMissing",
     "build_hint",
-    "ensure_image",
     "expected_labels",
+    "make_current",
     "project_labels",
 ]
 
@@ -126,19 +127,12 @@ def _answering(local: DockerEngine | None, engine: DockerEngine) -> DockerEngine
     return local
 
 
-def ensure_image(engine: DockerEngine, image: str, local: DockerEngine | None) -> None:
+def make_current(engine: DockerEngine, image: str, local: DockerEngine | None) -> str:
     """Make ``image`` present and current on ``engine`` (module docstring), sent from
-    ``local`` (this machine's engine) when it is not; raises ``RuntimeError`` saying what is
-    missing and the command that makes it."""
-    if image in engine._images:
-        return
-    with engine._image_lock:  # two cold creates send the image once
-        if image not in engine._images:
-            engine._images[image] = _make_current(engine, image, local)
-
-
-def _make_current(engine: DockerEngine, image: str, local: DockerEngine | None) -> str:
-    """:func:`ensure_image`'s work: the id ``image`` is current with on ``engine``."""
+    ``local`` (this machine's engine) when it is not; the id it is current with there.
+    :class:`ImageMissing` when this machine's engine lacks it, else ``RuntimeError`` saying
+    what is missing where and the command that makes it. The engine keeps the answer
+    (:meth:`~.docker_engine.DockerEngine.ensure_image`)."""
     target = _inspect(engine, image)
     local = _answering(local, engine)
     if local is None and engine.address.scheme == "local":
