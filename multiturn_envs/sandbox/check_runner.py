@@ -372,8 +372,9 @@ def _add_tree(
         raise ValueError(f"{name}: more than {KEEPER_MAX_DEPTH} levels")
     for entry in sorted(os.listdir(dfd)):
         path = f"{name}/{entry}"
-        if len(path.encode("utf-8", "surrogateescape")) > room:  # the checker could not unpack
-            raise _PathTooLong(len(path.encode("utf-8", "surrogateescape")) + PATH_MAX - 1 - room)
+        length = len(path.encode("utf-8", "surrogateescape"))
+        if length > room:  # the checker could not unpack it
+            raise _PathTooLong(length + PATH_MAX - 1 - room)
         try:
             est = os.stat(entry, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
